@@ -1,0 +1,1 @@
+"""Read result folders and print the tables. Never imports torch: runs on a login node."""

@@ -1,0 +1,1 @@
+"""Where points run: inline (this process), local (submitit subprocesses), slurm (job arrays)."""

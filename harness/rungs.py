@@ -1,0 +1,55 @@
+"""The rungs of the caching ladder: names, order and what each one still pays.
+
+Torch-free on purpose: the spec validator and the analysis (on a login node) both need the
+names and the order, and neither may import torch.
+"""
+
+from __future__ import annotations
+
+import re
+
+# From the bound (everything cached on the device) down to the full pipeline; the drop between
+# two neighbours is the cost of the stage between them (000_*, 001_* in shared/reference).
+LADDER: tuple[str, ...] = (
+    "device_batch",
+    "host_batch",
+    "processed_sample",
+    "raw_sample",
+    "raw_bytes",
+    "full",
+)
+
+# What a step pays on each rung beyond the rung above it: the stage the drop is blamed on.
+STAGE_ADDED: dict[str, str] = {
+    "device_batch": "the train step",
+    "host_batch": "host-to-device copy",
+    "processed_sample": "collation, worker IPC and the copy of fresh batches",
+    "raw_sample": "transforms",
+    "raw_bytes": "decoding",
+    "full": "raw data loading",
+}
+
+TRANSFORM_RUNG = re.compile(r"^transform:(\d+)$")
+
+
+def is_rung(name: str) -> bool:
+    return name in LADDER or TRANSFORM_RUNG.match(name) is not None
+
+
+def transform_cut(name: str) -> int | None:
+    """`transform:k` caches the output of the first k transforms; None for other rungs."""
+    m = TRANSFORM_RUNG.match(name)
+    return int(m.group(1)) if m else None
+
+
+def ladder_position(name: str) -> float:
+    """Sort key, bound first. `transform:k` sits between processed_sample and raw_sample:
+    larger k caches more, so it is closer to processed_sample."""
+    k = transform_cut(name)
+    if k is not None:
+        return LADDER.index("raw_sample") - 1 + 1 / (k + 2)
+    return float(LADDER.index(name))
+
+
+def allowed_text() -> str:
+    return ", ".join(LADDER) + ", transform:<k>"

@@ -1,0 +1,215 @@
+"""run_point: what every rank does for one point (build the workload, measure each rung, write rows).
+
+A failure is recorded, not raised: a workload that cannot be built gives a failed row for each
+rung; a rung that crashes (a worker dies, a dataset raises) gives a failed row and the next
+rung still runs. A rung the dataset cannot serve gives a skipped row saying why.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from harness import ladder, results
+from harness.dist import DistEnv
+from harness.loop import LoopTimes, timed_loop
+from harness.meta import collect_meta
+from harness.plan import Point
+from harness.sampling.host import process_tree_memory_bytes
+from harness.train_step import TrainStep, choose_device, device_sync
+from harness.workloads.build import build_dataset, build_model
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PointOutcome:
+    point_id: str
+    ok: int
+    failed: int
+    skipped: int
+    rows: tuple[results.RungRow, ...]
+
+
+def run_point(
+    point: Point,
+    sweep_dir: Path,
+    *,
+    env: DistEnv | None = None,
+    skip_done: bool = True,
+) -> PointOutcome:
+    env = env or DistEnv.from_environ()
+    point_path = results.point_dir(sweep_dir, point.id)
+    point_path.mkdir(parents=True, exist_ok=True)
+    writer = results.RankWriter(point_path, env.rank)
+    done: set[tuple[str, int]] = set()
+    if skip_done and writer.path.exists():
+        # A requeued or resumed point keeps what it measured and goes on with the rest.
+        writer.rows = [dict(r) for r in results.read_rows(writer.path)]
+        done = {(r["rung"], int(r["repeat"])) for r in writer.rows}
+
+    context = _Context(point, sweep_dir.name, env)
+    rows: list[results.RungRow] = []
+    try:
+        device = choose_device(point.workload.device, env.local_rank)
+        context.device = str(device)
+        results.write_meta(point_path, env.rank, collect_meta(device, env))
+        dataset = build_dataset(point.workload)
+        model = build_model(point.workload, int(getattr(dataset, "num_classes", 10)))
+        step = TrainStep(
+            model,
+            device,
+            non_blocking=point.loader.non_blocking,
+            amp=point.workload.amp,
+            compile=point.workload.compile,
+        )
+    except Exception as e:
+        log.error("point %s: %s", point.id, _one_line(e))
+        log.debug("%s", traceback.format_exc())
+        for rung in point.rungs:
+            for repeat in range(point.measure.repeats):
+                if (rung, repeat) not in done:
+                    row = context.row(rung, repeat, status="failed", error=_one_line(e))
+                    writer.append(row)
+                    rows.append(row)
+        return _outcome(point, rows)
+
+    where = ladder.Placement(device=device, rank=env.rank, world_size=env.world_size)
+    for rung in point.rungs:
+        for repeat in range(point.measure.repeats):
+            if (rung, repeat) in done:
+                continue
+            row = _measure_rung(context, rung, repeat, dataset, step, where)
+            writer.append(row)
+            rows.append(row)
+    return _outcome(point, rows)
+
+
+def _measure_rung(
+    context: _Context,
+    rung: str,
+    repeat: int,
+    dataset: Any,
+    step: TrainStep,
+    where: ladder.Placement,
+) -> results.RungRow:
+    point = context.point
+    started = _now()
+    stream: ladder.LoaderStream | ladder.RepeatStream | None = None
+    try:
+        stream = ladder.build_stream(rung, dataset, point.loader, point.workload.batch_size, where)
+        times = timed_loop(
+            stream,
+            step,
+            warmup_steps=point.measure.warmup_steps,
+            steps=point.measure.steps,
+            sync=device_sync(where.device),
+        )
+        # Taken while the workers are still alive: what the loader really holds.
+        memory_gb = process_tree_memory_bytes() / 1e9
+    except ladder.RungUnavailable as e:
+        log.warning("point %s, rung %s skipped: %s", point.id, rung, e)
+        return context.row(rung, repeat, status="skipped", error=str(e), started=started)
+    except Exception as e:
+        log.error("point %s, rung %s failed: %s", point.id, rung, _one_line(e))
+        log.debug("%s", traceback.format_exc())
+        return context.row(rung, repeat, status="failed", error=_one_line(e), started=started)
+    finally:
+        if stream is not None:
+            stream.close()
+    row = context.row(rung, repeat, status="ok", times=times, memory_gb=memory_gb, started=started)
+    log.info(
+        "point %s rung %s repeat %d: %.1f samples/s, loading %.4f s/step",
+        point.id,
+        rung,
+        repeat,
+        row.samples_per_s or 0.0,
+        times.loading_time,
+    )
+    return row
+
+
+class _Context:
+    """The fields every row of a point shares."""
+
+    def __init__(self, point: Point, sweep_id: str, env: DistEnv) -> None:
+        self.point, self.sweep_id, self.env = point, sweep_id, env
+        self.device = point.workload.device
+
+    def row(
+        self,
+        rung: str,
+        repeat: int,
+        *,
+        status: str,
+        error: str = "",
+        times: LoopTimes | None = None,
+        memory_gb: float | None = None,
+        started: str | None = None,
+    ) -> results.RungRow:
+        p, w, ld = self.point, self.point.workload, self.point.loader
+        samples = times.steps * w.batch_size if times else 0
+        return results.RungRow(
+            sweep_id=self.sweep_id,
+            point_id=p.id,
+            point_index=p.index,
+            step=p.step,
+            rung=rung,
+            repeat=repeat,
+            rank=self.env.rank,
+            world_size=self.env.world_size,
+            hostname=self.env.hostname,
+            jobid=self.env.jobid,
+            device=self.device,
+            status=status,
+            error=error,
+            dataset=w.dataset,
+            model=w.model,
+            batch_size=w.batch_size,
+            amp=str(w.amp).lower() if w.amp is False else str(w.amp),
+            compile=w.compile,
+            num_workers=ld.num_workers,
+            persistent_workers=ld.persistent_workers,
+            pin_memory=ld.pin_memory,
+            non_blocking=ld.non_blocking,
+            prefetch_factor=ld.prefetch_factor,
+            drop_last=ld.drop_last,
+            warmup_steps=p.measure.warmup_steps,
+            steps=times.steps if times else 0,
+            samples=samples,
+            first_step_loading_time=times.first_step_loading_time if times else None,
+            loading_time=times.loading_time if times else None,
+            loading_time_median=times.loading_time_median if times else None,
+            loading_time_total=sum(times.loading_times) if times else None,
+            step_time=times.step_time if times else None,
+            step_time_median=times.step_time_median if times else None,
+            training_time=times.training_time if times else None,
+            samples_per_s=samples / times.training_time if times else None,
+            steps_per_s=times.steps / times.training_time if times else None,
+            cpu_memory_gb=memory_gb,
+            started_at=started or _now(),
+            finished_at=_now(),
+        )
+
+
+def _outcome(point: Point, rows: list[results.RungRow]) -> PointOutcome:
+    return PointOutcome(
+        point_id=point.id,
+        ok=sum(r.status == "ok" for r in rows),
+        failed=sum(r.status == "failed" for r in rows),
+        skipped=sum(r.status == "skipped" for r in rows),
+        rows=tuple(rows),
+    )
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text}"[:500]
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")

@@ -1,0 +1,107 @@
+"""One training step: copy to the device, forward, loss, backward, optimizer step.
+
+Device choice and synchronisation live here too: they are the only GPU-specific calls of the
+loop, kept thin so that everything else runs (and is tested) on the CPU.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+import torch
+from torch import nn
+
+log = logging.getLogger(__name__)
+_said_cpu_fallback = False  # "auto -> cpu" is said once per process, not once per point
+
+
+class DeviceError(RuntimeError):
+    """The requested device or precision cannot be used on this machine."""
+
+
+def choose_device(requested: str, local_rank: int = 0) -> torch.device:
+    """`auto` takes a GPU when one is visible. A rank picks its GPU by local rank among the
+    GPUs it can see: Slurm may hand out global indices (TaskPlugin=task/none), so never
+    trust an index from the environment."""
+    cuda = torch.cuda.is_available()
+    if requested == "cpu" or (requested == "auto" and not cuda):
+        global _said_cpu_fallback
+        if requested == "auto" and not _said_cpu_fallback:
+            _said_cpu_fallback = True
+            log.info("device auto: no CUDA device visible, running on the CPU")
+        return torch.device("cpu")
+    if not cuda:
+        raise DeviceError("device cuda requested, but torch.cuda.is_available() is False here")
+    return torch.device("cuda", local_rank % torch.cuda.device_count())
+
+
+def device_sync(device: torch.device) -> Callable[[], None]:
+    if device.type == "cuda":
+        return lambda: torch.cuda.synchronize(device)
+    return lambda: None
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return str(torch.cuda.get_device_name(device))
+    return "cpu"
+
+
+class TrainStep:
+    """Callable on a batch `(inputs, targets)`; owns the model, loss and optimizer."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        device: torch.device,
+        *,
+        non_blocking: bool,
+        amp: str | bool = False,
+        compile: bool = False,
+        lr: float = 0.001,
+    ) -> None:
+        self.device = device
+        self.non_blocking = non_blocking
+        self.model = model.to(device)
+        self.model.train()
+        self.criterion = nn.CrossEntropyLoss()
+        # The optimiser of the reference scripts (001_*, 002_*).
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=0.9)
+        self.forward: Callable[..., Any] = torch.compile(self.model) if compile else self.model
+        self.autocast, self.scaler = _precision(amp, device)
+
+    def to_device(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        inputs, targets = batch[0], batch[1]
+        return (
+            inputs.to(self.device, non_blocking=self.non_blocking),
+            targets.to(self.device, non_blocking=self.non_blocking),
+        )
+
+    def __call__(self, batch: Any) -> None:
+        inputs, targets = self.to_device(batch)
+        with self.autocast():
+            loss = self.criterion(self.forward(inputs), targets)
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            self.optimizer.step()
+
+
+def _precision(
+    amp: str | bool, device: torch.device
+) -> tuple[Callable[[], AbstractContextManager[Any]], Any]:
+    if not amp:
+        return nullcontext, None
+    if amp == "fp16" and device.type != "cuda":
+        raise DeviceError("amp fp16 needs a CUDA device; on the CPU use amp: bf16")
+    dtype = torch.bfloat16 if amp == "bf16" else torch.float16
+    # fp16 gradients underflow without loss scaling; bf16 has fp32's range and needs none.
+    scaler = torch.amp.GradScaler("cuda") if amp == "fp16" else None
+    return (lambda: torch.autocast(device_type=device.type, dtype=dtype)), scaler

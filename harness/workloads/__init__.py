@@ -1,0 +1,1 @@
+"""Datasets and models to benchmark: the seed workloads and a user's own factories."""

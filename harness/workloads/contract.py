@@ -1,0 +1,49 @@
+"""What a dataset offers so the caching ladder can cut its pipeline.
+
+A dataset that splits loading from transforming lets the ladder cache a raw sample (and time
+the transforms) and, with `read_bytes`/`decode`, cache the stored bytes (and time decoding).
+Any map-style dataset returning `(input, target)` still gets device_batch, host_batch, full.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from torch.utils.data import Dataset
+
+
+@runtime_checkable
+class SplitDataset(Protocol):
+    """`self[i] == (transform(load_raw(i)[0]), load_raw(i)[1])`, up to randomness."""
+
+    transform: Callable[[Any], Any] | None
+
+    def __len__(self) -> int: ...
+
+    def load_raw(self, index: int) -> tuple[Any, int]: ...
+
+
+@runtime_checkable
+class BytesDataset(SplitDataset, Protocol):
+    """File-backed: `load_raw(i) == (decode(read_bytes(i)[0]), read_bytes(i)[1])`."""
+
+    def read_bytes(self, index: int) -> tuple[bytes, int]: ...
+
+    def decode(self, data: bytes) -> Any: ...
+
+
+class PipelineDataset(Dataset[tuple[Any, int]]):
+    """Base for the built-in datasets: `__getitem__` is load_raw then transform."""
+
+    transform: Callable[[Any], Any] | None = None
+    num_classes: int = 10
+
+    def load_raw(self, index: int) -> tuple[Any, int]:
+        raise NotImplementedError
+
+    def __getitem__(self, index: int) -> tuple[Any, int]:
+        raw, target = self.load_raw(index)
+        if self.transform is not None:
+            raw = self.transform(raw)
+        return raw, target

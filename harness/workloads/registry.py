@@ -1,0 +1,74 @@
+"""Names of the built-in datasets and models, and loading of a user's `package.module:factory`.
+
+The tables hold import paths, not objects, so that validating a spec does not import torch
+until a factory is actually needed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+DATASETS: dict[str, str] = {
+    "fake_cifar": "harness.workloads.fake_cifar:FakeCIFAR",
+    "starved": "harness.workloads.starved:StarvedDataset",
+    "image_folder": "harness.workloads.image_folder:ImageFolderDataset",
+}
+
+MODELS: dict[str, str] = {
+    "resnet18": "harness.workloads.models:resnet18",
+    "resnet50": "harness.workloads.models:resnet50",
+    "toy_conv": "harness.workloads.models:toy_conv",
+    "linear": "harness.workloads.models:linear",
+}
+
+FACTORY_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+class FactoryError(ValueError):
+    """A dataset or model name that cannot be turned into a factory; the message says why."""
+
+
+def is_factory_path(name: str) -> bool:
+    return FACTORY_PATH.match(name) is not None
+
+
+def resolve(name: str, table: Mapping[str, str], kind: str) -> Callable[..., Any]:
+    """The factory for a registered name or a "package.module:factory" path."""
+    target = table.get(name)
+    if target is None:
+        if not is_factory_path(name):
+            raise FactoryError(
+                f"unknown {kind} {name!r}; expected one of {', '.join(sorted(table))} "
+                f'or "package.module:factory"'
+            )
+        target = name
+    module_name, attr = target.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as e:  # a user's module may raise anything while importing
+        raise FactoryError(f"cannot import {module_name!r}: {type(e).__name__}: {e}") from e
+    factory = getattr(module, attr, None)
+    if factory is None or not callable(factory):
+        raise FactoryError(f"{module_name!r} has no callable {attr!r}")
+    return factory
+
+
+def check_arguments(factory: Callable[..., Any], args: Mapping[str, Any]) -> None:
+    """Raise FactoryError if `factory(**args)` would not bind, naming the accepted arguments."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return  # builtins without a signature: let the call itself decide
+    try:
+        signature.bind(**args)
+    except TypeError as e:
+        accepted = [
+            p.name
+            for p in signature.parameters.values()
+            if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+        raise FactoryError(f"{e}; accepted: {', '.join(accepted) or 'none'}") from e

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Create .venv (once) and install the harness with its dependencies. Idempotent: a second run
+# only checks. torch/torchvision are pinned to the releases these machines carry on disk; on
+# a cluster with its own PyTorch module, install the harness into that environment instead.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3}"
+VENV="${HARNESS_VENV:-.venv}"
+TORCH_SPEC="${HARNESS_TORCH:-torch==2.14.1 torchvision==0.29.1}"
+
+if [ ! -x "$VENV/bin/python" ]; then
+    "$PYTHON" -m venv "$VENV"
+fi
+stamp="$VENV/.harness-installed"
+want="$(cat pyproject.toml; echo "$TORCH_SPEC")"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    "$VENV/bin/pip" install --quiet --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
+    # shellcheck disable=SC2086
+    "$VENV/bin/pip" install --quiet $TORCH_SPEC 2>&1 | grep -v "^WARNING: Location" || true
+    "$VENV/bin/pip" install --quiet -e ".[dev]" 2>&1 | grep -v "^WARNING: Location" || true
+    "$VENV/bin/python" -c "import torch, torchvision, harness" # fail here, not later
+    printf '%s' "$want" > "$stamp"
+fi
