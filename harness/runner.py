@@ -207,7 +207,13 @@ def _outcome(point: Point, rows: list[results.RungRow]) -> PointOutcome:
 
 
 def _one_line(e: BaseException) -> str:
-    text = " ".join(str(e).split())
+    """The error as one line for a CSV cell. A DataLoader worker's error carries the worker's
+    whole traceback; its last line is the cause a user needs."""
+    message = str(e)
+    if "Original Traceback" in message:
+        lines = [line.strip() for line in message.splitlines() if line.strip()]
+        message = f"{lines[0].rstrip('.')}: {lines[-1]}"
+    text = " ".join(message.split())
     return f"{type(e).__name__}: {text}"[:500]
 
 

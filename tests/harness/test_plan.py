@@ -1,0 +1,150 @@
+from __future__ import annotations
+
+import textwrap
+
+from harness.plan import expand, resolve_loader
+from harness.spec import parse_spec
+from tests.conftest import TINY_WORKLOAD
+
+
+def plan_of(extra: str):
+    return expand(parse_spec("name: t\n" + TINY_WORKLOAD + textwrap.dedent(extra)))
+
+
+def loader_values(plan, *fields):
+    return [tuple(getattr(p.loader, f) for f in fields) for p in plan.points]
+
+
+def test_axes_cross_in_spec_order_first_values_first() -> None:
+    plan = plan_of("loader: {num_workers: [1, 2], pin_memory: [false, true]}\n")
+    assert loader_values(plan, "num_workers", "pin_memory") == [(1, False), (1, True), (2, False), (2, True)]
+    assert [p.index for p in plan.points] == [0, 1, 2, 3]
+
+
+def test_workload_axes_cross_with_loader_axes() -> None:
+    plan = plan_of("loader: {num_workers: [1, 2]}\n").spec
+    plan = expand(parse_spec(plan.text.replace("batch_size: 8", "batch_size: [4, 8]")))
+    assert [(p.workload.batch_size, p.loader.num_workers) for p in plan.points] == [
+        (4, 1),
+        (4, 2),
+        (8, 1),
+        (8, 2),
+    ]
+
+
+def test_zip_pairs_axes_instead_of_crossing() -> None:
+    plan = plan_of(
+        """\
+        loader: {num_workers: [1, 2, 4], prefetch_factor: [8, 4, 2], pin_memory: [false, true]}
+        zip: [[num_workers, loader.prefetch_factor]]
+        """
+    )
+    assert loader_values(plan, "num_workers", "prefetch_factor", "pin_memory") == [
+        (1, 8, False),
+        (1, 8, True),
+        (2, 4, False),
+        (2, 4, True),
+        (4, 2, False),
+        (4, 2, True),
+    ]
+
+
+def test_exclude_removes_matching_combinations_and_says_how_many() -> None:
+    plan = plan_of(
+        """\
+        loader: {num_workers: [1, 2], pin_memory: [false, true], non_blocking: [false, true]}
+        exclude: [{pin_memory: false, non_blocking: true}]
+        """
+    )
+    assert (False, True) not in loader_values(plan, "pin_memory", "non_blocking")
+    assert len(plan.points) == 6
+    assert "2 combination(s) removed by exclude" in plan.notes
+
+
+def test_exclude_that_matches_nothing_is_noted() -> None:
+    plan = plan_of("loader: {num_workers: [1, 2]}\nexclude: [{num_workers: 3}]\n")
+    assert "exclude[0] matched no combination; check its values" in plan.notes
+
+
+def test_sequence_is_cumulative() -> None:
+    plan = plan_of(
+        """\
+        sequence:
+          - {name: baseline}
+          - {name: workers, num_workers: 2}
+          - {name: pinning, pin_memory: true, non_blocking: true}
+          - {name: batch, batch_size: 16}
+        """
+    )
+    assert [p.step for p in plan.points] == ["baseline", "workers", "pinning", "batch"]
+    assert loader_values(plan, "num_workers", "pin_memory") == [(0, False), (2, False), (2, True), (2, True)]
+    assert [p.workload.batch_size for p in plan.points] == [8, 8, 8, 16]
+
+
+def test_sequence_steps_with_equal_settings_stay_distinct_points() -> None:
+    plan = plan_of("sequence: [{name: a}, {name: b, drop_last: false}]\n")
+    assert len(plan.points) == 2
+    assert plan.points[0].id != plan.points[1].id
+
+
+def test_workers_zero_drops_prefetch_and_persistence_as_pytorch_requires() -> None:
+    settings, notes = resolve_loader(
+        dict(
+            num_workers=0,
+            persistent_workers=True,
+            pin_memory=False,
+            non_blocking=False,
+            prefetch_factor=4,
+            drop_last=False,
+        )
+    )
+    assert settings.prefetch_factor is None and settings.persistent_workers is False
+    assert notes == (
+        "prefetch_factor 4 -> null (num_workers=0)",
+        "persistent_workers true -> false (num_workers=0)",
+    )
+
+
+def test_workers_without_prefetch_get_pytorch_default() -> None:
+    settings, notes = resolve_loader(
+        dict(
+            num_workers=2,
+            persistent_workers=False,
+            pin_memory=True,
+            non_blocking=True,
+            prefetch_factor=None,
+            drop_last=False,
+        )
+    )
+    assert settings.prefetch_factor == 2
+    assert notes == ("prefetch_factor null -> 2 (PyTorch's default with workers)",)
+
+
+def test_combinations_equal_once_resolved_are_measured_once() -> None:
+    plan = plan_of("loader: {num_workers: [0, 2], persistent_workers: [false, true]}\n")
+    assert loader_values(plan, "num_workers", "persistent_workers") == [(0, False), (2, False), (2, True)]
+    assert any("same as point 0 once resolved; measured once" in n for n in plan.notes)
+
+
+def test_point_ids_are_stable_and_depend_on_what_is_measured() -> None:
+    first = plan_of("loader: {num_workers: [1, 2]}\n")
+    again = plan_of("loader: {num_workers: [1, 2]}\n")
+    assert [p.id for p in first.points] == [p.id for p in again.points]
+    assert all(len(p.id) == 10 for p in first.points)
+    longer = expand(parse_spec(first.spec.text.replace("steps: 3", "steps: 4")))
+    assert {p.id for p in longer.points}.isdisjoint(p.id for p in first.points)
+    # The spec's name and the Slurm resources do not change what is measured.
+    renamed = expand(parse_spec(first.spec.text.replace("name: t", "name: u") + "slurm: {nodes: 2}\n"))
+    assert [p.id for p in renamed.points] == [p.id for p in first.points]
+
+
+def test_point_round_trips_through_json() -> None:
+    point = plan_of("loader: {num_workers: 2}\n").points[0]
+    from harness.plan import Point
+
+    assert Point.from_json(point.to_json()) == point
+
+
+def test_axes_lists_only_what_varies() -> None:
+    plan = plan_of("loader: {num_workers: [1, 2], pin_memory: true}\n")
+    assert plan.axes() == ["num_workers"]

@@ -1,0 +1,192 @@
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness.spec import SpecError, load_spec, parse_spec
+from tests.conftest import TINY_WORKLOAD
+
+
+def spec_text(extra: str = "", workload: str = TINY_WORKLOAD) -> str:
+    return "name: t\n" + workload + textwrap.dedent(extra)
+
+
+def error_of(text: str) -> str:
+    with pytest.raises(SpecError) as info:
+        parse_spec(text, file="jobs/x.yaml")
+    return str(info.value)
+
+
+def test_defaults_fill_every_section() -> None:
+    spec = parse_spec(spec_text())
+    assert spec.name == "t"
+    assert spec.axes["loader.num_workers"] == (0,)
+    assert spec.axes["loader.prefetch_factor"] == (2,)
+    assert spec.rungs == ("full",)
+    assert spec.measure.repeats == 1
+    assert spec.sampler.hz == 10.0
+    assert spec.slurm.nodes == 1 and spec.slurm.tasks_per_node == 1
+
+
+def test_lists_become_axes_and_scalars_do_not() -> None:
+    spec = parse_spec(spec_text("loader: {num_workers: [0, 2, 4], pin_memory: true}\n"))
+    assert spec.axes["loader.num_workers"] == (0, 2, 4)
+    assert spec.axes["loader.pin_memory"] == (True,)
+
+
+def test_tasks_per_node_defaults_to_one_per_gpu() -> None:
+    spec = parse_spec(spec_text("slurm: {gpus_per_node: 4}\n"))
+    assert spec.slurm.tasks_per_node == 4
+
+
+def test_yaml_syntax_error_names_file_and_line() -> None:
+    message = error_of("name: t\nworkload: {dataset: fake_cifar\nmodel: x\n")
+    assert message.startswith("jobs/x.yaml:")
+    assert "invalid YAML" in message
+
+
+def test_unknown_key_lists_the_valid_ones_with_its_line() -> None:
+    message = error_of(spec_text("loader:\n  num_worker: 4\n"))
+    assert re.match(r"jobs/x\.yaml:\d+: loader\.num_worker: unknown key; valid keys: num_workers, ", message)
+    line = int(message.split(":")[1])
+    assert spec_text("loader:\n  num_worker: 4\n").splitlines()[line - 1].strip() == "num_worker: 4"
+
+
+def test_unknown_top_level_key() -> None:
+    message = error_of(spec_text("lodaer: {}\n"))
+    assert "lodaer: unknown key; valid keys: name, description, workload" in message
+
+
+def test_negative_workers_names_value_and_what_is_allowed() -> None:
+    message = error_of(spec_text("loader: {num_workers: -1}\n"))
+    assert message.endswith("loader.num_workers: -1 is not allowed; expected an integer >= 0")
+
+
+def test_bad_value_inside_an_axis_names_its_index() -> None:
+    message = error_of(spec_text("loader:\n  num_workers: [0, 2, four]\n"))
+    assert "loader.num_workers[2]: 'four' is not allowed; expected an integer >= 0" in message
+
+
+def test_wrong_type_bool_is_not_an_int() -> None:
+    message = error_of(spec_text("loader: {pin_memory: 'yes'}\n"))
+    assert "loader.pin_memory: 'yes' is not allowed; expected true or false" in message
+    message = error_of(spec_text("loader: {num_workers: true}\n"))
+    assert "loader.num_workers: true is not allowed" in message
+
+
+def test_empty_axis_is_refused() -> None:
+    message = error_of(spec_text("loader: {num_workers: []}\n"))
+    assert "loader.num_workers: empty list; an axis needs at least one value" in message
+
+
+def test_repeated_axis_value_is_refused() -> None:
+    message = error_of(spec_text("loader: {num_workers: [2, 2]}\n"))
+    assert "loader.num_workers: [2, 2] repeats a value" in message
+
+
+def test_unknown_dataset_and_model() -> None:
+    workload = TINY_WORKLOAD.replace("fake_cifar", "imagenet")
+    assert (
+        "workload.dataset: 'imagenet' is not allowed; expected one of fake_cifar, starved, image_folder"
+        in error_of(spec_text(workload=workload))
+    )
+    workload = TINY_WORKLOAD.replace("model: linear", "model: vit_h")
+    assert "workload.model: 'vit_h' is not allowed; expected one of resnet18" in error_of(
+        spec_text(workload=workload)
+    )
+
+
+def test_user_factory_that_cannot_import_is_refused_at_load() -> None:
+    workload = TINY_WORKLOAD.replace("dataset: fake_cifar", "dataset: nosuchpkg.data:make")
+    message = error_of(spec_text(workload=workload))
+    assert "workload.dataset: cannot import 'nosuchpkg.data': ModuleNotFoundError" in message
+
+
+def test_user_factory_attribute_missing() -> None:
+    workload = TINY_WORKLOAD.replace("dataset: fake_cifar", "dataset: tests.fixtures.workloads:nope")
+    assert "'tests.fixtures.workloads' has no callable 'nope'" in error_of(spec_text(workload=workload))
+
+
+def test_dataset_args_that_do_not_fit_the_factory() -> None:
+    workload = TINY_WORKLOAD.replace("resize: null", "resise: 64")
+    message = error_of(spec_text(workload=workload))
+    assert "workload.dataset_args: does not fit dataset 'fake_cifar'" in message
+    assert "accepted: size, image_size, resize, num_classes, seed" in message
+
+
+def test_missing_workload_and_missing_model() -> None:
+    assert "workload: missing; expected a mapping with dataset and model" in error_of("name: t\n")
+    workload = "workload:\n  dataset: fake_cifar\n"
+    assert "workload.model: missing; expected one of" in error_of(spec_text(workload=workload))
+
+
+def test_bad_name() -> None:
+    assert "name: 'my spec' is not allowed" in error_of(spec_text().replace("name: t", "name: my spec"))
+
+
+def test_rungs_unknown_and_listed_twice() -> None:
+    assert "rungs[0]: 'gpu_batch' is not a rung; expected device_batch" in error_of(
+        spec_text("rungs: [gpu_batch]\n")
+    )
+    assert "rungs[1]: 'full' is listed twice" in error_of(spec_text("rungs: [full, full]\n"))
+
+
+def test_zip_needs_equal_lengths() -> None:
+    message = error_of(
+        spec_text(
+            "loader: {num_workers: [1, 2], prefetch_factor: [2, 4, 8]}\nzip: [[num_workers, prefetch_factor]]\n"
+        )
+    )
+    assert (
+        "zip[0]: zipped axes must have the same length: loader.num_workers has 2, loader.prefetch_factor has 3"
+        in (message)
+    )
+
+
+def test_zip_of_a_single_value_is_refused() -> None:
+    message = error_of(spec_text("loader: {num_workers: [1, 2]}\nzip: [[num_workers, pin_memory]]\n"))
+    assert "loader.pin_memory is not an axis" in message
+
+
+def test_exclude_with_unknown_field_or_bad_value() -> None:
+    message = error_of(spec_text("exclude: [{pin_memroy: false}]\n"))
+    assert "exclude[0].pin_memroy: 'pin_memroy' is not a workload or loader field" in message
+    message = error_of(spec_text("exclude: [{pin_memory: flase}]\n"))
+    assert "exclude[0].pin_memory: 'flase' is not allowed; expected true or false" in message
+
+
+def test_sequence_cannot_set_an_axis() -> None:
+    message = error_of(spec_text("loader: {num_workers: [0, 2]}\nsequence: [{name: a}, {num_workers: 4}]\n"))
+    assert "sequence[1].num_workers: loader.num_workers is an axis" in message
+
+
+def test_slurm_and_sampler_sections_are_validated_now() -> None:
+    assert "slurm.time: '20 minutes' is not allowed" in error_of(spec_text("slurm: {time: 20 minutes}\n"))
+    assert "slurm.gpus: unknown key; valid keys: nodes, gpus_per_node" in error_of(
+        spec_text("slurm: {gpus: 4}\n")
+    )
+    assert "sampler.hz: 0 is not allowed; expected a number in (0, 1000]" in error_of(
+        spec_text("sampler: {hz: 0}\n")
+    )
+
+
+def test_duplicate_key_is_an_error() -> None:
+    message = error_of(spec_text("loader:\n  num_workers: 1\n  num_workers: 2\n"))
+    assert "duplicate key 'num_workers'" in message
+
+
+def test_load_spec_on_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match=r"nope\.yaml: cannot read spec: No such file or directory"):
+        load_spec(tmp_path / "nope.yaml")
+
+
+def test_every_job_in_the_repository_loads() -> None:
+    jobs = sorted(Path(__file__).resolve().parents[2].joinpath("jobs").glob("*.yaml"))
+    assert jobs, "jobs/ holds the shipped specs"
+    for job in jobs:
+        if "image_folder" in job.read_text():
+            continue  # needs its data folder; covered by the workload tests
+        assert load_spec(job).name

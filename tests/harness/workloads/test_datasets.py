@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from PIL import Image
+
+from harness.workloads.contract import BytesDataset, SplitDataset
+from harness.workloads.fake_cifar import FakeCIFAR
+from harness.workloads.image_folder import ImageFolderDataset, make_image_folder
+from harness.workloads.starved import StarvedDataset
+
+
+def test_fake_cifar_is_load_raw_then_transform() -> None:
+    ds = FakeCIFAR(size=10, image_size=32, resize=48)
+    assert isinstance(ds, SplitDataset) and not isinstance(ds, BytesDataset)
+    raw, target = ds.load_raw(3)
+    assert isinstance(raw, Image.Image) and raw.size == (32, 32)
+    image, same_target = ds[3]
+    assert image.shape == (3, 48, 48) and same_target == target
+    assert torch.equal(image, ds.transform(raw))
+    assert float(image.min()) >= -1.0 and float(image.max()) <= 1.0  # Normalize(0.5, 0.5)
+
+
+def test_fake_cifar_without_resize_keeps_the_image_size() -> None:
+    assert FakeCIFAR(size=2, image_size=8, resize=None)[0][0].shape == (3, 8, 8)
+
+
+def test_starved_sample_is_cropped_masked_and_scaled() -> None:
+    ds = StarvedDataset(size=4, input_size=96, crop=64)
+    raw, target = ds.load_raw(0)
+    assert raw.size == (96, 96) and 0 <= target < 10
+    image, _ = ds[0]
+    assert image.shape == (3, 64, 64) and image.dtype == torch.float32
+    # RandomMask zeroes about a quarter of pixels, dilated; ConvertColor then adds Cb/Cr offsets,
+    # so masked pixels read (0, 128/255, 128/255).
+    masked = (image[0] == 0) & torch.isclose(image[1], torch.tensor(128 / 255))
+    assert 0.3 < masked.float().mean() < 0.9
+    assert [type(t).__name__ for t in ds.transform.transforms] == [
+        "PILToTensor",
+        "RandomCrop",
+        "RandomMask",
+        "ConvertColor",
+        "Scale",
+    ]
+
+
+def test_starved_refuses_a_crop_larger_than_the_image() -> None:
+    with pytest.raises(ValueError, match=r"crop \(128\) must not exceed input_size \(64\)"):
+        StarvedDataset(input_size=64, crop=128)
+
+
+def test_image_folder_reads_what_make_data_wrote(tmp_path: Path) -> None:
+    written = make_image_folder(tmp_path, images=6, classes=2, size=40)
+    assert written == sum(f.stat().st_size for f in tmp_path.rglob("*.jpg"))
+    ds = ImageFolderDataset(root=str(tmp_path), image_size=32)
+    assert isinstance(ds, BytesDataset)
+    assert len(ds) == 6 and ds.num_classes == 2
+    data, label = ds.read_bytes(1)
+    assert data[:2] == b"\xff\xd8"  # a JPEG
+    assert ds.decode(data).size == (40, 40)
+    image, same = ds[1]
+    assert image.shape == (3, 32, 32) and same == label
+
+
+def test_image_folder_missing_root_says_how_to_make_one(tmp_path: Path) -> None:
+    with pytest.raises(
+        FileNotFoundError, match=r"is not a directory; write one with: harness make-data .*nope"
+    ):
+        ImageFolderDataset(root=str(tmp_path / "nope"))
+
+
+def test_image_folder_without_images(tmp_path: Path) -> None:
+    (tmp_path / "cats").mkdir()
+    with pytest.raises(FileNotFoundError, match="no images"):
+        ImageFolderDataset(root=str(tmp_path))
