@@ -228,7 +228,7 @@ wait_for() {  # seconds description cmd...
     local secs=$1 what=$2; shift 2
     local end=$((SECONDS + secs))
     until "$@" >/dev/null 2>&1; do
-        ((SECONDS < end)) || return 1
+        ((SECONDS < end)) || { log "timed out after ${secs}s waiting for $what"; return 1; }
         sleep 0.5
     done
 }
@@ -261,6 +261,7 @@ start_munge() {
     wait_for 20 munge munge_works || die "munged did not start (see /var/log/munge/munged.log, $LOG/munged.out)"
 }
 
+# shellcheck disable=SC2120
 mysql_cli() { timeout 20 mariadb --no-defaults --socket="$DB/mysqld.sock" -uroot "$@"; }
 
 start_mariadb() {
@@ -427,7 +428,7 @@ check_ports_free() {
     local p busy
     for p in "$CTLD_PORT" "$DBD_PORT" "${NODE_PORTS[@]}" "$MYSQL_PORT"; do
         busy="$(ss -Hltnp "sport = :$p" 2>/dev/null || true)"
-        [[ -z $busy ]] || die "port $p is in use by a process this script did not start: $busy"
+        [[ -z $busy ]] || die "port $p is in use by a process this script did not start for $STATE (another cluster with a different HARNESS_SLURM_STATE?): $busy"
     done
 }
 
