@@ -37,6 +37,16 @@ NUMBER_COLUMNS = (
     "samples_per_s",
     "steps_per_s",
     "cpu_memory_gb",
+    "gpu_util",
+    "gpu_mem_util",
+    "gpu_power_w",
+    "energy_j",
+    "energy_per_sample_j",
+    "peak_device_memory_gb",
+    "loader_cores",
+    "main_cores",
+    "cpus_allotted",
+    "peak_host_memory_gb",
 )
 TEXT_COLUMNS = tuple(c for c in ROW_COLUMNS if c not in BOOL_COLUMNS + NUMBER_COLUMNS)
 

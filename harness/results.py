@@ -73,8 +73,23 @@ class RungRow:
     steps_per_s: float | None
     cpu_memory_gb: float | None
     """Memory of the rank's process tree (PSS where the OS gives it, else RSS) after the run."""
-    started_at: str
-    finished_at: str
+    # sampled over the measured steps (empty when the sampler is off or has no GPU)
+    gpu_util: float | None = None
+    """Mean GPU utilization, percent."""
+    gpu_mem_util: float | None = None
+    gpu_power_w: float | None = None
+    energy_j: float | None = None
+    energy_per_sample_j: float | None = None
+    peak_device_memory_gb: float | None = None
+    loader_cores: float | None = None
+    """Cores used by the DataLoader worker processes (CPU seconds / wall seconds)."""
+    main_cores: float | None = None
+    """Cores used by the rank's own process."""
+    cpus_allotted: int | None = None
+    """Cores this process may run on (Slurm's --cpus-per-task, via the affinity mask)."""
+    peak_host_memory_gb: float | None = None
+    started_at: str = ""
+    finished_at: str = ""
 
 
 ROW_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RungRow))

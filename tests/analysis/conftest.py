@@ -23,7 +23,9 @@ def real_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for host in ("node-b", "node-a"):
             # Same point, another node: a sweep folder gathered from two machines.
             run_point(point, sweep, env=DistEnv(hostname=host), skip_done=False)
-            (sweep / "points" / point.id / "rank0.csv").rename(sweep / "points" / point.id / f"rank0-{host}.csv")
+            (sweep / "points" / point.id / "rank0.csv").rename(
+                sweep / "points" / point.id / f"rank0-{host}.csv"
+            )
     for point in plan.points:
         for host in ("node-a", "node-b"):
             target = sweep / "points" / point.id / ("rank0.csv" if host == "node-a" else "rank1.csv")
