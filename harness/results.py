@@ -88,6 +88,11 @@ class RungRow:
     cpus_allotted: int | None = None
     """Cores this process may run on (Slurm's --cpus-per-task, via the affinity mask)."""
     peak_host_memory_gb: float | None = None
+    # what the caching ladder's verdict needs to know about the pipeline
+    transform_names: str = ""
+    """The dataset's Compose steps, comma-separated (names the stage a transform:<k> rung adds)."""
+    input_shapes: int | None = None
+    """How many distinct input batch shapes the rung saw: > 1 means inputs vary in size."""
     started_at: str = ""
     finished_at: str = ""
 

@@ -59,6 +59,7 @@ def run_point(
         context.device = str(device)
         results.write_meta(point_path, env.rank, collect_meta(device, env))
         dataset = build_dataset(point.workload)
+        context.transform_names = ladder.transform_names(dataset)
         model = build_model(point.workload, int(getattr(dataset, "num_classes", 10)))
         step = TrainStep(
             model,
@@ -100,6 +101,7 @@ def _measure_rung(
     point = context.point
     started = _now()
     stream: ladder.LoaderStream | ladder.RepeatStream | None = None
+    step.input_shapes.clear()
     try:
         stream = ladder.build_stream(rung, dataset, point.loader, point.workload.batch_size, where)
         times = timed_loop(
@@ -122,6 +124,7 @@ def _measure_rung(
         if stream is not None:
             stream.close()
     row = context.row(rung, repeat, status="ok", times=times, memory_gb=memory_gb, started=started)
+    row.input_shapes = len(step.input_shapes)
     log.info(
         "point %s rung %s repeat %d: %.1f samples/s, loading %.4f s/step",
         point.id,
@@ -139,6 +142,7 @@ class _Context:
     def __init__(self, point: Point, sweep_id: str, env: DistEnv) -> None:
         self.point, self.sweep_id, self.env = point, sweep_id, env
         self.device = point.workload.device
+        self.transform_names = ""
 
     def row(
         self,
@@ -191,6 +195,7 @@ class _Context:
             samples_per_s=samples / times.training_time if times else None,
             steps_per_s=times.steps / times.training_time if times else None,
             cpu_memory_gb=memory_gb,
+            transform_names=self.transform_names,
             started_at=started or _now(),
             finished_at=_now(),
         )

@@ -184,7 +184,7 @@ TOP_LEVEL = (
 )
 
 # Rungs whose code exists. A rung that is named but not built is refused, never ignored.
-BUILT_RUNGS: frozenset[str] = frozenset({"full"})
+BUILT_RUNGS: frozenset[str] = frozenset({*rung_names.LADDER, "transform:<k>"})
 
 # "num_workers" and "loader.num_workers" both name the same axis.
 FIELD_SECTIONS: dict[str, tuple[FieldRule, ...]] = {

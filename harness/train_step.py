@@ -72,6 +72,8 @@ class TrainStep:
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=0.9)
         self.forward: Callable[..., Any] = torch.compile(self.model) if compile else self.model
         self.autocast, self.scaler = _precision(amp, device)
+        self.input_shapes: set[tuple[int, ...]] = set()
+        """Shapes seen since the last reset: inputs of varying size make cached rungs unrepresentative."""
 
     def to_device(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
         inputs, targets = batch[0], batch[1]
@@ -82,6 +84,7 @@ class TrainStep:
 
     def __call__(self, batch: Any) -> None:
         inputs, targets = self.to_device(batch)
+        self.input_shapes.add(tuple(inputs.shape))
         with self.autocast():
             loss = self.criterion(self.forward(inputs), targets)
         self.optimizer.zero_grad(set_to_none=True)
