@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from tabulate import tabulate
 
@@ -58,13 +59,45 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("spec", type=Path)
     plan.set_defaults(func=cmd_plan)
 
-    run = verbs.add_parser("run", help="run every point in this process and print the table")
+    results_help = "results root (default: ./results, or $HARNESS_RESULTS)"
+    run = verbs.add_parser(
+        "run", help="run every point here (inline, or local subprocesses) and print the table"
+    )
     run.add_argument("spec", type=Path)
+    run.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help=results_help)
     run.add_argument(
-        "--results", type=Path, default=DEFAULT_RESULTS, help="results root (default: ./results)"
+        "--backend",
+        choices=["inline", "local"],
+        default="inline",
+        help="inline: in this process (default); local: slurm.tasks_per_node subprocesses per point",
     )
     run.add_argument("--format", choices=["terminal", "markdown", "latex", "csv"], default="terminal")
     run.set_defaults(func=cmd_run)
+
+    submit = verbs.add_parser("submit", help="submit the sweep to Slurm as one job array")
+    submit.add_argument("spec", type=Path)
+    submit.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help=results_help)
+    submit.add_argument(
+        "--wait", action="store_true", help="follow the array to its end, then print the table"
+    )
+    submit.set_defaults(func=cmd_submit)
+
+    status = verbs.add_parser("status", help="where each point of a sweep stands (sacct and results)")
+    status.add_argument("sweep", type=Path)
+    status.set_defaults(func=cmd_status)
+
+    resume = verbs.add_parser("resume", help="resubmit only the points without complete results")
+    resume.add_argument("sweep", type=Path)
+    resume.add_argument(
+        "--wait", action="store_true", help="follow the jobs to their end, then print the table"
+    )
+    resume.set_defaults(func=cmd_resume)
+
+    sbatch = verbs.add_parser("sbatch", help="write a standalone sbatch script for the sweep")
+    sbatch.add_argument("spec", type=Path)
+    sbatch.add_argument("-o", "--output", type=Path, default=Path("sbatch"), help="folder for the script")
+    sbatch.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help=results_help)
+    sbatch.set_defaults(func=cmd_sbatch)
 
     report = verbs.add_parser("report", help="print the tables again from result folders alone")
     add_report_arguments(report)
@@ -99,11 +132,27 @@ def _load_plan(spec_path: Path) -> Plan:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from harness.backends.slurm import job_folder, render_sbatch, submitit_command
+
     plan = _load_plan(args.spec)
     print(plan_table(plan))
     for note in plan.notes:
         print(f"note: {note}")
+    sweep_dir = DEFAULT_RESULTS.resolve() / plan.spec.name / "<sweep id>"
+    folder = job_folder(sweep_dir)
+    script = render_sbatch(
+        plan.spec.slurm, _job_name(plan), folder, submitit_command(folder), len(plan.points)
+    )
+    print(f"\nsbatch script that `harness submit` sends (one array task per point):\n\n{script}")
     return EXIT_OK
+
+
+def _job_name(plan: Plan) -> str:
+    return f"harness-{plan.spec.name}"
+
+
+def _world_size(plan: Plan) -> int:
+    return plan.spec.slurm.nodes * plan.spec.slurm.tasks_per_node
 
 
 def plan_table(plan: Plan) -> str:
@@ -128,23 +177,189 @@ def plan_table(plan: Plan) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from harness.backends.inline import run_inline  # torch is imported only to run
-    from harness.sweep import create_sweep
+    from harness.sweep import create_sweep  # torch is imported only to run
 
     plan = _load_plan(args.spec)
-    sweep_dir = create_sweep(plan, args.results)
+    world = 1
+    if args.backend == "local":
+        if plan.spec.slurm.nodes != 1:
+            raise UsageError(
+                f"{args.spec}: the local backend runs one node; slurm.nodes is {plan.spec.slurm.nodes}"
+            )
+        world = plan.spec.slurm.tasks_per_node
+    sweep_dir = create_sweep(plan, args.results, backend=args.backend, world_size=world)
     log.info("sweep %s: %d point(s), results in %s", plan.spec.name, len(plan.points), sweep_dir)
-    outcomes = run_inline(plan.points, sweep_dir)
-    report = build_report([sweep_dir], args.format)
+    if args.backend == "local":
+        from harness.backends.local import run_local
+
+        run_local(plan.points, sweep_dir, plan.spec.slurm)
+    else:
+        from harness.backends.inline import run_inline
+
+        run_inline(plan.points, sweep_dir)
+    return _finish(sweep_dir, args.format)
+
+
+def _finish(sweep_dir: Path, fmt: str = "terminal") -> int:
+    """Print the tables; the exit status says whether some points failed or did not finish."""
+    from harness.status import sweep_status
+
+    report = build_report([sweep_dir], fmt)
     print(report.text)
     print(f"\nresults: {sweep_dir}")
-    failed = sum(1 for o in outcomes if o.failed)
-    if failed:
+    statuses = sweep_status(sweep_dir, states={})
+    bad = [s for s in statuses if s.failed_units or not s.complete]
+    if bad:
         print(
-            f"harness: {failed} of {len(outcomes)} point(s) failed; see the rows' error column",
+            f"harness: {len(bad)} of {len(statuses)} point(s) failed or did not finish; "
+            f"see the rows' error column, or: harness status {sweep_dir}",
             file=sys.stderr,
         )
         return EXIT_FAILED_POINTS
+    return EXIT_OK
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    from harness.backends.slurm import SubmissionError, submit_array
+    from harness.sweep import create_sweep, record_jobs
+
+    plan = _load_plan(args.spec)
+    _check_sbatch_parameters(plan)
+    sweep_dir = create_sweep(plan, args.results, backend="slurm", world_size=_world_size(plan))
+    try:
+        job_ids = submit_array(list(plan.points), sweep_dir, plan.spec.slurm, _job_name(plan))
+    except SubmissionError as e:
+        raise UsageError(str(e)) from e
+    record_jobs(sweep_dir, list(plan.points), job_ids, "slurm")
+    array = job_ids[0].split("_")[0]
+    print(f"submitted {len(job_ids)} point(s) as job array {array} ({job_ids[0]} .. {job_ids[-1]})")
+    print(f"sweep: {sweep_dir}")
+    if args.wait:
+        _wait(sweep_dir)
+        return _finish(sweep_dir)
+    print(f"follow it with: harness status {sweep_dir}")
+    return EXIT_OK
+
+
+def _check_sbatch_parameters(plan: Plan) -> None:
+    """A throwaway render before anything is submitted: submitit rejects unknown options."""
+    from harness.backends.slurm import render_sbatch
+
+    try:
+        render_sbatch(plan.spec.slurm, _job_name(plan), Path("/tmp/check/%j"), "true", len(plan.points))
+    except ValueError as e:
+        raise UsageError(f"{plan.spec.path}: slurm: {str(e).splitlines()[0]}") from e
+
+
+def _wait(sweep_dir: Path, poll_s: float = 3.0) -> None:
+    """Follow the sweep's jobs until none is pending or running; a progress line per change."""
+    import time
+
+    from harness.status import sweep_status
+
+    last = ""
+    while True:
+        statuses = sweep_status(sweep_dir)
+        line = _counts(statuses)
+        if line != last:
+            log.info("%s", line)
+            last = line
+        if not any(st.verdict in ("pending", "running") for st in statuses):
+            return
+        time.sleep(poll_s)
+
+
+def _counts(statuses: Sequence[Any]) -> str:
+    counts: dict[str, int] = {}
+    for st in statuses:
+        counts[st.verdict] = counts.get(st.verdict, 0) + 1
+    return ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+
+
+def _open_sweep(path: Path) -> Path:
+    from harness.sweep import open_sweep
+
+    try:
+        return open_sweep(path)
+    except FileNotFoundError as e:
+        raise UsageError(str(e)) from e
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from harness.status import sweep_status
+
+    sweep_dir = _open_sweep(args.sweep)
+    statuses = sweep_status(sweep_dir)
+    rows = [
+        {
+            "#": st.point.index,
+            "point": st.point.id,
+            "job": st.job_id or "-",
+            "slurm state": st.state,
+            "status": st.verdict,
+            "results": f"{st.units_done}/{st.units_total}",
+            "error": st.error[:160],
+        }
+        for st in statuses
+    ]
+    print(tabulate(rows, headers="keys", tablefmt="simple", disable_numparse=True))
+    print(f"\n{_counts(statuses)}")
+    missing = [st for st in statuses if not st.complete and st.verdict not in ("pending", "running")]
+    if missing:
+        print(f"resubmit the {len(missing)} point(s) without complete results: harness resume {sweep_dir}")
+    done = all(st.complete and not st.failed_units for st in statuses)
+    return EXIT_OK if done else EXIT_FAILED_POINTS
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    from harness.backends.slurm import SubmissionError, submit_array
+    from harness.spec import parse_spec
+    from harness.status import sweep_status
+    from harness.sweep import load_info, record_jobs
+
+    sweep_dir = _open_sweep(args.sweep)
+    info = load_info(sweep_dir)
+    if info.backend not in ("slurm", "sbatch"):
+        raise UsageError(f"{sweep_dir}: a {info.backend} sweep; resume resubmits Slurm sweeps only")
+    spec = parse_spec((sweep_dir / "spec.yaml").read_text(), file=str(sweep_dir / "spec.yaml"))
+    statuses = sweep_status(sweep_dir)
+    active = [st for st in statuses if st.verdict in ("pending", "running")]
+    todo = [st.point for st in statuses if not st.complete and st.verdict not in ("pending", "running")]
+    if active:
+        print(f"{len(active)} point(s) still pending or running: left alone")
+    if not todo:
+        print("nothing to resubmit: every other point has complete results")
+        return EXIT_OK
+    try:
+        job_ids = submit_array(todo, sweep_dir, spec.slurm, f"harness-{spec.name}")
+    except SubmissionError as e:
+        raise UsageError(str(e)) from e
+    record_jobs(sweep_dir, todo, job_ids, "slurm")
+    ids = ", ".join(p.id for p in todo)
+    print(f"resubmitted {len(todo)} point(s) ({ids}) as jobs {job_ids[0]} .. {job_ids[-1]}")
+    if args.wait:
+        _wait(sweep_dir)
+        return _finish(sweep_dir)
+    return EXIT_OK
+
+
+def cmd_sbatch(args: argparse.Namespace) -> int:
+    from harness.backends.slurm import render_sbatch, standalone_folder, worker_command
+    from harness.results import atomic_write_text
+    from harness.sweep import create_sweep
+
+    plan = _load_plan(args.spec)
+    _check_sbatch_parameters(plan)
+    sweep_dir = create_sweep(plan, args.results.resolve(), backend="sbatch", world_size=_world_size(plan))
+    folder = standalone_folder(sweep_dir)
+    folder.mkdir()
+    script = render_sbatch(
+        plan.spec.slurm, _job_name(plan), folder, worker_command(sweep_dir), len(plan.points)
+    )
+    target = args.output / f"{plan.spec.name}-{sweep_dir.name}.sbatch"
+    atomic_write_text(target, script)
+    print(f"wrote {target}: {len(plan.points)} point(s) as one array; results in {sweep_dir}")
+    print(f"submit it with: sbatch {target}")
     return EXIT_OK
 
 

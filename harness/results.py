@@ -163,7 +163,13 @@ class RankWriter:
         self.rows: list[dict[str, Any]] = []
 
     def append(self, row: RungRow) -> None:
-        self.rows.append(asdict(row))
+        """Add the row, replacing an earlier row of the same (rung, repeat): a unit measured
+        again after a requeue (because another rank had not finished it) stays one row."""
+        new = asdict(row)
+        self.rows = [
+            r for r in self.rows if (r["rung"], str(r["repeat"])) != (new["rung"], str(new["repeat"]))
+        ]
+        self.rows.append(new)
         atomic_write_text(self.path, csv_text(self.rows, ROW_COLUMNS))
 
 

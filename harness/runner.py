@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import ladder, results
-from harness.dist import DistEnv
+from harness.dist import DistEnv, init_process_group
 from harness.loop import LoopTimes, timed_loop
 from harness.meta import collect_meta
 from harness.plan import Point
@@ -48,15 +48,17 @@ def run_point(
     writer = results.RankWriter(point_path, env.rank)
     done: set[tuple[str, int]] = set()
     if skip_done and writer.path.exists():
-        # A requeued or resumed point keeps what it measured and goes on with the rest.
+        # A requeued or resumed point keeps what it measured and goes on with the rest. What
+        # counts as done is what *every* rank finished, so that all ranks run the same rungs.
         writer.rows = [dict(r) for r in results.read_rows(writer.path)]
-        done = {(r["rung"], int(r["repeat"])) for r in writer.rows}
+        done = results.completed_units(point_path, env.world_size)
 
     context = _Context(point, sweep_dir.name, env)
     rows: list[results.RungRow] = []
     try:
         device = choose_device(point.workload.device, env.local_rank)
         context.device = str(device)
+        init_process_group(env, device.type)
         results.write_meta(point_path, env.rank, collect_meta(device, env))
         dataset = build_dataset(point.workload)
         context.transform_names = ladder.transform_names(dataset)
@@ -67,6 +69,7 @@ def run_point(
             non_blocking=point.loader.non_blocking,
             amp=point.workload.amp,
             compile=point.workload.compile,
+            distributed=env.distributed,
         )
     except Exception as e:
         log.error("point %s: %s", point.id, _one_line(e))
@@ -80,11 +83,19 @@ def run_point(
         return _outcome(point, rows)
 
     where = ladder.Placement(device=device, rank=env.rank, world_size=env.world_size)
+    stop_reason = ""
     for rung in point.rungs:
         for repeat in range(point.measure.repeats):
             if (rung, repeat) in done:
                 continue
-            row = _measure_rung(context, rung, repeat, dataset, step, where)
+            if stop_reason:
+                row = context.row(rung, repeat, status="failed", error=stop_reason)
+            else:
+                row = _measure_rung(context, rung, repeat, dataset, step, where)
+                if row.status == "failed" and env.distributed:
+                    # The other ranks may be inside a collective this rank left: the process
+                    # group is no longer in step, so no further rung of this point can be.
+                    stop_reason = f"not run: {rung} failed on rank {env.rank} of a distributed point"
             writer.append(row)
             rows.append(row)
     return _outcome(point, rows)

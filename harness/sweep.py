@@ -3,13 +3,34 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict, dataclass
+from datetime import datetime
 from pathlib import Path
 
 from harness import results
 from harness.plan import Plan, Point
 
 
-def create_sweep(plan: Plan, results_root: Path, sweep_id: str | None = None) -> Path:
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SweepInfo:
+    """How a sweep runs: what `status` and `resume` need to judge its points."""
+
+    spec: str
+    backend: str
+    """inline, local, slurm or sbatch."""
+    world_size: int
+    """Ranks per point: a point is complete when every rank has its rows."""
+    created: str
+
+
+def create_sweep(
+    plan: Plan,
+    results_root: Path,
+    *,
+    backend: str = "inline",
+    world_size: int = 1,
+    sweep_id: str | None = None,
+) -> Path:
     spec_root = results_root / plan.spec.name
     spec_root.mkdir(parents=True, exist_ok=True)
     sweep_dir = spec_root / (sweep_id or results.new_sweep_id(spec_root))
@@ -24,7 +45,47 @@ def create_sweep(plan: Plan, results_root: Path, sweep_id: str | None = None) ->
             "points": [p.to_json() for p in plan.points],
         },
     )
+    info = SweepInfo(
+        spec=plan.spec.name,
+        backend=backend,
+        world_size=world_size,
+        created=datetime.now().isoformat(timespec="seconds"),
+    )
+    results.write_json(sweep_dir / "sweep.json", asdict(info))
     return sweep_dir
+
+
+def load_info(sweep_dir: Path) -> SweepInfo:
+    return SweepInfo(**json.loads((sweep_dir / "sweep.json").read_text()))
+
+
+def record_jobs(sweep_dir: Path, points: list[Point], job_ids: list[str], backend: str) -> None:
+    """Append (point, job) pairs to jobs.json: the latest job of a point is its last entry."""
+    path = sweep_dir / "jobs.json"
+    entries = json.loads(path.read_text()) if path.exists() else []
+    now = datetime.now().isoformat(timespec="seconds")
+    entries += [
+        {"point_id": p.id, "point_index": p.index, "job_id": j, "backend": backend, "submitted": now}
+        for p, j in zip(points, job_ids, strict=True)
+    ]
+    results.write_json(path, entries)
+
+
+def latest_jobs(sweep_dir: Path) -> dict[str, str]:
+    """point id -> the id of the last job submitted for it."""
+    path = sweep_dir / "jobs.json"
+    if not path.exists():
+        return {}
+    return {e["point_id"]: e["job_id"] for e in json.loads(path.read_text())}
+
+
+def open_sweep(path: Path) -> Path:
+    """Check that `path` is a sweep folder, with a message that says what it is instead."""
+    if not (path / "plan.json").exists():
+        raise FileNotFoundError(
+            f"{path}: not a sweep folder (no plan.json); sweeps are results/<spec name>/<sweep id>/"
+        )
+    return path
 
 
 def plan_csv(plan: Plan) -> str:

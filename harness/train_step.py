@@ -61,12 +61,21 @@ class TrainStep:
         non_blocking: bool,
         amp: str | bool = False,
         compile: bool = False,
+        distributed: bool = False,
         lr: float = 0.001,
     ) -> None:
         self.device = device
         self.non_blocking = non_blocking
         self.model = model.to(device)
         self.model.train()
+        if distributed:
+            # DDP across the ranks of the point: the gradient all-reduce is part of every step,
+            # as in the training the benchmark stands for.
+            from torch.nn.parallel import DistributedDataParallel
+
+            self.model = DistributedDataParallel(
+                self.model, device_ids=[device.index] if device.type == "cuda" else None
+            )
         self.criterion = nn.CrossEntropyLoss()
         # The optimiser of the reference scripts (001_*, 002_*).
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=0.9)

@@ -1,0 +1,44 @@
+"""What a submitted job runs: one point, on every task (rank) of the job.
+
+Checkpointable: when Slurm signals the time limit, submitit requeues the job with the same
+arguments, and run_point goes on with the rungs not yet finished by every rank.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import submitit
+
+log = logging.getLogger(__name__)
+
+
+class PointJob(submitit.helpers.Checkpointable):
+    def __init__(self, sweep_dir: str) -> None:
+        self.sweep_dir = sweep_dir
+
+    def __call__(self, point_json: dict[str, Any]) -> dict[str, Any]:
+        from harness.dist import destroy_process_group, environment_in_job
+        from harness.plan import Point
+        from harness.runner import run_point
+
+        _job_logging()
+        env = environment_in_job()
+        point = Point.from_json(point_json)
+        log.info("point %s on %s, rank %d of %d", point.id, env.hostname, env.rank, env.world_size)
+        try:
+            outcome = run_point(point, Path(self.sweep_dir), env=env)
+        finally:
+            destroy_process_group()
+        return {"point_id": point.id, "rank": env.rank, "ok": outcome.ok, "failed": outcome.failed}
+
+
+def _job_logging() -> None:
+    root = logging.getLogger()
+    if not root.handlers:
+        logging.basicConfig(
+            level=logging.INFO, format="%(asctime)s %(levelname).1s %(message)s", stream=sys.stderr
+        )

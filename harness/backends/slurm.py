@@ -1,0 +1,203 @@
+"""Sweeps on Slurm through submitit: one job array per submission, one point per array task.
+
+The spec's `slurm` section becomes the keyword arguments of submitit's sbatch renderer, so
+the script `harness plan` shows, the one `harness sbatch` writes and the one `harness submit`
+sends are rendered by the same code. Slurm logs and submitit's pickles live under the sweep
+folder (`<sweep>/slurm/`), never in the working directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.plan import Point
+from harness.spec import SlurmConfig
+
+log = logging.getLogger(__name__)
+
+# sacct states in which a job may still produce results: resume leaves these points alone.
+ACTIVE_STATES = frozenset(
+    {"PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", "CONFIGURING", "COMPLETING", "REQUEUE_HOLD"}
+)
+
+
+class SubmissionError(RuntimeError):
+    """sbatch refused the array; the message carries Slurm's own words."""
+
+
+def time_seconds(value: str | int) -> int:
+    """Slurm's time formats: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS."""
+    if isinstance(value, int):
+        return value * 60
+    days = 0
+    if "-" in value:
+        d, value = value.split("-", 1)
+        days = int(d)
+        parts = [int(p) for p in value.split(":")]
+        parts += [0] * (3 - len(parts))  # D-HH, D-HH:MM
+        hours, minutes, seconds = parts
+    else:
+        parts = [int(p) for p in value.split(":")]
+        if len(parts) == 1:
+            hours, minutes, seconds = 0, parts[0], 0
+        elif len(parts) == 2:
+            hours, minutes, seconds = 0, parts[0], parts[1]
+        else:
+            hours, minutes, seconds = parts
+    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+
+
+def sbatch_parameters(cfg: SlurmConfig, job_name: str) -> dict[str, Any]:
+    """Keyword arguments for submitit's SlurmExecutor / sbatch renderer."""
+    seconds = time_seconds(cfg.time)
+    params: dict[str, Any] = {
+        "job_name": job_name,
+        "nodes": cfg.nodes,
+        "ntasks_per_node": cfg.tasks_per_node,
+        "time": max(1, math.ceil(seconds / 60)),
+        "array_parallelism": cfg.array_parallelism,
+        # Slurm signals this long before the limit so the job can requeue itself; never more
+        # than a quarter of a short limit, or the signal would come at the start.
+        "signal_delay_s": max(10, min(90, seconds // 4)),
+    }
+    if cfg.gpus_per_node:
+        params["gres"] = f"gpu:{cfg.gpus_per_node}"  # the course's --gres=gpu:N (004_*)
+    for key in ("cpus_per_task", "mem", "partition", "account", "qos", "constraint"):
+        value = getattr(cfg, key)
+        if value is not None:
+            params[key] = value
+    if cfg.exclusive:
+        params["exclusive"] = True
+    if cfg.setup:
+        params["setup"] = list(cfg.setup)
+    additional: dict[str, Any] = {}
+    if cfg.hint:
+        additional["hint"] = cfg.hint
+    additional.update(cfg.extra)
+    if additional:
+        params["additional_parameters"] = additional
+    return params
+
+
+def render_sbatch(cfg: SlurmConfig, job_name: str, folder: Path, command: str, count: int) -> str:
+    """The sbatch script of an array of `count` tasks, as submitit writes it.
+
+    Raises ValueError (listing the valid parameters) on a parameter sbatch does not know.
+    """
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    return str(
+        _make_sbatch_string(
+            command=command, folder=str(folder), map_count=count, **sbatch_parameters(cfg, job_name)
+        )
+    )
+
+
+def submitit_command(folder: Path) -> str:
+    """The command submitit puts in its scripts (SlurmExecutor._submitit_command_str)."""
+    return " ".join([shlex.quote(sys.executable), "-u -m submitit.core._submit", shlex.quote(str(folder))])
+
+
+def worker_command(sweep_dir: Path, python: str = sys.executable) -> str:
+    sweep = shlex.quote(str(sweep_dir))
+    return f"{shlex.quote(python)} -u -m harness.worker {sweep} --index $SLURM_ARRAY_TASK_ID"
+
+
+def job_folder(sweep_dir: Path) -> Path:
+    """submitit's folder: it creates <sweep>/slurm/<job id>/ for each job as it submits."""
+    return sweep_dir / "slurm" / "%j"
+
+
+def standalone_folder(sweep_dir: Path) -> Path:
+    """A script submitted by hand has nobody to create per-job folders, and Slurm does not
+    create the folder of an --output path: its logs go flat into <sweep>/slurm/."""
+    return sweep_dir / "slurm"
+
+
+def submit_array(points: Sequence[Point], sweep_dir: Path, cfg: SlurmConfig, job_name: str) -> list[str]:
+    """Submit one array (one task per point); return the job ids, in the points' order."""
+    import submitit
+    from submitit.core.utils import FailedJobError, FailedSubmissionError
+
+    from harness.backends.job import PointJob
+
+    executor = submitit.SlurmExecutor(folder=job_folder(sweep_dir), max_num_timeout=3)
+    executor.update_parameters(**sbatch_parameters(cfg, job_name))
+    try:
+        with executor.batch():
+            jobs = [executor.submit(PointJob(str(sweep_dir)), p.to_json()) for p in points]
+    except (FailedSubmissionError, FailedJobError, subprocess.CalledProcessError) as e:
+        raise SubmissionError(f"sbatch refused the array: {_last_line(e)}") from e
+    return [str(j.job_id) for j in jobs]
+
+
+def _last_line(e: BaseException) -> str:
+    text = str(getattr(e, "stderr", "") or e)
+    if isinstance(text, bytes):
+        text = text.decode(errors="replace")
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1].strip() if lines else type(e).__name__
+
+
+@dataclass(frozen=True, slots=True)
+class JobState:
+    state: str
+    exit_code: str
+    nodes: str
+
+
+_ARRAY_PENDING = re.compile(r"^(\d+)_\[([^\]]+)\]$")
+
+
+def sacct_states(job_ids: Sequence[str]) -> dict[str, JobState]:
+    """State of each job (array tasks as `<array>_<task>`), from accounting.
+
+    Pending array tasks are listed by sacct as ranges (`123_[4-7%2]`); they are expanded.
+    """
+    if not job_ids:
+        return {}
+    bases = sorted({j.split("_")[0] for j in job_ids})
+    out = subprocess.run(
+        ["sacct", "-X", "-P", "-n", "--format=JobID,State,ExitCode,NodeList", "-j", ",".join(bases)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"sacct failed: {out.stderr.strip() or out.returncode}")
+    states: dict[str, JobState] = {}
+    for line in out.stdout.splitlines():
+        fields = line.split("|")
+        if len(fields) < 4:
+            continue
+        job, state, code, nodes = fields[:4]
+        state = state.split()[0] if state else "UNKNOWN"  # "CANCELLED by 0" -> CANCELLED
+        pending = _ARRAY_PENDING.match(job)
+        if pending:
+            for task in _expand_tasks(pending.group(2)):
+                states[f"{pending.group(1)}_{task}"] = JobState(state, code, nodes)
+        else:
+            states[job] = JobState(state, code, nodes)
+    return states
+
+
+def _expand_tasks(spec: str) -> list[int]:
+    spec = spec.split("%")[0]
+    tasks: list[int] = []
+    for part in spec.split(","):
+        if "-" in part:
+            lo, hi = part.split("-")
+            tasks.extend(range(int(lo), int(hi) + 1))
+        elif part:
+            tasks.append(int(part))
+    return tasks

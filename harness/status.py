@@ -1,0 +1,112 @@
+"""Where each point of a sweep stands: its job's state in Slurm accounting, and its results.
+
+Results decide "done": a point is complete when every rank wrote a row for every (rung,
+repeat). The scheduler's state says why one is not (pending, running, cancelled, timed out).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import results
+from harness.plan import Point
+from harness.sweep import latest_jobs, load_info, load_points
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PointStatus:
+    point: Point
+    job_id: str
+    state: str
+    """Scheduler state (PENDING, RUNNING, COMPLETED, FAILED, TIMEOUT, CANCELLED...) or "-"."""
+    units_done: int
+    units_total: int
+    failed_units: int
+    error: str
+
+    @property
+    def complete(self) -> bool:
+        return self.units_done == self.units_total
+
+    @property
+    def verdict(self) -> str:
+        """One word for the table: what a user needs to do about this point."""
+        if self.complete:
+            return "failed" if self.failed_units else "completed"
+        if self.state in ("PENDING", "REQUEUED", "SUBMITTED"):
+            return "pending"
+        if self.state in ("RUNNING", "COMPLETING", "CONFIGURING"):
+            return "running"
+        if self.state == "TIMEOUT":
+            return "timed-out"
+        if self.state in ("FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL"):
+            return "failed"
+        if self.state.startswith("CANCELLED"):
+            return "cancelled"
+        return "not run" if self.units_done == 0 else "partial"
+
+
+def sweep_status(sweep_dir: Path, states: Mapping[str, object] | None = None) -> list[PointStatus]:
+    """`states` maps job id -> an object with .state (sacct's); queried when not given."""
+    info = load_info(sweep_dir)
+    points = load_points(sweep_dir)
+    jobs = latest_jobs(sweep_dir)
+    if states is None:
+        states = {}
+        if info.backend in ("slurm", "sbatch") and jobs:
+            from harness.backends.slurm import sacct_states
+
+            states = sacct_states(sorted(set(jobs.values())))
+    out = []
+    for point in points:
+        path = results.point_dir(sweep_dir, point.id)
+        units = results.completed_units(path, info.world_size)
+        wanted = {(r, k) for r in point.rungs for k in range(point.measure.repeats)}
+        failed, error = _failures(path)
+        job = jobs.get(point.id, "")
+        state = "-"
+        if job:
+            # Accounting lags a submission by a second or two: not there yet is "SUBMITTED".
+            state = getattr(states.get(job), "state", "SUBMITTED" if info.backend == "slurm" else "-")
+        if not error and state in ("FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL") and job:
+            error = _log_tail(sweep_dir, job)
+        out.append(
+            PointStatus(
+                point=point,
+                job_id=job,
+                state=str(state),
+                units_done=len(units & wanted),
+                units_total=len(wanted),
+                failed_units=failed,
+                error=error,
+            )
+        )
+    return out
+
+
+def _failures(point_path: Path) -> tuple[int, str]:
+    count, error = 0, ""
+    for path in sorted(point_path.glob("rank*.csv")):
+        try:
+            rows = results.read_rows(path)
+        except OSError:
+            continue
+        for row in rows:
+            if row.get("status") == "failed":
+                count += 1
+                error = error or row.get("error", "")
+    return count, error
+
+
+def _log_tail(sweep_dir: Path, job_id: str) -> str:
+    """The last line of the job's stderr that says something, for a job that left no row."""
+    # submitit's layout, <sweep>/slurm/<job id>/<job id>_<task>_log.err, or flat for a
+    # standalone script: <sweep>/slurm/<job id>_<task>_log.err
+    for log_file in sorted((sweep_dir / "slurm").glob(f"**/{job_id}_*_log.err")):
+        lines = [line.strip() for line in log_file.read_text(errors="replace").splitlines() if line.strip()]
+        meaningful = [line for line in lines if not line.startswith(("submitit ", "srun: "))]
+        if meaningful:
+            return f"{meaningful[-1][:300]} (see {log_file})"
+    return ""

@@ -1,0 +1,73 @@
+"""The Slurm backend without a cluster: parameters, the rendered script, sacct parsing.
+
+The real-cluster tests are in tests/slurm/.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from harness.backends import slurm
+from harness.spec import parse_spec
+from tests.conftest import TINY_WORKLOAD
+
+REFERENCE = Path(__file__).parent / "data" / "jean_zay.sbatch"
+JEAN_ZAY = (
+    "slurm: {nodes: 1, gpus_per_node: 8, cpus_per_task: 8, time: '00:20:00', partition: gpu_p5,"
+    " account: abc@a100, qos: qos_gpu-dev, constraint: a100, hint: nomultithread, array_parallelism: 4,"
+    " setup: ['module purge', 'module load pytorch-gpu/py3/2.5.0'], extra: {mail-type: END}}\n"
+)
+
+
+def test_time_formats() -> None:
+    assert slurm.time_seconds(20) == 1200
+    assert slurm.time_seconds("20") == 1200
+    assert slurm.time_seconds("05:30") == 330
+    assert slurm.time_seconds("01:02:03") == 3723
+    assert slurm.time_seconds("1-00") == 86400
+    assert slurm.time_seconds("2-01:30:00") == 2 * 86400 + 5400
+
+
+def test_parameters_follow_the_course_conventions() -> None:
+    spec = parse_spec("name: dlojz\n" + TINY_WORKLOAD + JEAN_ZAY)
+    params = slurm.sbatch_parameters(spec.slurm, "harness-dlojz")
+    assert params["gres"] == "gpu:8"
+    assert params["ntasks_per_node"] == 8  # one task per GPU
+    assert params["time"] == 20 and params["signal_delay_s"] == 90
+    assert params["additional_parameters"] == {"hint": "nomultithread", "mail-type": "END"}
+
+
+def test_a_short_limit_gets_its_signal_before_the_end() -> None:
+    spec = parse_spec("name: t\n" + TINY_WORKLOAD + "slurm: {time: 1}\n")
+    assert slurm.sbatch_parameters(spec.slurm, "t")["signal_delay_s"] == 15
+
+
+def test_the_sbatch_script_matches_the_saved_reference() -> None:
+    spec = parse_spec("name: dlojz\n" + TINY_WORKLOAD + JEAN_ZAY)
+    sweep = Path("/scratch/results/dlojz/20261122-101500")
+    script = slurm.render_sbatch(
+        spec.slurm,
+        "harness-dlojz",
+        slurm.standalone_folder(sweep),
+        slurm.worker_command(sweep, python="python3"),
+        12,
+    )
+    if os.environ.get("HARNESS_REFRESH_REFERENCE"):
+        REFERENCE.write_text(script)
+    assert script == REFERENCE.read_text(), (
+        f"the rendered sbatch script differs from {REFERENCE}. If the change is intended, refresh it with: "
+        f"HARNESS_REFRESH_REFERENCE=1 python -m pytest {__file__} -k reference"
+    )
+
+
+def test_pending_array_ranges_are_expanded() -> None:
+    assert slurm._expand_tasks("4-7%2") == [4, 5, 6, 7]
+    assert slurm._expand_tasks("1,3,5-6") == [1, 3, 5, 6]
+
+
+@pytest.mark.parametrize("state", sorted(slurm.ACTIVE_STATES))
+def test_active_states_are_upper_case_sacct_words(state: str) -> None:
+    assert state.isupper()
