@@ -231,8 +231,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
     except SubmissionError as e:
         raise UsageError(str(e)) from e
     record_jobs(sweep_dir, list(plan.points), job_ids, "slurm")
-    array = job_ids[0].split("_")[0]
-    print(f"submitted {len(job_ids)} point(s) as job array {array} ({job_ids[0]} .. {job_ids[-1]})")
+    if len(job_ids) == 1:
+        print(f"submitted 1 point as job {job_ids[0]}")  # submitit sends a single job, not an array
+    else:
+        array = job_ids[0].split("_")[0]
+        print(f"submitted {len(job_ids)} point(s) as job array {array} ({job_ids[0]} .. {job_ids[-1]})")
     print(f"sweep: {sweep_dir}")
     if args.wait:
         _wait(sweep_dir)

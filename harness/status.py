@@ -8,11 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from harness import results
 from harness.plan import Point
-from harness.sweep import latest_jobs, load_info, load_points
+from harness.sweep import latest_job_entries, load_info, load_points
+
+# A job neither queued nor in accounting this long after its submission was cancelled before
+# it started (Slurm does not account never-started array tasks); before that, accounting lags.
+ACCOUNTING_LAG_S = 60
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -43,7 +48,7 @@ class PointStatus:
             return "timed-out"
         if self.state in ("FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL"):
             return "failed"
-        if self.state.startswith("CANCELLED"):
+        if self.state.startswith("CANCELLED") or self.state == "NEVER_STARTED":
             return "cancelled"
         return "not run" if self.units_done == 0 else "partial"
 
@@ -52,13 +57,14 @@ def sweep_status(sweep_dir: Path, states: Mapping[str, object] | None = None) ->
     """`states` maps job id -> an object with .state (sacct's); queried when not given."""
     info = load_info(sweep_dir)
     points = load_points(sweep_dir)
-    jobs = latest_jobs(sweep_dir)
+    entries = latest_job_entries(sweep_dir)
+    jobs = {point: entry["job_id"] for point, entry in entries.items()}
     if states is None:
         states = {}
         if info.backend in ("slurm", "sbatch") and jobs:
-            from harness.backends.slurm import sacct_states
+            from harness.backends.slurm import scheduler_states
 
-            states = sacct_states(sorted(set(jobs.values())))
+            states = scheduler_states(sorted(set(jobs.values())))
     out = []
     for point in points:
         path = results.point_dir(sweep_dir, point.id)
@@ -67,9 +73,15 @@ def sweep_status(sweep_dir: Path, states: Mapping[str, object] | None = None) ->
         failed, error = _failures(path)
         job = jobs.get(point.id, "")
         state = "-"
-        if job:
-            # Accounting lags a submission by a second or two: not there yet is "SUBMITTED".
-            state = getattr(states.get(job), "state", "SUBMITTED" if info.backend == "slurm" else "-")
+        if job and job in states:
+            state = str(getattr(states[job], "state", "-"))
+        elif job and info.backend == "slurm":
+            # Not queued and not accounted: cancelled before it started if Slurm knows other
+            # tasks of its array (accounting has caught up), else a submission not yet seen.
+            array = job.split("_")[0] + "_"
+            known = "_" in job and any(other.startswith(array) for other in states)
+            age = (datetime.now() - datetime.fromisoformat(entries[point.id]["submitted"])).total_seconds()
+            state = "NEVER_STARTED" if known or age > ACCOUNTING_LAG_S else "SUBMITTED"
         if not error and state in ("FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL") and job:
             error = _log_tail(sweep_dir, job)
         out.append(

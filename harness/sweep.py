@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from harness import results
 from harness.plan import Plan, Point
@@ -73,10 +74,15 @@ def record_jobs(sweep_dir: Path, points: list[Point], job_ids: list[str], backen
 
 def latest_jobs(sweep_dir: Path) -> dict[str, str]:
     """point id -> the id of the last job submitted for it."""
+    return {point: entry["job_id"] for point, entry in latest_job_entries(sweep_dir).items()}
+
+
+def latest_job_entries(sweep_dir: Path) -> dict[str, dict[str, Any]]:
+    """point id -> the jobs.json entry of the last job submitted for it."""
     path = sweep_dir / "jobs.json"
     if not path.exists():
         return {}
-    return {e["point_id"]: e["job_id"] for e in json.loads(path.read_text())}
+    return {e["point_id"]: e for e in json.loads(path.read_text())}
 
 
 def open_sweep(path: Path) -> Path:

@@ -191,6 +191,35 @@ def sacct_states(job_ids: Sequence[str]) -> dict[str, JobState]:
     return states
 
 
+def squeue_states(job_ids: Sequence[str]) -> dict[str, JobState]:
+    """Live jobs (array tasks expanded with -r): authoritative while a job is queued or runs.
+
+    sacct alone is not enough: an array task cancelled while pending never reaches
+    accounting, and a fresh submission reaches it a second or two late.
+    """
+    if not job_ids:
+        return {}
+    bases = sorted({j.split("_")[0] for j in job_ids})
+    out = subprocess.run(
+        ["squeue", "-r", "-h", "-o", "%i|%T|%N", "-j", ",".join(bases)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    states: dict[str, JobState] = {}
+    for line in out.stdout.splitlines():
+        fields = line.split("|")
+        if len(fields) == 3:
+            states[fields[0]] = JobState(fields[1], "", fields[2])
+    return states
+
+
+def scheduler_states(job_ids: Sequence[str]) -> dict[str, JobState]:
+    """sacct's view, overridden by squeue's for the jobs still in the queue."""
+    return {**sacct_states(job_ids), **squeue_states(job_ids)}
+
+
 def _expand_tasks(spec: str) -> list[int]:
     spec = spec.split("%")[0]
     tasks: list[int] = []

@@ -1,0 +1,142 @@
+"""Optional torch.profiler capture of a few training steps of one rung, one trace per rank.
+
+    config = ProfileConfig(rung="full", wait=1, warmup=1, active=3, repeat=1)
+    if config.rung == rung:
+        with TraceCapture(config, point_dir / "profile", rank=env.rank) as capture:
+            for ...: train_step(batch); capture.step()
+    time_breakdown(point_dir / "profile")   # HolisticTraceAnalysis's temporal breakdown, if installed
+
+Traces are Chrome-trace JSON files named rank<k>.<ns>.pt.trace.json (TensorBoard and HTA read
+them), written to a hidden temporary name and renamed into place like every result file.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from harness import rungs
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProfileConfig:
+    """torch.profiler.schedule's cycle: skip `wait` steps, trace `warmup` steps and drop them
+    (the profiler's own start-up), record `active` steps; `repeat` cycles."""
+
+    rung: str = "full"
+    """The rung whose steps are profiled."""
+    wait: int = 1
+    warmup: int = 1
+    active: int = 3
+    repeat: int = 1
+    """At least 1: torch's 0 means "until the loop ends", one trace every cycle."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.rung, str) or not rungs.is_rung(self.rung):
+            raise ValueError(f"profile.rung must be one of {rungs.allowed_text()} (got {self.rung!r})")
+        for name, low in (("wait", 0), ("warmup", 0), ("active", 1), ("repeat", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"profile.{name} must be an integer >= {low} (got {value!r})")
+
+    @property
+    def steps(self) -> int:
+        """Steps the whole capture spans; a loop shorter than this records less."""
+        return (self.wait + self.warmup + self.active) * self.repeat
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> ProfileConfig:
+        valid = [f.name for f in fields(cls)]
+        unknown = sorted(set(data) - set(valid))
+        if unknown:
+            raise ValueError(f"profile.{unknown[0]}: unknown key; valid keys: {', '.join(valid)}")
+        return cls(**data)
+
+
+class TraceCapture:
+    """Context manager around torch.profiler.profile; call `step()` after each training step.
+    CPU activity always, CUDA activity when CUDA is available. `traces` lists the files written."""
+
+    def __init__(self, config: ProfileConfig | Mapping[str, Any], out_dir: Path, *, rank: int) -> None:
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+            raise ValueError(f"rank must be an integer >= 0 (got {rank!r})")
+        self.config = config if isinstance(config, ProfileConfig) else ProfileConfig.from_mapping(config)
+        self.out_dir, self.rank = Path(out_dir), rank
+        self.traces: list[Path] = []
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if torch.cuda.is_available():
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        c = self.config
+        self._profiler = torch.profiler.profile(
+            activities=activities,
+            schedule=torch.profiler.schedule(wait=c.wait, warmup=c.warmup, active=c.active, repeat=c.repeat),
+            on_trace_ready=self._save,
+        )
+
+    def __enter__(self) -> TraceCapture:
+        self._profiler.__enter__()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        # Leaving while recording still saves what was recorded (torch calls on_trace_ready).
+        self._profiler.__exit__(exc_type, exc, tb)
+
+    def step(self) -> None:
+        self._profiler.step()
+
+    def _save(self, prof: torch.profiler.profile) -> None:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        # The rank in the name: every rank of a point writes into the same folder.
+        name = f"rank{self.rank}.{time.time_ns()}.pt.trace.json"
+        tmp = self.out_dir / f".{name}.tmp"
+        try:
+            prof.export_chrome_trace(str(tmp))
+            os.replace(tmp, self.out_dir / name)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        self.traces.append(self.out_dir / name)
+        log.info("rank %d: profiler trace %s", self.rank, self.out_dir / name)
+
+
+def time_breakdown(trace_dir: Path) -> pd.DataFrame | None:
+    """HolisticTraceAnalysis's temporal breakdown (idle, compute, non-compute GPU time per rank)
+    of the traces in `trace_dir`; None, with the reason logged, when HTA is not installed (it is
+    not a dependency) or cannot analyse them (it needs GPU kernels: CPU-only traces fail)."""
+    trace_dir = Path(trace_dir)
+    if not trace_dir.is_dir() or not any(
+        not p.name.startswith(".") and p.name.endswith((".json", ".json.gz")) for p in trace_dir.iterdir()
+    ):
+        log.info("time breakdown skipped: no trace in %s", trace_dir)
+        return None
+    try:
+        from hta.trace_analysis import TraceAnalysis
+    except ImportError:
+        log.info("time breakdown skipped: HolisticTraceAnalysis (hta) is not installed")
+        return None
+    try:
+        frame: pd.DataFrame = TraceAnalysis(trace_dir=str(trace_dir)).get_temporal_breakdown(visualize=False)
+    except Exception as e:
+        log.warning(
+            "time breakdown skipped: HolisticTraceAnalysis cannot analyse %s (%s: %s)",
+            trace_dir,
+            type(e).__name__,
+            e,
+        )
+        return None
+    return frame

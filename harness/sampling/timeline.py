@@ -1,0 +1,452 @@
+"""One sampling thread per rank: host and GPU figures at `hz`, named phases, per-phase summaries,
+and the timeline written as samples-rank<k>.csv.
+
+    sampler = RankSampler(hz=10.0, device=device, rank=env.rank)
+    with sampler:                              # start() ... stop()
+        with sampler.phase("full/0") as ph:    # a sample at each boundary, so short phases work
+            ...measured work...
+        row_fields = ph.summary(samples=n)     # SUMMARY_KEYS -> value or None
+    sampler.write_timeline(point_dir / timeline_name(rank))
+
+The thread and the phase boundaries take samples under one lock, so the timeline is in order.
+Every figure in a sample is cumulative (CPU seconds, energy) or instantaneous (power, memory);
+rates are differences between two samples, computed when asked, never in the thread.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import statistics
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from harness.results import atomic_write_text, csv_text
+from harness.sampling.host import DEFAULT_MEMORY_INTERVAL_S, HostReading, HostSampler
+from harness.sampling.nvml import GpuReading, GpuSampler, history_mean
+
+if TYPE_CHECKING:
+    import torch
+
+log = logging.getLogger(__name__)
+
+SAMPLE_COLUMNS: tuple[str, ...] = (
+    "t",
+    "wall_time",
+    "rank",
+    "phase",
+    "gpu_util",
+    "gpu_mem_util",
+    "gpu_mem_used_gb",
+    "gpu_power_w",
+    "gpu_sm_clock_mhz",
+    "gpu_energy_j",
+    "main_cpu_percent",
+    "loader_cpu_percent",
+    "system_cpu_percent",
+    "host_memory_gb",
+)
+"""Columns of samples-rank<k>.csv. t: seconds since start; phase: innermost open phase or "";
+*_cpu_percent: percent of one core; gpu_energy_j: since the first sample; host_memory_gb only on
+the samples where it was read (see host.DEFAULT_MEMORY_INTERVAL_S)."""
+
+SUMMARY_KEYS: tuple[str, ...] = (
+    "gpu_util",
+    "gpu_mem_util",
+    "gpu_power_w",
+    "energy_j",
+    "energy_per_sample_j",
+    "peak_device_memory_gb",
+    "loader_cores",
+    "main_cores",
+    "cpus_allotted",
+    "peak_host_memory_gb",
+)
+"""Keys of Phase.summary(), the sampled columns of results.RungRow."""
+
+# CPU times tick at 1/USER_HZ = 10 ms on Linux: a percent over less than this window would be
+# mostly rounding, so a row's rate is taken against an earlier sample at least this far back.
+MIN_RATE_WINDOW_S = 0.05
+
+
+def timeline_name(rank: int) -> str:
+    return f"samples-rank{rank}.csv"
+
+
+@dataclass(frozen=True, slots=True)
+class _Sample:
+    t: float
+    wall_time: float
+    phase: str
+    gpu: GpuReading | None
+    host: HostReading | None
+
+
+class Phase:
+    """A named stretch of the run. A context manager (`with sampler.phase(name) as ph`) or
+    `ph = sampler.begin(name)` ... `ph.end()`. Summarise it after it ends."""
+
+    def __init__(self, sampler: RankSampler, name: str) -> None:
+        self.sampler, self.name = sampler, name
+        self.begin_index: int | None = None
+        self.end_index: int | None = None
+
+    def begin(self) -> Phase:
+        if self.begin_index is None:
+            self.sampler._begin(self)
+        return self
+
+    def end(self) -> None:
+        if self.begin_index is not None and self.end_index is None:
+            self.sampler._end(self)
+
+    def __enter__(self) -> Phase:
+        return self.begin()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.end()
+
+    @property
+    def seconds(self) -> float | None:
+        """Seconds between the phase's boundary samples; None while open or when sampling is off."""
+        return self.sampler._seconds(self)
+
+    def summary(self, *, samples: int | None = None) -> dict[str, Any]:
+        """SUMMARY_KEYS -> value, None where not measured. `samples`: data samples processed in
+        the phase, for energy_per_sample_j."""
+        if samples is not None and (isinstance(samples, bool) or not isinstance(samples, int) or samples < 0):
+            raise ValueError(f"samples must be a number of data samples >= 0 (got {samples!r})")
+        return self.sampler._summary(self, samples)
+
+
+class RankSampler:
+    """Samples the rank's host figures and (with `gpu` and a CUDA device) its GPU at `hz`.
+
+    A sampler with neither source costs nothing: no thread, no reads, all-None summaries. Reads
+    that fail never raise into the caller: the failing source turns off with one warning.
+    """
+
+    def __init__(
+        self,
+        *,
+        hz: float = 10.0,
+        host: bool = True,
+        gpu: bool = True,
+        device: torch.device | None = None,
+        rank: int = 0,
+        memory_interval_s: float = DEFAULT_MEMORY_INTERVAL_S,
+    ) -> None:
+        if isinstance(hz, bool) or not isinstance(hz, (int, float)) or not math.isfinite(hz) or hz <= 0:
+            raise ValueError(f"hz must be a positive number of samples per second (got {hz!r})")
+        for name, flag in (("host", host), ("gpu", gpu)):
+            if not isinstance(flag, bool):
+                raise ValueError(f"{name} must be true or false (got {flag!r})")
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+            raise ValueError(f"rank must be an integer >= 0 (got {rank!r})")
+        if device is not None and not hasattr(device, "type"):
+            raise ValueError(f"device must be a torch.device or None (got {device!r})")
+        self.hz, self.rank = float(hz), rank
+        self._host = HostSampler(memory_interval_s=memory_interval_s) if host else None
+        self._gpu: GpuSampler | None = None
+        self.gpu_reason = "" if gpu else "not asked for"
+        """Why there are no GPU figures ("" when there are)."""
+        if gpu:
+            self._gpu, self.gpu_reason = _gpu_sampler(device)
+        self._lock = threading.Lock()
+        self._samples: list[_Sample] = []
+        self._open: list[Phase] = []
+        self._t0 = time.perf_counter()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._host_failed = False
+        self._thread_cpu_s = 0.0
+
+    @property
+    def enabled(self) -> bool:
+        return self._host is not None or self._gpu is not None
+
+    # -- thread ----------------------------------------------------------------------------------
+
+    def start(self) -> RankSampler:
+        if not self.enabled or self._thread is not None:
+            return self
+        with self._lock:
+            if not self._samples:
+                self._t0 = time.perf_counter()
+            self._take()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name=f"rank{self.rank}-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stops the thread (it waits on an event, so this returns within one read, ~ms)."""
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+        if self._thread.is_alive():
+            log.warning("rank %d: the sampler thread did not stop within 2 s", self.rank)
+        self._thread = None
+
+    def __enter__(self) -> RankSampler:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    @property
+    def thread_cpu_s(self) -> float:
+        """CPU seconds the sampling thread has used so far: its own cost, to check it stays
+        small. Samples at phase boundaries run in the caller's thread and are not included."""
+        return self._thread_cpu_s
+
+    def _run(self) -> None:
+        period = 1.0 / self.hz
+        next_at = time.perf_counter() + period
+        cpu0 = time.thread_time()
+        while not self._stop.wait(max(0.0, next_at - time.perf_counter())):
+            with self._lock:
+                self._take()
+            self._thread_cpu_s += time.thread_time() - cpu0
+            cpu0 = time.thread_time()
+            next_at += period
+            now = time.perf_counter()
+            if next_at < now:  # a slow read: skip the missed ticks rather than catch up in a burst
+                next_at = now + period
+
+    # -- samples ---------------------------------------------------------------------------------
+
+    def sample(self) -> None:
+        """Take one sample now (the thread does this at `hz`)."""
+        if self.enabled:
+            with self._lock:
+                self._take()
+
+    def _take(self, *, memory: bool | None = None) -> int:
+        """Under the lock. Returns the sample's index."""
+        gpu = self._gpu.read() if self._gpu is not None else None
+        # Stamped right before the host read, whose CPU times come first and its (slow) memory
+        # read last: the rates divide CPU seconds by the time between stamps.
+        t, wall_time = time.perf_counter() - self._t0, time.time()
+        host = None
+        if self._host is not None and not self._host_failed:
+            try:
+                host = self._host.read(memory=memory)
+            except Exception as e:  # psutil surprises must not stop the benchmark
+                self._host_failed = True
+                log.warning(
+                    "rank %d: host sampling failed (%s); host figures are empty from here on", self.rank, e
+                )
+        self._samples.append(
+            _Sample(
+                t=t,
+                wall_time=wall_time,
+                phase=self._open[-1].name if self._open else "",
+                gpu=gpu,
+                host=host,
+            )
+        )
+        return len(self._samples) - 1
+
+    # -- phases ----------------------------------------------------------------------------------
+
+    def phase(self, name: str) -> Phase:
+        """A phase to use as a context manager; it begins on entry."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a phase needs a non-empty name (got {name!r})")
+        return Phase(self, name)
+
+    def begin(self, name: str) -> Phase:
+        return self.phase(name).begin()
+
+    def _begin(self, phase: Phase) -> None:
+        if not self.enabled:
+            phase.begin_index = -1
+            return
+        with self._lock:
+            self._open.append(phase)
+            phase.begin_index = self._take(memory=False)
+
+    def _end(self, phase: Phase) -> None:
+        if not self.enabled:
+            phase.end_index = -1
+            return
+        with self._lock:
+            # Memory is read now whatever its interval: the workers are still alive.
+            phase.end_index = self._take(memory=True)
+            if phase in self._open:  # phases may end out of order
+                self._open.remove(phase)
+
+    def _seconds(self, phase: Phase) -> float | None:
+        b, e = phase.begin_index, phase.end_index
+        if b is None or e is None or b < 0:
+            return None
+        with self._lock:
+            return self._samples[e].t - self._samples[b].t
+
+    def _summary(self, phase: Phase, samples: int | None) -> dict[str, Any]:
+        summary: dict[str, Any] = dict.fromkeys(SUMMARY_KEYS)
+        if not self.enabled or phase.begin_index is None or phase.begin_index < 0:
+            return summary
+        with self._lock:
+            end = phase.end_index if phase.end_index is not None else len(self._samples) - 1
+            rows = self._samples[phase.begin_index : end + 1]
+        if len(rows) < 2:
+            return summary
+        wall_s = rows[-1].t - rows[0].t
+        if self._gpu is not None:
+            summary.update(_gpu_summary(rows, wall_s))
+        if self._host is not None:
+            summary.update(_host_summary(rows, wall_s))
+            summary["cpus_allotted"] = self._host.cpus_allotted
+        if samples and summary["energy_j"] is not None:
+            summary["energy_per_sample_j"] = summary["energy_j"] / samples
+        return summary
+
+    # -- the timeline ----------------------------------------------------------------------------
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The timeline, one dict per sample with SAMPLE_COLUMNS as keys."""
+        with self._lock:
+            samples = list(self._samples)
+        return _timeline_rows(samples, self.rank)
+
+    def write_timeline(self, path: Path) -> None:
+        """Writes the timeline so far (atomically: a reader never sees half a file)."""
+        atomic_write_text(Path(path), csv_text(self.rows(), SAMPLE_COLUMNS))
+
+
+def _gpu_sampler(device: Any) -> tuple[GpuSampler | None, str]:
+    """The GPU source, or None and why. A CPU device is no reason to warn: there is no GPU."""
+    if device is None or device.type != "cuda":
+        return None, f"device {device} is not a CUDA device"
+    index = device.index
+    if index is None:
+        try:
+            import torch
+
+            index = torch.cuda.current_device()
+        except Exception as e:
+            reason = f"no GPU figures: cannot tell which CUDA device {device} is ({e})"
+            log.warning("%s", reason)
+            return None, reason
+    gpu = GpuSampler(device_index=index)
+    # A GPU that cannot be read at all costs nothing afterwards (its warning is already out).
+    return (gpu, "") if gpu.available else (None, gpu.reason)
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.fmean(present) if present else None
+
+
+def _gpu_summary(rows: list[_Sample], wall_s: float) -> dict[str, Any]:
+    readings = [r.gpu for r in rows]
+    if readings[-1] is None:
+        return {}  # the GPU stopped answering within the phase: no figure covers all of it
+    # NVML's rates look back over the driver's last period, so the phase's first sample
+    # describes the time before the phase: means use the samples after it.
+    after = [g for g in readings[1:] if g is not None]
+    util = history_mean([s for g in after for s in g.util_history], wall_s)
+    mem_util = history_mean([s for g in after for s in g.mem_util_history], wall_s)
+    first, last = readings[0], readings[-1]
+    energy = None
+    if first is not None and last is not None and first.energy_j is not None and last.energy_j is not None:
+        energy = last.energy_j - first.energy_j
+    else:
+        energy = _integrate_power(rows)
+    used = [g.mem_used_gb for g in readings if g is not None and g.mem_used_gb is not None]
+    return {
+        "gpu_util": util if util is not None else _mean(g.util for g in after),
+        "gpu_mem_util": mem_util if mem_util is not None else _mean(g.mem_util for g in after),
+        "gpu_power_w": _mean(g.power_w for g in after),
+        "energy_j": energy,
+        "peak_device_memory_gb": max(used) if used else None,
+    }
+
+
+def _integrate_power(rows: list[_Sample]) -> float | None:
+    """Trapezoids over the power readings, for GPUs without an energy counter (pre-Volta)."""
+    points = [(r.t, r.gpu.power_w) for r in rows if r.gpu is not None and r.gpu.power_w is not None]
+    if len(points) < 2:
+        return None
+    return sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in itertools.pairwise(points))
+
+
+def _host_summary(rows: list[_Sample], wall_s: float) -> dict[str, Any]:
+    first, last = rows[0].host, rows[-1].host
+    memory = [r.host.memory_bytes for r in rows if r.host is not None and r.host.memory_bytes is not None]
+    out: dict[str, Any] = {"peak_host_memory_gb": max(memory) / 1e9 if memory else None}
+    if first is not None and last is not None and wall_s > 0:
+        out["loader_cores"] = (last.loader_cpu_s - first.loader_cpu_s) / wall_s
+        out["main_cores"] = (last.main_cpu_s - first.main_cpu_s) / wall_s
+    return out
+
+
+def _timeline_rows(samples: list[_Sample], rank: int) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    energy0: float | None = None
+    integrated = 0.0  # energy from power, for GPUs without a counter
+    previous_power: tuple[float, float] | None = None
+    for i, s in enumerate(samples):
+        g, h = s.gpu, s.host
+        row: dict[str, Any] = dict.fromkeys(SAMPLE_COLUMNS)
+        row.update(t=round(s.t, 4), wall_time=round(s.wall_time, 3), rank=rank, phase=s.phase)
+        if g is not None:
+            util = _mean(v for _, v in g.util_history) if g.util_history else g.util
+            mem_util = _mean(v for _, v in g.mem_util_history) if g.mem_util_history else g.mem_util
+            energy: float | None = None
+            if g.energy_j is not None:
+                energy0 = g.energy_j if energy0 is None else energy0
+                energy = g.energy_j - energy0
+            elif g.power_w is not None:
+                if previous_power is not None:
+                    integrated += (s.t - previous_power[0]) * (g.power_w + previous_power[1]) / 2
+                previous_power = (s.t, g.power_w)
+                energy = integrated
+            row.update(
+                gpu_util=_round(util, 1),
+                gpu_mem_util=_round(mem_util, 1),
+                gpu_mem_used_gb=_round(g.mem_used_gb, 4),
+                gpu_power_w=_round(g.power_w, 2),
+                gpu_sm_clock_mhz=_round(g.sm_clock_mhz, 0),
+                gpu_energy_j=_round(energy, 3),
+            )
+        if h is not None:
+            earlier = _rate_base(samples, i)
+            if earlier is not None and earlier.host is not None:
+                dt = s.t - earlier.t
+                e = earlier.host
+                row.update(
+                    main_cpu_percent=_round(100 * max(0.0, h.main_cpu_s - e.main_cpu_s) / dt, 1),
+                    loader_cpu_percent=_round(100 * max(0.0, h.loader_cpu_s - e.loader_cpu_s) / dt, 1),
+                    system_cpu_percent=_round(100 * max(0.0, h.system_busy_s - e.system_busy_s) / dt, 1),
+                )
+            if h.memory_bytes is not None:
+                row["host_memory_gb"] = round(h.memory_bytes / 1e9, 4)
+        rows.append(row)
+    return rows
+
+
+def _rate_base(samples: list[_Sample], i: int) -> _Sample | None:
+    """The latest sample at least MIN_RATE_WINDOW_S before sample i."""
+    t = samples[i].t
+    for j in range(i - 1, -1, -1):
+        if t - samples[j].t >= MIN_RATE_WINDOW_S:
+            return samples[j]
+    return None
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)

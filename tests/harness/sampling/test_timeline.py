@@ -1,0 +1,147 @@
+"""The per-rank sampler: its thread, phases, summaries and the timeline file (host figures, on
+the CPU; the GPU side is in test_nvml.py)."""
+
+from __future__ import annotations
+
+import csv
+import logging
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.sampling.timeline import SAMPLE_COLUMNS, SUMMARY_KEYS, RankSampler, timeline_name
+
+
+def test_timeline_csv_has_the_columns_and_labels_phases(tmp_path: Path) -> None:
+    sampler = RankSampler(hz=0.001, gpu=False, rank=3)  # only the samples taken here
+    with sampler:
+        with sampler.phase("full/0"):
+            with sampler.phase("full/0/warmup"):
+                sampler.sample()
+            sampler.sample()
+        sampler.sample()
+    path = tmp_path / timeline_name(3)
+    sampler.write_timeline(path)
+
+    assert path.name == "samples-rank3.csv"
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        rows = list(reader)
+    assert tuple(reader.fieldnames or ()) == SAMPLE_COLUMNS
+    assert [r["phase"] for r in rows] == [
+        "",  # start
+        "full/0",  # full/0 begins
+        "full/0/warmup",  # warmup begins
+        "full/0/warmup",
+        "full/0/warmup",  # warmup ends
+        "full/0",
+        "full/0",  # full/0 ends
+        "",
+    ]
+    assert {r["rank"] for r in rows} == {"3"}
+    times = [float(r["t"]) for r in rows]
+    assert times == sorted(times) and times[0] < 0.5
+    assert all(r["gpu_util"] == "" for r in rows)  # no GPU asked for
+    assert rows[0]["host_memory_gb"] != ""  # memory is due at the first sample
+    assert float(rows[6]["host_memory_gb"]) > 0  # and read at every phase end
+
+
+def test_thread_samples_at_hz_and_stops_promptly() -> None:
+    sampler = RankSampler(hz=50.0, gpu=False)
+    threads = threading.active_count()
+    sampler.start()
+    assert threading.active_count() == threads + 1
+    time.sleep(0.4)
+    started = time.perf_counter()
+    sampler.stop()
+    assert time.perf_counter() - started < 0.5
+    assert threading.active_count() == threads
+    assert 5 <= len(sampler.rows()) <= 30  # ~20 expected; wide margins for a loaded machine
+    assert 0 < sampler.thread_cpu_s < 0.2  # its own cost, reported
+
+
+def test_rates_are_percent_of_one_core() -> None:
+    sampler = RankSampler(hz=10.0, gpu=False)
+    with sampler:
+        deadline = time.thread_time() + 0.5
+        while time.thread_time() < deadline:  # one core busy in this process
+            pass
+    rows = sampler.rows()
+    main = [r["main_cpu_percent"] for r in rows[1:] if r["main_cpu_percent"] is not None]
+    assert main and 50 < max(main) < 300
+    assert max(r["loader_cpu_percent"] for r in rows[1:]) < 20  # no workers here
+    assert all(r["system_cpu_percent"] is not None for r in rows[1:])
+
+
+def test_short_phase_still_has_host_figures() -> None:
+    sampler = RankSampler(hz=0.001, gpu=False)  # the timer never fires within the phase
+    with sampler, sampler.phase("tiny") as ph:
+        sum(range(10_000))
+    summary = ph.summary(samples=4)
+    assert list(summary) == list(SUMMARY_KEYS)
+    assert summary["main_cores"] is not None and summary["loader_cores"] is not None
+    assert summary["peak_host_memory_gb"] > 0
+    assert isinstance(summary["cpus_allotted"], int) and summary["cpus_allotted"] >= 1
+    assert summary["gpu_util"] is None and summary["energy_per_sample_j"] is None
+
+
+def test_begin_and_end_calls_as_well_as_with() -> None:
+    sampler = RankSampler(hz=0.001, gpu=False).start()
+    ph = sampler.begin("full/1")
+    assert ph.seconds is None  # still open
+    sampler.sample()
+    ph.end()
+    ph.end()  # ending twice is harmless
+    sampler.stop()
+    assert ph.seconds is not None and ph.seconds >= 0
+    assert [r["phase"] for r in sampler.rows()] == ["", "full/1", "full/1", "full/1"]
+
+
+def test_disabled_sampler_costs_nothing(tmp_path: Path) -> None:
+    sampler = RankSampler(host=False, gpu=False)
+    threads = threading.active_count()
+    with sampler, sampler.phase("full/0") as ph:
+        assert threading.active_count() == threads  # no thread
+    assert not sampler.enabled
+    assert ph.summary(samples=10) == dict.fromkeys(SUMMARY_KEYS)
+    assert sampler.rows() == []
+    sampler.write_timeline(tmp_path / "samples-rank0.csv")
+    assert (tmp_path / "samples-rank0.csv").read_text() == ",".join(SAMPLE_COLUMNS) + "\n"
+
+
+def test_cpu_device_with_gpu_asked_samples_the_host_only(caplog: pytest.LogCaptureFixture) -> None:
+    sampler = RankSampler(hz=0.001, gpu=True, device=torch.device("cpu"))
+    with caplog.at_level(logging.WARNING), sampler, sampler.phase("full/0") as ph:
+        pass
+    assert caplog.records == []
+    assert ph.summary()["gpu_util"] is None and ph.summary()["main_cores"] is not None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"hz": 0}, r"hz must be a positive number of samples per second \(got 0\)"),
+        ({"hz": float("nan")}, r"hz must be a positive number of samples per second \(got nan\)"),
+        ({"hz": "10"}, r"hz must be a positive number of samples per second \(got '10'\)"),
+        ({"rank": -1}, r"rank must be an integer >= 0 \(got -1\)"),
+        ({"gpu": "yes"}, r"gpu must be true or false \(got 'yes'\)"),
+        ({"device": "cuda"}, r"device must be a torch.device or None \(got 'cuda'\)"),
+        ({"memory_interval_s": -2}, r"memory_interval_s must be a number of seconds >= 0 \(got -2\)"),
+    ],
+)
+def test_bad_options_are_refused_with_the_value(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        RankSampler(**kwargs)
+
+
+def test_bad_phase_name_and_sample_count_are_refused() -> None:
+    sampler = RankSampler(host=False, gpu=False)
+    with pytest.raises(ValueError, match=r"a phase needs a non-empty name \(got ''\)"):
+        sampler.phase("")
+    with sampler.phase("full/0") as ph:
+        pass
+    with pytest.raises(ValueError, match=r"samples must be a number of data samples >= 0 \(got -1\)"):
+        ph.summary(samples=-1)

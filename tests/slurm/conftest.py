@@ -1,0 +1,72 @@
+"""A real Slurm cluster for these tests: the one that answers, or one brought up here.
+
+When `sinfo` does not answer and we are root on Debian (as CI is), tests/slurm/cluster.sh
+brings up a throwaway cluster (two nodes, n1 and n2, with two fake GPUs each). Elsewhere the
+tests are skipped, saying why.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _answers() -> bool:
+    try:
+        out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and "n1" in out.stdout and "n2" in out.stdout
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> None:
+    if _answers():
+        return
+    if os.geteuid() != 0 or not Path("/etc/debian_version").exists():
+        pytest.skip("no Slurm cluster answers, and cluster.sh needs root on Debian to bring one up")
+    out = subprocess.run(
+        ["bash", str(REPO / "tests/slurm/cluster.sh"), "up"], capture_output=True, text=True, timeout=900
+    )
+    if out.returncode != 0 or not _answers():
+        pytest.fail(
+            f"tests/slurm/cluster.sh up failed ({out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+        )
+
+
+def harness(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """The CLI as a user runs it; PYTHONPATH lets the jobs import tests.fixtures."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HARNESS_DIST_TIMEOUT_S": "60"}
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def sweep_of(out: subprocess.CompletedProcess[str], cwd: Path) -> Path:
+    line = next(line for line in out.stdout.splitlines() if line.startswith("sweep: "))
+    return cwd / line.removeprefix("sweep: ").strip()
+
+
+def wait_until_idle(job_prefix: str, timeout: float = 300) -> None:
+    """Until no job of the array is pending or running (squeue no longer lists it)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        out = subprocess.run(
+            ["squeue", "-h", "-j", job_prefix, "-o", "%i %T"], capture_output=True, text=True
+        )
+        if out.returncode != 0 or not out.stdout.strip():
+            return
+        time.sleep(2)
+    raise TimeoutError(f"array {job_prefix} still in the queue after {timeout} s")

@@ -1,0 +1,149 @@
+"""Real sweeps on a real Slurm cluster (see conftest): arrays, DDP ranks, status, resume."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from analysis.load import load_results
+from harness import results
+from tests.slurm.conftest import harness, sweep_of, wait_until_idle
+
+pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]
+
+GRID = """\
+name: {name}
+workload:
+  dataset: {dataset}
+  dataset_args: {{size: 64}}
+  model: linear
+  batch_size: [4, 8]
+  device: auto
+measure: {{warmup_steps: 1, steps: 3}}
+loader: {{num_workers: [0, 1]}}
+slurm: {{nodes: {nodes}, tasks_per_node: 2, gpus_per_node: 2, cpus_per_task: 1, time: "00:05:00", array_parallelism: {parallel}}}
+"""
+
+
+def write(
+    tmp_path: Path, name: str = "grid", dataset: str = "fake_cifar", nodes: int = 1, parallel: int = 4
+) -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(GRID.format(name=name, dataset=dataset, nodes=nodes, parallel=parallel))
+    return path
+
+
+def settings_of(rows) -> set[tuple]:
+    ok = rows[rows["status"] == "ok"]
+    return set(
+        ok[["batch_size", "num_workers", "prefetch_factor"]].astype(str).itertuples(index=False, name=None)
+    )
+
+
+def test_an_array_of_ddp_points_gives_the_inline_table(tmp_path: Path) -> None:
+    spec = write(tmp_path)
+    out = harness("submit", str(spec), "--wait", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "submitted 4 point(s) as job array" in out.stdout
+    sweep = sweep_of(out, tmp_path)
+    slurm_rows = load_results([sweep]).rows
+    # Every point ran as 2 DDP ranks, each on its own slice of the data, with Slurm's job ids.
+    assert sorted(slurm_rows.groupby("point_id")["rank"].apply(lambda r: tuple(sorted(r)))) == [(0, 1)] * 4
+    assert set(slurm_rows["world_size"]) == {2}
+    array = slurm_rows["jobid"].iloc[0].split("_")[0]
+    assert {j.split("_")[0] for j in slurm_rows["jobid"]} == {array}
+    meta = json.loads(next(sweep.glob("points/*/meta-rank1.json")).read_text())
+    assert meta["cuda_visible_devices"] in ("0,1", "2,3") and meta["world_size"] == 2
+    # Nothing scattered in the working directory: logs and pickles are in the sweep.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.yaml", "results"]
+    assert list((sweep / "slurm").glob("*/*_0_log.out"))
+
+    inline = harness("run", str(spec), cwd=tmp_path)
+    assert inline.returncode == 0, inline.stderr
+    inline_sweep = tmp_path / inline.stdout.split("results: ")[1].strip()
+    assert settings_of(load_results([inline_sweep]).rows) == settings_of(slurm_rows)
+    header = next(line for line in out.stdout.splitlines() if line.startswith("jobid")).split()
+    inline_header = next(line for line in inline.stdout.splitlines() if line.startswith("jobid")).split()
+    assert header[: len(inline_header)] == inline_header
+
+
+def test_a_point_on_two_nodes_runs_four_ranks_named_by_node(tmp_path: Path) -> None:
+    spec = tmp_path / "wide.yaml"
+    spec.write_text(
+        GRID.format(name="wide", dataset="fake_cifar", nodes=2, parallel=1)
+        .replace("[4, 8]", "4")
+        .replace("[0, 1]", "0")
+    )
+    out = harness("submit", str(spec), "--wait", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = load_results([sweep_of(out, tmp_path)]).rows
+    assert sorted(rows["rank"]) == [0, 1, 2, 3]
+    assert set(rows["world_size"]) == {4}
+    assert dict(rows.groupby("hostname")["rank"].apply(sorted)) == {"n1": [0, 1], "n2": [2, 3]}
+    assert "node n1+n2" in out.stdout  # one table for the point, titled by its nodes
+
+
+def test_cancelled_points_are_resumed_and_every_point_ends_up_once(tmp_path: Path) -> None:
+    spec = write(tmp_path, name="cancel", parallel=1)
+    out = harness("submit", str(spec), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    sweep = sweep_of(out, tmp_path)
+    jobs = json.loads((sweep / "jobs.json").read_text())
+    array = jobs[0]["job_id"].split("_")[0]
+    # One task at a time: tasks 2 and 3 are still pending; cancel them.
+    subprocess.run(["scancel", f"{array}_2", f"{array}_3"], check=True)
+    wait_until_idle(array)
+    status = harness("status", str(sweep), cwd=tmp_path)
+    assert status.returncode == 1
+    assert "2 cancelled, 2 completed" in status.stdout
+    assert f"harness resume {sweep}" in status.stdout
+
+    resumed = harness("resume", str(sweep), "--wait", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "resubmitted 2 point(s)" in resumed.stdout
+    after = harness("status", str(sweep), cwd=tmp_path)
+    assert after.returncode == 0 and "4 completed" in after.stdout
+    rows = load_results([sweep]).rows
+    assert len(rows) == 4 * 2  # 4 points × 2 ranks × 1 (rung, repeat): none twice, none lost
+    assert rows.groupby(["point_id", "rank"]).size().eq(1).all()
+    assert len(json.loads((sweep / "jobs.json").read_text())) == 6
+
+
+def test_a_crashing_point_is_reported_failed_and_the_rest_complete(tmp_path: Path) -> None:
+    spec = tmp_path / "crash.yaml"
+    spec.write_text(
+        GRID.format(
+            name="crash",
+            dataset='["fake_cifar", "tests.fixtures.workloads:raising_dataset"]',
+            nodes=1,
+            parallel=4,
+        ).replace("batch_size: [4, 8]", "batch_size: 4")
+    )
+    out = harness("submit", str(spec), "--wait", cwd=tmp_path)
+    assert out.returncode == 1
+    sweep = sweep_of(out, tmp_path)
+    status = harness("status", str(sweep), cwd=tmp_path)
+    assert "2 completed, 2 failed" in status.stdout
+    failed_lines = [line for line in status.stdout.splitlines() if " failed " in line]
+    assert len(failed_lines) == 2
+    assert all("cannot read sample" in line and "disk on fire" in line for line in failed_lines)
+    rows = load_results([sweep]).rows
+    assert (rows[rows["dataset"] == "fake_cifar"]["status"] == "ok").all()
+
+
+def test_a_standalone_sbatch_script_runs_the_same_points(tmp_path: Path) -> None:
+    spec = write(tmp_path, name="byhand")
+    out = harness("sbatch", str(spec), "-o", "sbatch", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    script = next((tmp_path / "sbatch").glob("byhand-*.sbatch"))
+    sweep = Path(out.stdout.split("results in ")[1].splitlines()[0].strip())
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", str(script)], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    wait_until_idle(submitted.stdout.strip().split(";")[0])
+    for point_path in (sweep / "points").iterdir():
+        assert results.point_complete(point_path, ["full"], 1, world_size=2)
+    assert len(list((sweep / "points").iterdir())) == 4
