@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,49 @@ def test_a_standalone_sbatch_script_runs_the_same_points(tmp_path: Path) -> None
     for point_path in (sweep / "points").iterdir():
         assert results.point_complete(point_path, ["full"], 1, world_size=2)
     assert len(list((sweep / "points").iterdir())) == 4
+
+
+def test_a_signalled_point_requeues_and_goes_on_with_the_rungs_it_had_not_finished(tmp_path: Path) -> None:
+    """Slurm sends USR2 before the time limit (--signal); submitit then requeues the job. The
+    signal is sent here by hand, as Slurm would, so the test does not wait for a limit."""
+    spec = tmp_path / "requeue.yaml"
+    spec.write_text(
+        """\
+name: requeue
+workload: {dataset: fake_cifar, dataset_args: {size: 64}, model: "tests.fixtures.workloads:slow_model",
+           model_args: {delay: 0.25}, batch_size: 4, device: cpu}
+measure: {warmup_steps: 0, steps: 40}
+rungs: [processed_sample, full]
+slurm: {tasks_per_node: 2, gpus_per_node: 2, cpus_per_task: 1, time: "00:10:00"}
+"""
+    )
+    out = harness("submit", str(spec), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    sweep = sweep_of(out, tmp_path)
+    (entry,) = json.loads((sweep / "jobs.json").read_text())
+    point_path = sweep / "points" / entry["point_id"]
+    deadline = time.time() + 120
+    while results.completed_units(point_path, 2) != {("processed_sample", 0)}:
+        assert time.time() < deadline, "the first rung did not finish"
+        time.sleep(0.5)
+    time.sleep(2)  # well inside the second rung
+    subprocess.run(["scancel", "--signal=USR2", entry["job_id"]], check=True)
+    wait_until_idle(entry["job_id"], timeout=300)
+    # -D lists every run of the job: the requeued one, then the one that completed.
+    runs = subprocess.run(
+        ["sacct", "-X", "-P", "-n", "-D", "-o", "State", "-j", entry["job_id"]],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    assert runs == ["REQUEUED", "COMPLETED"]
+    rows = load_results([sweep]).rows
+    assert sorted(zip(rows["rung"], rows["rank"], strict=True)) == [
+        ("full", 0),
+        ("full", 1),
+        ("processed_sample", 0),
+        ("processed_sample", 1),
+    ]
+    assert (rows["status"] == "ok").all()
+    # The first rung was measured once, before the requeue: its rows were kept, not redone.
+    first = rows[rows["rung"] == "processed_sample"]["finished_at"].max()
+    assert first < rows[rows["rung"] == "full"]["started_at"].min()
