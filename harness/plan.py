@@ -27,6 +27,10 @@ class WorkloadSettings:
     device: str
     amp: str | bool
     compile: bool
+    channels_last: bool = False
+    zero_grad_set_to_none: bool = True
+    gpu_normalize: bool = False
+    """The loader yields uint8; conversion and normalisation run on the device (002_*, #4)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -50,6 +50,9 @@ class RungRow:
     batch_size: int
     amp: str
     compile: bool
+    channels_last: bool
+    zero_grad_set_to_none: bool
+    gpu_normalize: bool
     num_workers: int
     persistent_workers: bool
     pin_memory: bool
@@ -111,6 +114,9 @@ PLAN_COLUMNS: tuple[str, ...] = (
     "device",
     "amp",
     "compile",
+    "channels_last",
+    "zero_grad_set_to_none",
+    "gpu_normalize",
     "num_workers",
     "persistent_workers",
     "pin_memory",

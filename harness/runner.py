@@ -61,6 +61,7 @@ def run_point(
         init_process_group(env, device.type)
         results.write_meta(point_path, env.rank, collect_meta(device, env))
         dataset = build_dataset(point.workload)
+        normalize = dataset.to_uint8() if point.workload.gpu_normalize else None  # type: ignore[attr-defined]
         context.transform_names = ladder.transform_names(dataset)
         model = build_model(point.workload, int(getattr(dataset, "num_classes", 10)))
         step = TrainStep(
@@ -70,6 +71,9 @@ def run_point(
             amp=point.workload.amp,
             compile=point.workload.compile,
             distributed=env.distributed,
+            channels_last=point.workload.channels_last,
+            set_to_none=point.workload.zero_grad_set_to_none,
+            normalize=normalize,
         )
     except Exception as e:
         log.error("point %s: %s", point.id, _one_line(e))
@@ -187,6 +191,9 @@ class _Context:
             batch_size=w.batch_size,
             amp=str(w.amp).lower() if w.amp is False else str(w.amp),
             compile=w.compile,
+            channels_last=w.channels_last,
+            zero_grad_set_to_none=w.zero_grad_set_to_none,
+            gpu_normalize=w.gpu_normalize,
             num_workers=ld.num_workers,
             persistent_workers=ld.persistent_workers,
             pin_memory=ld.pin_memory,

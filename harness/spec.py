@@ -92,6 +92,10 @@ WORKLOAD_FIELDS: tuple[FieldRule, ...] = (
     FieldRule("device", "auto", lambda v: v in ("auto", "cpu", "cuda"), "auto, cpu or cuda"),
     FieldRule("amp", False, lambda v: v is False or v in ("bf16", "fp16"), "false, bf16 or fp16", True),
     FieldRule("compile", False, lambda v: isinstance(v, bool), "true or false", axis=True),
+    FieldRule("channels_last", False, lambda v: isinstance(v, bool), "true or false", axis=True),
+    # PyTorch 2's default; the optimisation sequence of 002_* starts from false.
+    FieldRule("zero_grad_set_to_none", True, lambda v: isinstance(v, bool), "true or false", axis=True),
+    FieldRule("gpu_normalize", False, lambda v: isinstance(v, bool), "true or false", axis=True),
 )
 
 LOADER_FIELDS: tuple[FieldRule, ...] = (
@@ -519,7 +523,17 @@ def _sequence(c: _Checker, raw: Any, axes: Mapping[str, tuple[Any, ...]]) -> tup
 
 
 def _check_factories(c: _Checker, axes: Mapping[str, tuple[Any, ...]]) -> None:
-    """Fail at load time, with a line, on a user factory that cannot import or bind."""
+    """Fail at load time, with a line, on a user factory that cannot import or bind, or a
+    dataset class that cannot yield uint8 when gpu_normalize asks it to."""
+    if True in axes["workload.gpu_normalize"]:
+        for name in axes["workload.dataset"]:
+            factory = registry.resolve(name, registry.DATASETS, "dataset")
+            if isinstance(factory, type) and not hasattr(factory, "to_uint8"):
+                raise c.fail(
+                    "workload.gpu_normalize",
+                    f"dataset {name!r} cannot yield uint8 images (it has no to_uint8() method); "
+                    "gpu_normalize needs fake_cifar, image_folder or a dataset that has one",
+                )
     for kind, table, args_field in (
         ("dataset", registry.DATASETS, "workload.dataset_args"),
         ("model", registry.MODELS, "workload.model_args"),

@@ -14,6 +14,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from harness.workloads.contract import Normalization
+
 log = logging.getLogger(__name__)
 _said_cpu_fallback = False  # "auto -> cpu" is said once per process, not once per point
 
@@ -62,11 +64,17 @@ class TrainStep:
         amp: str | bool = False,
         compile: bool = False,
         distributed: bool = False,
+        channels_last: bool = False,
+        set_to_none: bool = True,
+        normalize: Normalization | None = None,
         lr: float = 0.001,
     ) -> None:
         self.device = device
         self.non_blocking = non_blocking
-        self.model = model.to(device)
+        self.set_to_none = set_to_none
+        self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
+        self.normalize = normalize.on(device) if normalize is not None else None
+        self.model = model.to(device).to(memory_format=self.memory_format)
         self.model.train()
         if distributed:
             # DDP across the ranks of the point: the gradient all-reduce is part of every step,
@@ -86,17 +94,20 @@ class TrainStep:
 
     def to_device(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
         inputs, targets = batch[0], batch[1]
-        return (
-            inputs.to(self.device, non_blocking=self.non_blocking),
-            targets.to(self.device, non_blocking=self.non_blocking),
-        )
+        inputs = inputs.to(self.device, non_blocking=self.non_blocking)
+        targets = targets.to(self.device, non_blocking=self.non_blocking)
+        if self.normalize is not None:
+            inputs = self.normalize(inputs)  # uint8 in, float out: 4× less to copy (002_*, #4)
+        if inputs.dim() == 4 and self.memory_format is torch.channels_last:
+            inputs = inputs.contiguous(memory_format=torch.channels_last)
+        return inputs, targets
 
     def __call__(self, batch: Any) -> None:
         inputs, targets = self.to_device(batch)
         self.input_shapes.add(tuple(inputs.shape))
         with self.autocast():
             loss = self.criterion(self.forward(inputs), targets)
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad(set_to_none=self.set_to_none)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
+import torch
 from torch.utils.data import Dataset
 
 
@@ -47,3 +48,23 @@ class PipelineDataset(Dataset[tuple[Any, int]]):
         if self.transform is not None:
             raw = self.transform(raw)
         return raw, target
+
+
+class Normalization:
+    """uint8 images -> float, scaled to [0, 1] and normalised per channel, on the device."""
+
+    def __init__(self, mean: tuple[float, ...], std: tuple[float, ...]) -> None:
+        if len(mean) != len(std) or not all(s > 0 for s in std):
+            raise ValueError(f"mean and std must have the same length and std > 0 (got {mean}, {std})")
+        self.mean = torch.tensor(mean).view(1, -1, 1, 1)
+        self.std = torch.tensor(std).view(1, -1, 1, 1)
+
+    def on(self, device: torch.device) -> Normalization:
+        moved = Normalization.__new__(Normalization)
+        moved.mean, moved.std = self.mean.to(device), self.std.to(device)
+        return moved
+
+    def __call__(self, images: torch.Tensor) -> torch.Tensor:
+        if images.dtype != torch.uint8:
+            raise TypeError(f"gpu_normalize expects uint8 batches from the loader, got {images.dtype}")
+        return (images.float().div_(255) - self.mean) / self.std

@@ -6,7 +6,9 @@ import numpy as np
 import torchvision.transforms as T
 from PIL import Image
 
-from harness.workloads.contract import PipelineDataset
+from harness.workloads.contract import Normalization, PipelineDataset
+
+MEAN = STD = (0.5, 0.5, 0.5)  # the article's normalisation constants (002_*)
 
 
 class FakeCIFAR(PipelineDataset):
@@ -29,10 +31,15 @@ class FakeCIFAR(PipelineDataset):
         self.data = rng.integers(0, 256, size=(size, image_size, image_size, 3), dtype=np.uint8)
         self.targets = rng.integers(0, num_classes, size=size).tolist()
         self.num_classes = num_classes
+        self.resize = resize
         steps: list[object] = [T.Resize(resize)] if resize else []
-        # The article's normalisation constants (002_*).
-        steps += [T.ToTensor(), T.Normalize((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))]
+        steps += [T.ToTensor(), T.Normalize(MEAN, STD)]
         self.transform = T.Compose(steps)
+
+    def to_uint8(self) -> Normalization:
+        """Yield uint8 tensors; the returned normalisation is applied on the device (002_*, #4)."""
+        self.transform = T.Compose([*([T.Resize(self.resize)] if self.resize else []), T.PILToTensor()])
+        return Normalization(MEAN, STD)
 
     def __len__(self) -> int:
         return len(self.data)

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 from pathlib import Path
 
 import numpy as np
 import torchvision.transforms as T
 from PIL import Image
 
-from harness.workloads.contract import PipelineDataset
+from harness.workloads.contract import Normalization, PipelineDataset
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # ImageNet's, as torchvision's references use
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +24,11 @@ EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".bmp")
 
 
 class ImageFolderDataset(PipelineDataset):
-    def __init__(self, *, root: str, image_size: int = 224, augment: bool = True) -> None:
+    def __init__(
+        self, *, root: str, image_size: int = 224, augment: bool = True, page_cache: str = "warm"
+    ) -> None:
+        if page_cache not in ("warm", "cold"):
+            raise ValueError(f"page_cache must be warm or cold (got {page_cache!r})")
         base = Path(root).expanduser()
         if not base.is_dir():
             raise FileNotFoundError(
@@ -40,21 +47,31 @@ class ImageFolderDataset(PipelineDataset):
                 f"no images ({', '.join(EXTENSIONS)}) in class folders under {str(base)!r}"
             )
         self.root, self.num_classes = base, max(1, len(classes))
-        crop = (
+        self.crop = (
             T.RandomResizedCrop(image_size)
             if augment
             else T.Compose([T.Resize(image_size), T.CenterCrop(image_size)])
         )
-        self.transform = T.Compose(
-            [crop, T.ToTensor(), T.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))]
-        )
+        self.transform = T.Compose([self.crop, T.ToTensor(), T.Normalize(MEAN, STD)])
+        self.cold = page_cache == "cold"
+
+    def to_uint8(self) -> Normalization:
+        """Yield uint8 tensors; the returned normalisation is applied on the device."""
+        self.transform = T.Compose([self.crop, T.PILToTensor()])
+        return Normalization(MEAN, STD)
 
     def __len__(self) -> int:
         return len(self.files)
 
     def read_bytes(self, index: int) -> tuple[bytes, int]:
         path, label = self.files[index]
-        return path.read_bytes(), label
+        with path.open("rb") as f:
+            data = f.read()
+            if self.cold:
+                # Ask the kernel to drop this file's pages, so the next read of it comes from
+                # storage again: a cold cache without root (posix_fadvise works on one's files).
+                os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        return data, label
 
     def decode(self, data: bytes) -> Image.Image:
         with Image.open(io.BytesIO(data)) as img:

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import pytest
+import torch
+
+from harness.train_step import DeviceError, TrainStep, choose_device, device_sync
+from harness.workloads.contract import Normalization
+from harness.workloads.fake_cifar import FakeCIFAR
+from harness.workloads.models import linear, toy_conv
+
+CPU = torch.device("cpu")
+
+
+def batch(n: int = 4, side: int = 8, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    images = torch.randint(0, 256, (n, 3, side, side)).to(dtype)
+    return images, torch.randint(0, 10, (n,))
+
+
+def test_a_step_updates_the_weights() -> None:
+    step = TrainStep(linear(num_classes=10), CPU, non_blocking=False)
+    before = [p.detach().clone() for p in step.model.parameters()]
+    step(batch())
+    assert any(not torch.equal(a, b) for a, b in zip(before, step.model.parameters(), strict=True))
+    assert step.input_shapes == {(4, 3, 8, 8)}
+
+
+def test_zero_grad_follows_set_to_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[bool] = []
+    for wanted in (False, True):
+        step = TrainStep(linear(num_classes=10), CPU, non_blocking=False, set_to_none=wanted)
+        monkeypatch.setattr(step.optimizer, "zero_grad", lambda set_to_none: seen.append(set_to_none))
+        step(batch())
+    assert seen == [False, True]
+
+
+def test_gpu_normalize_takes_uint8_and_normalises_after_the_copy() -> None:
+    ds = FakeCIFAR(size=4, image_size=8, resize=None)
+    reference = ds[0][0]
+    normalization = ds.to_uint8()
+    raw = ds[0][0]
+    assert raw.dtype == torch.uint8  # a quarter of the bytes to copy
+    assert torch.allclose(normalization(raw.unsqueeze(0))[0], reference, atol=1e-6)
+    step = TrainStep(linear(num_classes=10), CPU, non_blocking=False, normalize=normalization)
+    inputs, _ = step.to_device((raw.unsqueeze(0), torch.tensor([1])))
+    assert inputs.dtype == torch.float32
+
+
+def test_gpu_normalize_refuses_float_batches() -> None:
+    with pytest.raises(
+        TypeError, match=r"gpu_normalize expects uint8 batches from the loader, got torch\.float32"
+    ):
+        Normalization((0.5,), (0.5,))(torch.zeros(1, 1, 2, 2))
+
+
+def test_channels_last_applies_to_model_and_inputs() -> None:
+    step = TrainStep(toy_conv(num_classes=10, width=4, depth=1), CPU, non_blocking=False, channels_last=True)
+    conv = next(m for m in step.model.modules() if isinstance(m, torch.nn.Conv2d))
+    assert conv.weight.is_contiguous(memory_format=torch.channels_last)
+    inputs, _ = step.to_device(batch())
+    assert inputs.is_contiguous(memory_format=torch.channels_last)
+    step(batch())
+
+
+def test_bf16_autocast_runs_on_the_cpu_and_fp16_is_refused() -> None:
+    step = TrainStep(toy_conv(num_classes=10, width=4, depth=1), CPU, non_blocking=False, amp="bf16")
+    step(batch())
+    with pytest.raises(DeviceError, match="amp fp16 needs a CUDA device; on the CPU use amp: bf16"):
+        TrainStep(linear(num_classes=10), CPU, non_blocking=False, amp="fp16")
+
+
+def test_devices_without_a_gpu() -> None:
+    assert choose_device("auto") == CPU
+    assert choose_device("cpu", local_rank=3) == CPU
+    if not torch.cuda.is_available():
+        with pytest.raises(
+            DeviceError, match=r"device cuda requested, but torch.cuda.is_available\(\) is False here"
+        ):
+            choose_device("cuda")
+    device_sync(CPU)()  # a no-op on the CPU, and it must not fail
