@@ -109,6 +109,9 @@ def _parser() -> argparse.ArgumentParser:
     data.add_argument("--classes", type=int, default=10)
     data.add_argument("--size", type=int, default=256, help="image side in pixels (default 256)")
     data.add_argument("--image-format", choices=["jpg", "png"], default="jpg")
+    data.add_argument(
+        "--shards", type=int, default=0, help="pack the images into this many shard files (image_shards)"
+    )
     data.set_defaults(func=cmd_make_data)
     return parser
 
@@ -367,19 +370,19 @@ def cmd_sbatch(args: argparse.Namespace) -> int:
 
 
 def cmd_make_data(args: argparse.Namespace) -> int:
-    from harness.workloads.image_folder import make_image_folder
+    from harness.workloads.make_data import make_image_folder, make_image_shards
 
+    common = dict(images=args.images, classes=args.classes, size=args.size, image_format=args.image_format)
     try:
-        total = make_image_folder(
-            args.root,
-            images=args.images,
-            classes=args.classes,
-            size=args.size,
-            image_format=args.image_format,
-        )
+        if args.shards:
+            total = make_image_shards(args.root, shards=args.shards, **common)
+            layout = f"in {args.shards} shard(s) (dataset: image_shards)"
+        else:
+            total = make_image_folder(args.root, **common)
+            layout = "one file each (dataset: image_folder)"
     except ValueError as e:
         raise UsageError(f"make-data: {e}") from e
-    print(f"{args.images} images, {total / 1e6:.1f} MB, in {args.root}")
+    print(f"{args.images} images, {total / 1e6:.1f} MB, {layout}, in {args.root}")
     return EXIT_OK
 
 

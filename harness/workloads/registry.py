@@ -16,6 +16,7 @@ DATASETS: dict[str, str] = {
     "fake_cifar": "harness.workloads.fake_cifar:FakeCIFAR",
     "starved": "harness.workloads.starved:StarvedDataset",
     "image_folder": "harness.workloads.image_folder:ImageFolderDataset",
+    "image_shards": "harness.workloads.image_shards:ImageShardsDataset",
 }
 
 MODELS: dict[str, str] = {

@@ -9,7 +9,8 @@ import torch
 from harness import ladder
 from harness.plan import LoaderSettings
 from harness.workloads.fake_cifar import FakeCIFAR
-from harness.workloads.image_folder import ImageFolderDataset, make_image_folder
+from harness.workloads.image_folder import ImageFolderDataset
+from harness.workloads.make_data import make_image_folder
 from tests.fixtures.workloads import AddOne, Sleep, StagedDataset, ToTensor, plain_dataset
 
 CPU = ladder.Placement(device=torch.device("cpu"))

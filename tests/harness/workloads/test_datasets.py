@@ -8,7 +8,8 @@ from PIL import Image
 
 from harness.workloads.contract import BytesDataset, SplitDataset
 from harness.workloads.fake_cifar import FakeCIFAR
-from harness.workloads.image_folder import ImageFolderDataset, make_image_folder
+from harness.workloads.image_folder import ImageFolderDataset
+from harness.workloads.make_data import make_image_folder
 from harness.workloads.starved import StarvedDataset
 
 
@@ -75,3 +76,48 @@ def test_image_folder_without_images(tmp_path: Path) -> None:
     (tmp_path / "cats").mkdir()
     with pytest.raises(FileNotFoundError, match="no images"):
         ImageFolderDataset(root=str(tmp_path))
+
+
+def test_shards_hold_the_same_images_as_the_folder(tmp_path: Path) -> None:
+    from harness.workloads.image_shards import ImageShardsDataset
+    from harness.workloads.make_data import make_image_shards
+
+    folder_bytes = make_image_folder(tmp_path / "folder", images=7, classes=2, size=32)
+    shard_bytes = make_image_shards(tmp_path / "shards", images=7, shards=3, classes=2, size=32)
+    assert folder_bytes == shard_bytes  # same seed, same pictures: comparable layouts
+    assert sorted(p.name for p in (tmp_path / "shards").iterdir()) == [
+        "index.json",
+        "shard-00000.bin",
+        "shard-00001.bin",
+        "shard-00002.bin",
+    ]
+    folder = ImageFolderDataset(root=str(tmp_path / "folder"), image_size=16, augment=False)
+    shards = ImageShardsDataset(
+        root=str(tmp_path / "shards"), image_size=16, augment=False, page_cache="cold"
+    )
+    assert len(shards) == 7 and shards.num_classes == 2
+    by_name = {p.name: p.read_bytes() for p, _ in folder.files}
+    for i in range(7):
+        data, label = shards.read_bytes(i)
+        assert data == by_name[f"img{i:07d}.jpg"] and label == i % 2
+    assert torch.equal(
+        shards[3][0],
+        ImageFolderDataset(
+            root=str(tmp_path / "folder"), image_size=16, augment=False, page_cache="cold"
+        ).transform(shards.load_raw(3)[0]),
+    )
+
+
+def test_shards_missing_index_says_how_to_make_them(tmp_path: Path) -> None:
+    from harness.workloads.image_shards import ImageShardsDataset
+
+    with pytest.raises(
+        FileNotFoundError, match=r"has no index.json; write one with: harness make-data .* --shards 8"
+    ):
+        ImageShardsDataset(root=str(tmp_path))
+
+
+def test_roots_expand_variables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    make_image_folder(tmp_path / "imgs", images=2, classes=1, size=16)
+    monkeypatch.setenv("MYSCRATCH", str(tmp_path))
+    assert len(ImageFolderDataset(root="$MYSCRATCH/imgs")) == 2

@@ -1,0 +1,102 @@
+"""Write image data sets of random pictures: one file per image (image_folder) or packed in
+shards (image_shards), from the same images for the same seed, so that the two layouts can be
+compared on equal bytes."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from harness.results import atomic_write_text
+from harness.workloads.image_shards import INDEX
+
+log = logging.getLogger(__name__)
+
+
+def encoded_images(images: int, *, size: int, image_format: str, quality: int, seed: int) -> Iterator[bytes]:
+    """Smooth random fields (noise upsampled), so that JPEG files have a realistic size and
+    decoding a realistic cost; pure noise would compress badly and decode slowly."""
+    rng = np.random.default_rng(seed)
+    for _ in range(images):
+        coarse = rng.integers(0, 256, size=(max(1, size // 8), max(1, size // 8), 3), dtype=np.uint8)
+        img = Image.fromarray(coarse).resize((size, size), Image.Resampling.BILINEAR)
+        buffer = io.BytesIO()
+        img.save(buffer, format="JPEG" if image_format == "jpg" else "PNG", quality=quality)
+        yield buffer.getvalue()
+
+
+def _check(images: int, classes: int, size: int, image_format: str, shards: int = 1) -> None:
+    if images < 1 or classes < 1 or size < 8 or shards < 1:
+        raise ValueError(
+            f"need images >= 1, classes >= 1, size >= 8, shards >= 1 "
+            f"(got {images}, {classes}, {size}, {shards})"
+        )
+    if image_format not in ("jpg", "png"):
+        raise ValueError(f"format must be jpg or png (got {image_format!r})")
+
+
+def make_image_folder(
+    root: Path,
+    *,
+    images: int,
+    classes: int = 10,
+    size: int = 256,
+    image_format: str = "jpg",
+    quality: int = 90,
+    seed: int = 0,
+) -> int:
+    """`images` files in `classes` folders under root; returns the bytes written."""
+    _check(images, classes, size, image_format)
+    for c in range(classes):
+        (root / f"class{c:03d}").mkdir(parents=True, exist_ok=True)
+    total = 0
+    stream = encoded_images(images, size=size, image_format=image_format, quality=quality, seed=seed)
+    for i, data in enumerate(stream):
+        path = root / f"class{i % classes:03d}" / f"img{i:07d}.{image_format}"
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+        total += len(data)
+    log.info("wrote %d images (%.1f MB) under %s", images, total / 1e6, root)
+    return total
+
+
+def make_image_shards(
+    root: Path,
+    *,
+    images: int,
+    shards: int,
+    classes: int = 10,
+    size: int = 256,
+    image_format: str = "jpg",
+    quality: int = 90,
+    seed: int = 0,
+) -> int:
+    """The same images packed into `shards` files plus index.json; returns the bytes written."""
+    _check(images, classes, size, image_format, shards)
+    root.mkdir(parents=True, exist_ok=True)
+    per_shard = -(-images // shards)
+    entries: list[dict[str, int]] = []
+    stream = encoded_images(images, size=size, image_format=image_format, quality=quality, seed=seed)
+    total = 0
+    for k in range(shards):
+        path = root / f"shard-{k:05d}.bin"
+        tmp = path.with_name(path.name + ".tmp")
+        offset = 0
+        with tmp.open("wb") as f:
+            for i in range(k * per_shard, min(images, (k + 1) * per_shard)):
+                data = next(stream)
+                f.write(data)
+                entries.append({"shard": k, "offset": offset, "length": len(data), "label": i % classes})
+                offset += len(data)
+        tmp.replace(path)
+        total += offset
+    atomic_write_text(root / INDEX, json.dumps(entries))
+    log.info("wrote %d images (%.1f MB) in %d shard(s) under %s", images, total / 1e6, shards, root)
+    return total
