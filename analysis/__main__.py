@@ -1,15 +1,27 @@
-"""python -m analysis RESULTS... : print the per-node tables from result folders alone."""
+"""Answers from result folders alone (no torch, no GPU: runs on a login node).
+
+    python -m analysis RESULTS... [--by node|gpu] [--format F] [-o FILE] [--plots] [--timeline ID]
+    python -m analysis compare A B [--format F] [-o FILE]
+
+The first prints the per-node tables with the recommendation; the second compares two sets of
+results configuration by configuration. RESULTS, A and B are sweep folders, spec folders, results
+roots or globs (quote a glob to give it to one side of compare). A results folder that is
+literally named "compare" is given as ./compare.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-from analysis.report import build_report
-from analysis.tables import FORMATS
+from analysis.tables import FORMATS, GROUPINGS
 
 FORMAT_CHOICES = [*FORMATS, "csv"]
+COMPARE_FORMATS = ["terminal", "markdown", "csv", "latex"]
+DEFAULT_HTML = Path("report.html")
 
 
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,20 +35,123 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         "--format",
         choices=FORMAT_CHOICES,
         default="terminal",
-        help="table format (default: terminal)",
+        help="terminal (default), markdown, csv, latex, or html: one self-contained page with the "
+        f"tables and plots, written to -o (default ./{DEFAULT_HTML})",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="write the report to FILE instead of the terminal",
+    )
+    parser.add_argument(
+        "--by",
+        choices=GROUPINGS,
+        default="node",
+        help="a table per node (hostname, the default) or per node type (gpu: GPU model and count, "
+        "from meta-rank<k>.json)",
+    )
+    parser.add_argument(
+        "--plots",
+        action="store_true",
+        help="write PNG plots to <sweep dir>/plots/ (throughput against num_workers, the caching "
+        "ladder, the timelines of the baseline and best points) and list them",
+    )
+    parser.add_argument(
+        "--timeline",
+        action="append",
+        default=[],
+        metavar="POINT_ID",
+        help="also plot this point's utilization timeline (repeatable; implies writing plots)",
     )
 
 
 def report_main(args: argparse.Namespace) -> int:
-    report = build_report(args.paths, args.format)
-    print(report.text)
+    from analysis.report import build_report
+
+    fmt = args.format
+    report = build_report(
+        args.paths,
+        fmt,
+        by=getattr(args, "by", "node"),
+        plots=getattr(args, "plots", False),
+        timeline=getattr(args, "timeline", []),
+    )
+    output = getattr(args, "output", None)
+    if output is None and fmt == "html":
+        output = DEFAULT_HTML
+    if output is not None:
+        if not _write(Path(output), report.text):
+            return 2
+        summary = f"{report.points} point(s)"
+        if report.problems:
+            summary += f", {report.problems} problem(s) listed in the report"
+        print(f"report: {output} ({summary})")
+    else:
+        print(report.text)
     if report.points == 0:
         return 1
     return 0
 
 
+def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("a", metavar="A", help="the results before (a sweep folder, spec folder or glob)")
+    parser.add_argument("b", metavar="B", help="the results after, or on the other node type")
+    parser.add_argument("--format", choices=COMPARE_FORMATS, default="terminal")
+    parser.add_argument("-o", "--output", type=Path, metavar="FILE", help="write to FILE")
+
+
+def compare_main(args: argparse.Namespace) -> int:
+    """Exit 0 when some configurations matched, 1 when none did (or a side has no rows)."""
+    from analysis.compare import compare, render_comparison
+
+    comparison = compare([args.a], [args.b])
+    text = render_comparison(comparison, args.format)
+    output = getattr(args, "output", None)
+    if output is not None:
+        if not _write(Path(output), text):
+            return 2
+        print(f"comparison: {output} ({comparison.matched} matching configuration(s))")
+    else:
+        print(text)
+    return 0 if comparison.matched else 1
+
+
+def _write(path: Path, text: str) -> bool:
+    from analysis.output import atomic_write_bytes
+
+    try:
+        atomic_write_bytes(path, (text if text.endswith("\n") else text + "\n").encode())
+    except OSError as e:
+        print(f"analysis: cannot write {path}: {e.strerror or e}", file=sys.stderr)
+        return False
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m analysis", description=__doc__)
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except BrokenPipeError:  # `python -m analysis ... | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _main(argv: list[str]) -> int:
+    if argv and argv[0] == "compare":
+        parser = argparse.ArgumentParser(
+            prog="python -m analysis compare",
+            description="Compare two sets of results, configuration by configuration (matched on "
+            "their settings, not point ids). A change counts when it exceeds the larger spread over "
+            "repeats of the two sides; with one run a side, a change beyond 10%% is marked '?'.",
+        )
+        add_compare_arguments(parser)
+        return compare_main(parser.parse_args(argv[1:]))
+    parser = argparse.ArgumentParser(
+        prog="python -m analysis",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_report_arguments(parser)
     return report_main(parser.parse_args(argv))
 

@@ -2,20 +2,41 @@
 
 A missing, partial or corrupt file is reported (which file, what is wrong) and skipped: it
 never stops a report.
+
+Each rank file is parsed with the csv module and the rows of all files are turned into one
+DataFrame at the end: `pandas.read_csv` per file costs about a millisecond of set-up each,
+which is most of the time for a sweep of 10,000 points (see benchmarks/analysis_scale.py).
 """
 
 from __future__ import annotations
 
+import csv
 import glob
+import io
+import json
+import logging
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from harness.results import ROW_COLUMNS, ROW_FILE
 
-BOOL_COLUMNS = ("compile", "persistent_workers", "pin_memory", "non_blocking", "drop_last")
+log = logging.getLogger(__name__)
+
+BOOL_COLUMNS = (
+    "compile",
+    "channels_last",
+    "zero_grad_set_to_none",
+    "gpu_normalize",
+    "persistent_workers",
+    "pin_memory",
+    "non_blocking",
+    "drop_last",
+)
 NUMBER_COLUMNS = (
     "point_index",
     "repeat",
@@ -47,8 +68,15 @@ NUMBER_COLUMNS = (
     "main_cores",
     "cpus_allotted",
     "peak_host_memory_gb",
+    "input_shapes",
 )
 TEXT_COLUMNS = tuple(c for c in ROW_COLUMNS if c not in BOOL_COLUMNS + NUMBER_COLUMNS)
+REQUIRED_COLUMNS = ("point_id", "rung", "status", "training_time")
+# Added by the loader: where a row came from. `sweep_dir` tells apart two sweeps with the same
+# id under two spec names; `source` names the file in messages.
+ADDED_COLUMNS = ("sweep_dir", "source")
+META_FILE = "meta-rank{rank}.json"
+SAMPLES_FILE = "samples-rank{rank}.csv"
 
 
 @dataclass
@@ -57,53 +85,253 @@ class Loaded:
     problems: list[str] = field(default_factory=list)
     files: int = 0
 
+    def sweep_dirs(self) -> list[Path]:
+        if self.rows.empty:
+            return []
+        return [Path(s) for s in sorted(self.rows["sweep_dir"].unique())]
+
 
 def find_row_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[str]]:
-    """rank<k>.csv files under each path (a sweep, a spec folder, a results root, a glob)."""
-    files: list[Path] = []
+    """rank<k>.csv files under each path (a sweep, a spec folder, a results root, a glob, a
+    point folder, or the files themselves)."""
+    files: list[str] = []
     problems: list[str] = []
     for given in paths:
-        matches = [Path(m) for m in glob.glob(str(given))] or [Path(given)]
+        matches = [Path(m) for m in sorted(glob.glob(str(given)))] or [Path(given)]
         for path in matches:
             if path.is_file():
                 if ROW_FILE.match(path.name):
-                    files.append(path)
+                    files.append(str(path))
                 else:
                     problems.append(f"{path}: not a rank<k>.csv row file; skipped")
             elif path.is_dir():
-                found = sorted(p for p in path.glob("**/points/*/rank*.csv") if ROW_FILE.match(p.name))
-                if not found and path.name != "points":
-                    found = sorted(p for p in path.glob("rank*.csv") if ROW_FILE.match(p.name))
+                found = _rank_files(str(path))
                 if not found:
                     problems.append(f"{path}: no result rows (points/<id>/rank<k>.csv) under it")
                 files.extend(found)
             else:
                 problems.append(f"{path}: no such file or folder")
-    return sorted(set(files)), problems
+    return [Path(f) for f in sorted(set(files))], problems
+
+
+def _rank_files(root: str) -> list[str]:
+    """points/<id>/rank<k>.csv at any depth under root; rank<k>.csv in root itself when there
+    are none (a point folder, or rows copied into a folder). os.scandir on strings: pathlib's
+    glob costs several times more on 10,000 point folders."""
+    found: list[str] = []
+    stack = [(root, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        if os.path.basename(folder) == "points":
+            for point in _subfolders(folder):
+                found.extend(_rank_names(point))
+            continue
+        if depth < MAX_DEPTH:
+            stack.extend((sub, depth + 1) for sub in _subfolders(folder))
+    return found or _rank_names(root)
+
+
+MAX_DEPTH = 8  # results root / spec / sweep / points is 3 deep; a symlink loop stops here
+
+
+def _subfolders(folder: str) -> list[str]:
+    try:
+        with os.scandir(folder) as entries:
+            return [e.path for e in entries if e.is_dir() and not e.name.startswith(".")]
+    except OSError:
+        return []
+
+
+def _rank_names(folder: str) -> list[str]:
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return [os.path.join(folder, n) for n in names if ROW_FILE.match(n)]
+
+
+def sweep_dir_of(row_file: Path) -> Path:
+    """results/<spec>/<sweep>/points/<id>/rank<k>.csv -> results/<spec>/<sweep>."""
+    if row_file.parent.parent.name == "points":
+        return row_file.parent.parent.parent
+    return row_file.parent
+
+
+class BadFile(Exception):
+    """What is wrong with a row file, in words a user can act on."""
+
+
+def read_row_file(path: Path) -> tuple[list[str], list[list[str]]]:
+    """The header and rows of one rank file; BadFile says what is wrong with it."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise BadFile(f"unreadable ({type(e).__name__}: {e.strerror or e})") from e
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadFile(f"unreadable (not UTF-8 text: byte 0x{data[e.start]:02x} at offset {e.start})") from e
+    if not text.strip():
+        raise BadFile("empty file")
+    reader = csv.reader(io.StringIO(text), strict=True)
+    try:
+        header = next(reader)
+        body = list(reader)
+    except csv.Error as e:
+        raise BadFile(f"unreadable (line {reader.line_num}: {e}; a torn or hand-edited file)") from e
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if missing:
+        raise BadFile(f"missing columns {', '.join(missing)}")
+    for number, row in enumerate(body, start=2):
+        if len(row) != len(header):
+            raise BadFile(
+                f"line {number} has {len(row)} fields, the header {len(header)} (a torn or hand-edited file)"
+            )
+    if not body:
+        raise BadFile("a header and no rows")
+    return header, body
 
 
 def load_results(paths: Iterable[str | Path]) -> Loaded:
     files, problems = find_row_files(paths)
-    frames: list[pd.DataFrame] = []
+    # Files written by one version of the harness share a header: one DataFrame per header.
+    by_header: dict[tuple[str, ...], list[list[str]]] = {}
     for path in files:
         try:
-            frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError) as e:
-            problems.append(f"{path}: unreadable ({type(e).__name__}: {str(e).splitlines()[0]}); skipped")
+            header, body = read_row_file(path)
+        except BadFile as e:
+            problems.append(f"{path}: {e}; skipped")
             continue
-        missing = [c for c in ("point_id", "rung", "status", "training_time") if c not in frame.columns]
-        if missing:
-            problems.append(f"{path}: missing columns {', '.join(missing)}; skipped")
-            continue
-        frames.append(frame)
-    if not frames:
-        return Loaded(rows=pd.DataFrame(columns=list(ROW_COLUMNS)), problems=problems, files=len(files))
-    rows = pd.concat(frames, ignore_index=True)
-    for column in ROW_COLUMNS:
-        if column not in rows.columns:
-            rows[column] = ""
-    for column in NUMBER_COLUMNS:
-        rows[column] = pd.to_numeric(rows[column].replace("", None), errors="coerce")
-    for column in BOOL_COLUMNS:
-        rows[column] = rows[column].map({"True": True, "False": False, "true": True, "false": False})
+        extra = [str(sweep_dir_of(path)), str(path)]
+        by_header.setdefault(tuple(header), []).extend(row + extra for row in body)
+    if not by_header:
+        empty = pd.DataFrame({c: pd.Series(dtype=object) for c in (*ROW_COLUMNS, *ADDED_COLUMNS)})
+        return Loaded(rows=empty, problems=problems, files=len(files))
+    frames = [
+        pd.DataFrame(body, columns=[*header, *ADDED_COLUMNS], dtype=object)
+        for header, body in by_header.items()
+    ]
+    rows = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    rows = _typed(rows)
+    bad = rows["status"].eq("ok") & rows["training_time"].isna()
+    if bad.any():
+        for source in rows.loc[bad, "source"].unique():
+            problems.append(f"{source}: a row with status ok has no training_time; row skipped")
+        rows = rows[~bad].reset_index(drop=True)
     return Loaded(rows=rows, problems=problems, files=len(files))
+
+
+def _typed(rows: pd.DataFrame) -> pd.DataFrame:
+    columns: dict[str, Any] = {}
+    for column in (*ROW_COLUMNS, *ADDED_COLUMNS):
+        values = rows[column] if column in rows.columns else pd.Series("", index=rows.index, dtype=object)
+        values = values.fillna("")
+        if column in NUMBER_COLUMNS:
+            columns[column] = pd.to_numeric(values, errors="coerce")
+        elif column in BOOL_COLUMNS:
+            columns[column] = values.map({"True": True, "False": False, "true": True, "false": False})
+        else:
+            columns[column] = values.astype(object)
+    extra = [c for c in rows.columns if c not in columns]
+    for column in extra:  # columns of a newer harness: kept as text
+        columns[column] = rows[column].fillna("").astype(object)
+    return pd.DataFrame(columns)
+
+
+def load_meta(rows: pd.DataFrame, problems: list[str] | None = None) -> pd.DataFrame:
+    """meta-rank<k>.json of every (sweep dir, point, rank) in `rows`: one row each, with the
+    host, GPU model and count, and versions. A missing file gives no row; a corrupt one is
+    reported in `problems`."""
+    columns = [
+        "sweep_dir",
+        "point_id",
+        "rank",
+        "meta_hostname",
+        "device_name",
+        "gpu_count",
+        "torch_version",
+        "cuda_version",
+        "python_version",
+        "git_commit",
+    ]
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
+    keys = rows[["sweep_dir", "point_id", "rank"]].dropna().drop_duplicates()
+    records = []
+    for sweep_dir, point_id, rank in keys.itertuples(index=False):
+        path = Path(sweep_dir) / "points" / str(point_id) / META_FILE.format(rank=int(rank))
+        if not path.parent.is_dir():  # rows directly in a folder (tests, copies)
+            path = Path(sweep_dir) / META_FILE.format(rank=int(rank))
+        try:
+            meta = json.loads(path.read_bytes())
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError) as e:
+            if problems is not None:
+                problems.append(f"{path}: unreadable ({type(e).__name__}: {e}); node type unknown")
+            continue
+        if not isinstance(meta, dict):
+            if problems is not None:
+                problems.append(f"{path}: not a JSON object; node type unknown")
+            continue
+        records.append(
+            [
+                sweep_dir,
+                point_id,
+                rank,
+                str(meta.get("hostname", "")),
+                str(meta.get("device_name", "") or ""),
+                meta.get("gpu_count"),
+                str(meta.get("torch_version", "") or ""),
+                str(meta.get("cuda_version", "") or ""),
+                str(meta.get("python_version", "") or ""),
+                str(meta.get("git_commit", "") or ""),
+            ]
+        )
+    return pd.DataFrame(records, columns=columns)
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPlan:
+    """What a sweep meant to measure (plan.json) and its spec text, when they are there."""
+
+    sweep_dir: Path
+    spec_text: str
+    points: tuple[dict[str, Any], ...]
+
+
+def load_plan(sweep_dir: Path, problems: list[str] | None = None) -> SweepPlan | None:
+    path = sweep_dir / "plan.json"
+    try:
+        data = json.loads(path.read_bytes())
+        points = tuple(p for p in data["points"] if isinstance(p, dict) and "id" in p)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        if problems is not None:
+            problems.append(f"{path}: unreadable ({type(e).__name__}: {e}); the plan is not checked")
+        return None
+    try:
+        spec_text = (sweep_dir / "spec.yaml").read_text()
+    except (OSError, UnicodeDecodeError):
+        spec_text = ""
+    return SweepPlan(sweep_dir=sweep_dir, spec_text=spec_text, points=points)
+
+
+def load_samples(point_path: Path, rank: int) -> pd.DataFrame | None:
+    """The sampler's timeline of one rank of one point (samples-rank<k>.csv), or None."""
+    path = point_path / SAMPLES_FILE.format(rank=rank)
+    if not path.is_file():
+        return None
+    try:
+        frame = pd.read_csv(path, keep_default_na=True)
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        log.warning("%s: unreadable (%s); no timeline", path, e)
+        return None
+    if "t" not in frame.columns or frame.empty:
+        return None
+    for column in frame.columns:
+        if column not in ("phase",):
+            frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    frame["phase"] = frame["phase"].fillna("").astype(str) if "phase" in frame else ""
+    return frame

@@ -1,15 +1,27 @@
-"""The report a user reads after a sweep: per-node tables, then caveats, failures, problems."""
+"""The report a user reads after a sweep: per-node tables and recommendations, then stragglers,
+incomplete results, failures and reading problems; plots on request (always in HTML)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from analysis.load import load_results
-from analysis.tables import loader_tables, render, summarize, table_rung
+from analysis import html
+from analysis.load import SweepPlan, load_meta, load_plan, load_results
+from analysis.recommend import Recommendation, recommend, render_recommendations
+from analysis.stragglers import RULE, find_stragglers
+from analysis.tables import add_nodes, loader_tables, render, summarize, table_rows
+from analysis.verdict import ladder_verdicts, render_verdict
+
+if TYPE_CHECKING:
+    from analysis.plots import Plot
+
+MAX_LISTED = 20
+LADDER = "caching ladder"
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,35 +30,111 @@ class Report:
     points: int
     failed_points: int
     problems: int
+    plots: tuple[Path, ...] = field(default=())
+    """PNG files written (with plots=True)."""
 
 
-def build_report(paths: Sequence[str | Path], fmt: str = "terminal") -> Report:
+def build_report(
+    paths: Sequence[str | Path],
+    fmt: str = "terminal",
+    *,
+    by: str = "node",
+    plots: bool = False,
+    timeline: Sequence[str] = (),
+) -> Report:
+    """`by`: node (a table per host) or gpu (per node type: GPU model and count). `plots`:
+    write the PNGs under <sweep dir>/plots/ and name them; the HTML format embeds them anyway."""
     loaded = load_results(paths)
     rows = loaded.rows
-    parts: list[str] = []
-    summary = summarize(rows)
-    rung = table_rung(summary)
-    for host, table in loader_tables(summary).items():
-        title = f"node {host}" + (f" (rung {rung})" if rung != "full" else "")
-        parts.append(_title(title, fmt) + render(table, fmt))
+    meta = load_meta(rows, loaded.problems) if by == "gpu" and not rows.empty else None
+    if not rows.empty:
+        rows = add_nodes(rows, meta)
+    summary = summarize(rows, by=by, meta=meta)
+    recs = recommend(summary)
+    plans = {d: load_plan(d, loaded.problems) for d in loaded.sweep_dirs()}
+    incomplete = _incomplete(rows, plans)
+    made: list[Plot] = []
+    if plots or fmt == "html" or timeline:
+        from analysis.plots import make_plots, write_plots  # matplotlib only when drawing
+
+        made = make_plots(summary, recs, timeline)
+        if plots or timeline:
+            made = write_plots(made)
+
+    sections: list[tuple[str, str]] = []  # (title, rendered body)
+    group_plots: dict[str, list[Plot]] = {}
+    for plot in made:
+        group_plots.setdefault(plot.group, []).append(plot)
+    recs_by_group: dict[str, list[Recommendation]] = {}
+    for rec in recs:
+        recs_by_group.setdefault(rec.group, []).append(rec)
+    shown = table_rows(summary)
+    for group, table in loader_tables(summary).items():
+        body = render(table, fmt)
+        if fmt != "csv" and recs_by_group.get(group):
+            sep = "\n" if fmt == "html" else "\n\n"
+            body += sep + render_recommendations(recs_by_group[group], fmt)
+        if fmt == "html":
+            body += "\n" + "\n".join(html.figure(p.png, _caption(p)) for p in group_plots.pop(group, []))
+        sections.append((_group_title(group, by, shown), body))
+
+    ladders = _ladder_verdicts(rows, fmt)
+    if ladders:
+        sections.append((LADDER, ladders))
+
     notes = _caveats(rows)
+    stragglers = find_stragglers(rows) if not rows.empty else []
+    if stragglers:
+        notes.append(f"{len(stragglers)} straggler(s):")
+        notes.extend(f"  {s.line()}" for s in stragglers[:MAX_LISTED])
+        if len(stragglers) > MAX_LISTED:
+            notes.append(f"  … and {len(stragglers) - MAX_LISTED} more")
+        notes.append(f"  (rule: {RULE})")
     failures = _failures(rows)
     if failures is not None:
         notes.append(f"{failures['point_id'].nunique()} point(s) had failed rungs:")
         notes.extend(f"  {r.point_id} {r.rung} (rank {r.rank}): {r.error}" for r in failures.itertuples())
-    if loaded.problems:
-        notes.append(f"{len(loaded.problems)} problem(s) while reading:")
-        notes.extend(f"  {p}" for p in loaded.problems)
-    if rows.empty and not loaded.problems:
+    problems = loaded.problems + incomplete
+    if problems:
+        notes.append(f"{len(problems)} problem(s) with the result files:")
+        notes.extend(f"  {p}" for p in problems)
+    notes += _pending(rows, plans)
+    if rows.empty and not problems:
         notes.append("no result rows found")
-    if notes and fmt != "csv":
-        parts.append("\n".join(notes))
+    written = [p for p in made if p.path is not None]
+    if written:
+        notes.append("plots:")
+        notes.extend(f"  {p.path}" for p in written)
+
+    if fmt == "html":
+        rest = [p for plots_of_group in group_plots.values() for p in plots_of_group]
+        text = _html_page(paths, sections, notes, rest)
+    else:
+        # The verdicts carry their own titles.
+        parts = [body if title == LADDER else _title(title, fmt) + body for title, body in sections]
+        if fmt == "csv":
+            parts += [f"# plot: {p.path}" for p in written]
+        elif notes:
+            parts.append("\n".join(f"% {n}" for n in notes) if fmt == "latex" else "\n".join(notes))
+        text = "\n\n".join(parts)
     return Report(
-        text="\n\n".join(parts),
-        points=int(rows["point_id"].nunique()) if not rows.empty else 0,
+        text=text,
+        points=int(rows[["sweep_dir", "point_id"]].drop_duplicates().shape[0]) if not rows.empty else 0,
         failed_points=0 if failures is None else int(failures["point_id"].nunique()),
-        problems=len(loaded.problems),
+        problems=len(problems),
+        plots=tuple(p.path for p in written if p.path is not None),
     )
+
+
+def _group_title(group: str, by: str, shown: pd.DataFrame) -> str:
+    rows = shown[shown["group"] == group]
+    rungs = set(rows["rung"])
+    rung = f" (rung {rungs.pop()})" if len(rungs) == 1 and rungs != {"full"} else ""
+    if by == "gpu":
+        nodes = sorted(rows["node"].unique())
+        listed = ", ".join(nodes[:6]) + (f", … ({len(nodes)} nodes)" if len(nodes) > 6 else "")
+        return f"node type {group} (nodes: {listed}){rung}"
+    return f"node {group}{rung}"
 
 
 def _title(text: str, fmt: str) -> str:
@@ -59,9 +147,38 @@ def _title(text: str, fmt: str) -> str:
     return f"{text}\n"
 
 
+def _caption(plot: Plot) -> str:
+    return f"{plot.title} — {plot.sweep_dir}"
+
+
+def _html_page(
+    paths: Sequence[str | Path], sections: list[tuple[str, str]], notes: list[str], timelines: list[Plot]
+) -> str:
+    parts = [html.Section(title, body) for title, body in sections]
+    if timelines:
+        figures = "\n".join(html.figure(p.png, _caption(p)) for p in timelines)
+        parts.append(html.Section("timelines and other plots", figures))
+    if notes:
+        parts.append(html.Section("notes", html.preformatted("\n".join(notes))))
+    return html.page("pipeline-harness report: " + " ".join(str(p) for p in paths), parts)
+
+
+def _ladder_verdicts(rows: pd.DataFrame, fmt: str) -> str:
+    """The caching ladder's verdict (analysis.verdict) of every point that measured two rungs."""
+    if rows.empty or fmt == "csv":
+        return ""
+    ladder = rows[rows.groupby(["sweep_dir", "point_id"])["rung"].transform("nunique") > 1]
+    if ladder.empty:
+        return ""
+    verdicts = ladder_verdicts(ladder)
+    if fmt == "html":
+        return "\n".join(html.preformatted(render_verdict(v, "terminal")) for v in verdicts)
+    return "\n\n".join(render_verdict(v, fmt) for v in verdicts)
+
+
 def _caveats(rows: pd.DataFrame) -> list[str]:
     notes = []
-    ok = rows[rows["status"] == "ok"]
+    ok = rows[rows["status"] == "ok"] if not rows.empty else rows
     if not ok.empty and (ok["device"] == "cpu").all():
         notes.append(
             "device cpu: pin_memory and non_blocking have no effect here (nothing is copied to a "
@@ -71,7 +188,71 @@ def _caveats(rows: pd.DataFrame) -> list[str]:
 
 
 def _failures(rows: pd.DataFrame) -> pd.DataFrame | None:
+    if rows.empty:
+        return None
     failed = rows[rows["status"] == "failed"]
     if failed.empty:
         return None
     return failed.drop_duplicates(["point_id", "rung", "error"])[["point_id", "rung", "rank", "error"]]
+
+
+def _incomplete(rows: pd.DataFrame, plans: dict[Path, SweepPlan | None]) -> list[str]:
+    """Missing ranks (a run whose world size says more ranks than wrote rows) and partial rank
+    files (fewer (rung, repeat) rows than the plan asks for)."""
+    if rows.empty:
+        return []
+    out = []
+    run = rows["jobid"].where(rows["jobid"] != "", rows["hostname"])
+    runs = rows.assign(run=run).groupby(["sweep_dir", "point_id", "run"], sort=True)
+    counts = pd.DataFrame({"ranks": runs["rank"].nunique(), "world_size": runs["world_size"].max()})
+    short = counts[counts["ranks"] < counts["world_size"]]
+    for sweep_dir, point_id, run_id in short.index:
+        world = int(short.loc[(sweep_dir, point_id, run_id), "world_size"])
+        present = rows.loc[
+            (rows["sweep_dir"] == sweep_dir) & (rows["point_id"] == point_id) & (run == run_id), "rank"
+        ]
+        missing = sorted(set(range(world)) - {int(r) for r in present.dropna()})
+        if missing:
+            names = ", ".join(f"rank{r}.csv" for r in missing)
+            out.append(
+                f"{Path(sweep_dir) / 'points' / str(point_id)}: no rows from rank(s) "
+                f"{', '.join(map(str, missing))} of {world} ({names} missing or unreadable, "
+                f"run {run_id}); the slowest rank present decides"
+            )
+    expected: dict[tuple[str, str], int] = {}
+    for sweep_dir, plan in plans.items():
+        if plan is None:
+            continue
+        for point in plan.points:
+            repeats = point.get("measure", {}).get("repeats", 1)
+            expected[(str(sweep_dir), point["id"])] = len(point.get("rungs", [])) * int(repeats)
+    if expected:
+        units = rows.assign(unit=rows["rung"].astype(str) + "/" + rows["repeat"].astype(str))
+        counts = units.groupby(["sweep_dir", "point_id", "source"], sort=True)["unit"].nunique()
+        for (sweep_dir, point_id, source), n in counts.items():
+            want = expected.get((sweep_dir, point_id))
+            if want and n < want:
+                out.append(
+                    f"{source}: {n} of {want} (rung, repeat) rows; the run stopped early "
+                    "(time limit, crash) or is still running"
+                )
+    return out
+
+
+def _pending(rows: pd.DataFrame, plans: dict[Path, SweepPlan | None]) -> list[str]:
+    """Planned points without any row: not run yet, or their files are gone."""
+    if rows.empty:
+        return []
+    out = []
+    have = set(zip(rows["sweep_dir"], rows["point_id"], strict=True))
+    for sweep_dir, plan in plans.items():
+        if plan is None:
+            continue
+        missing = [p["id"] for p in plan.points if (str(sweep_dir), p["id"]) not in have]
+        if missing:
+            listed = ", ".join(missing[:10]) + (" …" if len(missing) > 10 else "")
+            out.append(
+                f"{sweep_dir}: {len(missing)} of {len(plan.points)} planned point(s) have no rows "
+                f"(not run yet, or their files are missing): {listed}"
+            )
+    return out

@@ -1,4 +1,6 @@
-"""harness VERB ...: plan, run, report, make-data. A thin layer: the logic stays importable.
+"""harness VERB ...: plan, run, submit, status, resume, sbatch, report, compare, make-data.
+
+A thin layer: the logic stays importable.
 
 Exit status: 0 all well; 1 some points failed (the others completed); 2 bad input (spec,
 arguments), with one line on stderr and nothing run.
@@ -16,7 +18,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from analysis.__main__ import add_report_arguments, report_main
+from analysis.__main__ import add_compare_arguments, add_report_arguments, compare_main, report_main
 from analysis.report import build_report
 from harness.plan import Plan, expand
 from harness.spec import SpecError, load_spec
@@ -102,6 +104,10 @@ def _parser() -> argparse.ArgumentParser:
     report = verbs.add_parser("report", help="print the tables again from result folders alone")
     add_report_arguments(report)
     report.set_defaults(func=report_main)
+
+    compare = verbs.add_parser("compare", help="compare two sweeps: what changed, and did it help")
+    add_compare_arguments(compare)
+    compare.set_defaults(func=compare_main)
 
     data = verbs.add_parser("make-data", help="write an image_folder data set of random images")
     data.add_argument("root", type=Path)

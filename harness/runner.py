@@ -88,8 +88,10 @@ def run_point(
 
     where = ladder.Placement(device=device, rank=env.rank, world_size=env.world_size)
     stop_reason = ""
-    for rung in point.rungs:
-        for repeat in range(point.measure.repeats):
+    # Repeats outermost (ABCABC, not AABBCC): a slow spell of the machine then lands on
+    # different rungs in different repeats, and shows up in the spread instead of in one rung.
+    for repeat in range(point.measure.repeats):
+        for rung in point.rungs:
             if (rung, repeat) in done:
                 continue
             if stop_reason:

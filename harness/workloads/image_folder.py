@@ -70,12 +70,15 @@ class ImageFolderDataset(EncodedImages):
                 f"image_folder root {str(base)!r} is not a directory; "
                 f"write one with: harness make-data {root}"
             )
-        classes = sorted(d.name for d in base.iterdir() if d.is_dir())
+        # A folder without images is not a class (make-data's shards/ may sit beside them).
+        found = {
+            d.name: sorted(f for f in d.iterdir() if f.suffix.lower() in EXTENSIONS)
+            for d in base.iterdir()
+            if d.is_dir()
+        }
+        classes = sorted(name for name, files in found.items() if files)
         self.files: list[tuple[Path, int]] = [
-            (f, label)
-            for label, name in enumerate(classes)
-            for f in sorted((base / name).iterdir())
-            if f.suffix.lower() in EXTENSIONS
+            (f, label) for label, name in enumerate(classes) for f in found[name]
         ]
         if not self.files:
             raise FileNotFoundError(

@@ -3,7 +3,9 @@ larger files"): one open per shard per worker, then positioned reads, instead of
 image. `harness make-data DIR --shards K` writes them.
 
 Layout: DIR/shard-<k>.bin (encoded images back to back) and DIR/index.json, a list of
-{"shard", "offset", "length", "label"}.
+{"shard", "offset", "length", "label"}. A root whose shards are in ROOT/shards/ works too, so
+one root can hold both layouts of the same images (`make-data ROOT` and
+`make-data ROOT/shards --shards K`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ class ImageShardsDataset(EncodedImages):
     ) -> None:
         super().__init__(image_size=image_size, augment=augment, page_cache=page_cache)
         base = expand_root(root)
+        if not (base / INDEX).is_file() and (base / "shards" / INDEX).is_file():
+            base = base / "shards"  # one root for both layouts: images beside, shards/ inside
         index_path = base / INDEX
         if not index_path.is_file():
             raise FileNotFoundError(

@@ -2,9 +2,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
-from analysis.load import find_row_files, load_results
+import pandas as pd
+import pytest
+
+from analysis.load import find_row_files, load_meta, load_results
+from harness import results
+from tests.analysis.conftest import synthetic_row, write_node_meta, write_rows
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,3 +49,74 @@ def test_the_report_runs_without_torch(real_sweep: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("node node-a\njobid")
+
+
+def test_rows_know_their_sweep_folder_and_file(real_sweep: Path) -> None:
+    rows = load_results([real_sweep]).rows
+    assert set(rows["sweep_dir"]) == {str(real_sweep)}
+    assert all(Path(s).parent.parent.parent == real_sweep for s in rows["source"])
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "empty file"),
+        (b"\xff\xfe\x00garbage", "unreadable (not UTF-8 text: byte 0xff at offset 0)"),
+        (
+            b'point_id,rung,status,training_time\n"p,full,ok,1.0\n',
+            "unreadable (line 2: unexpected end of data; a torn or hand-edited file)",
+        ),
+        (
+            b"point_id,rung,status,training_time\np,full,ok\n",
+            "line 2 has 3 fields, the header 4 (a torn or hand-edited file)",
+        ),
+        (b"point_id,rung,status,training_time\n", "a header and no rows"),
+        (b"sweep_id,point_id\ns,p\n", "missing columns rung, status, training_time"),
+        (
+            b"point_id,rung,status,training_time\np,full,ok,fast\n",
+            "a row with status ok has no training_time; row skipped",
+        ),
+    ],
+)
+def test_each_kind_of_bad_file_is_named_with_what_is_wrong(
+    real_sweep: Path, tmp_path: Path, content: bytes, message: str
+) -> None:
+    bad = tmp_path / "points" / "x" / "rank0.csv"
+    bad.parent.mkdir(parents=True)
+    bad.write_bytes(content)
+    loaded = load_results([real_sweep, tmp_path])
+    assert loaded.problems == [f"{bad}: {message}" + ("" if message.endswith("skipped") else "; skipped")]
+    assert len(loaded.rows) == 6
+
+
+def test_files_of_an_older_harness_with_fewer_columns_load_with_the_rest(tmp_path: Path) -> None:
+    """A sweep written before a column existed still reads; the column is empty there."""
+    write_rows(tmp_path / "new", synthetic_row(point_id="new", gpu_util=80.0))
+    old = synthetic_row(point_id="old")
+    columns = [c for c in results.ROW_COLUMNS if c not in ("gpu_util", "transform_names")]
+    results.atomic_write_text(
+        tmp_path / "old" / "points" / "old" / "rank0.csv", results.csv_text([asdict(old)], columns)
+    )
+    rows = load_results([tmp_path]).rows.set_index("point_id")
+    assert rows.loc["new", "gpu_util"] == 80.0 and pd.isna(rows.loc["old", "gpu_util"])
+    assert rows.loc["old", "transform_names"] == ""
+
+
+def test_a_point_folder_or_a_rank_file_can_be_given(real_sweep: Path) -> None:
+    point = next(real_sweep.glob("points/*"))
+    assert len(load_results([point]).rows) == 2
+    assert len(load_results([point / "rank1.csv"]).rows) == 1
+
+
+def test_meta_is_read_per_point_and_rank_and_a_corrupt_one_is_reported(tmp_path: Path) -> None:
+    write_rows(tmp_path, synthetic_row(point_id="a"), synthetic_row(point_id="b"))
+    write_node_meta(tmp_path, "a", 0, "n1", "NVIDIA A100-SXM4-80GB", 8)
+    (tmp_path / "points" / "b" / "meta-rank0.json").write_text("{not json")
+    problems: list[str] = []
+    meta = load_meta(load_results([tmp_path]).rows, problems)
+    assert meta[["point_id", "device_name", "gpu_count"]].values.tolist() == [
+        ["a", "NVIDIA A100-SXM4-80GB", 8]
+    ]
+    (problem,) = problems
+    assert problem.startswith(f"{tmp_path / 'points' / 'b' / 'meta-rank0.json'}: unreadable (JSONDecodeError")
+    assert problem.endswith("; node type unknown")

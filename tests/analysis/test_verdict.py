@@ -2,8 +2,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from analysis.load import load_results
 from analysis.verdict import ladder_verdicts, render_verdict, stage_between
 from harness.plan import expand
@@ -140,14 +138,25 @@ def test_varying_input_sizes_and_a_saturated_cpu_are_caveats(tmp_path: Path) -> 
 
 
 def run_ladder(
-    tmp_path: Path, dataset: str, rungs: str, workers: int = 0, batch: int = 2, args: str = "{}"
+    tmp_path: Path,
+    dataset: str,
+    rungs: str,
+    *,
+    workers: int = 0,
+    batch: int = 2,
+    args: str = "{}",
+    step_s: float = 0.1,
+    repeats: int = 1,
+    warmup: int = 2,
+    steps: int = 6,
 ) -> list:
-    """A fixed 20 ms train step keeps the cheap rungs far above timer and scheduler noise."""
+    """A fixed train step (a sleep of step_s) keeps the cheap rungs far above timer and
+    scheduler noise, even on a loaded 2-core machine."""
     spec = parse_spec(
         f"""\
 name: injected
-workload: {{dataset: "tests.fixtures.workloads:{dataset}", dataset_args: {args}, model: "tests.fixtures.workloads:slow_model", model_args: {{delay: 0.02}}, batch_size: {batch}, device: cpu}}
-measure: {{warmup_steps: 2, steps: 8}}
+workload: {{dataset: "tests.fixtures.workloads:{dataset}", dataset_args: {args}, model: "tests.fixtures.workloads:slow_model", model_args: {{delay: {step_s}}}, batch_size: {batch}, device: cpu}}
+measure: {{warmup_steps: {warmup}, steps: {steps}, repeats: {repeats}}}
 rungs: {rungs}
 loader: {{num_workers: {workers}}}
 """
@@ -160,7 +169,13 @@ loader: {{num_workers: {workers}}}
 
 def test_a_slow_raw_read_is_named(tmp_path: Path) -> None:
     (verdict,) = run_ladder(
-        tmp_path, "slow_read", "[processed_sample, raw_sample, full]", args="{delay: 0.05}"
+        tmp_path,
+        "slow_read",
+        "[processed_sample, raw_sample, full]",
+        args="{delay: 0.1}",
+        repeats=2,
+        warmup=1,
+        steps=4,
     )
     assert verdict.stages == ["raw data loading"]
 
@@ -170,19 +185,25 @@ def test_the_slow_transform_in_the_middle_of_a_compose_is_named(tmp_path: Path) 
         tmp_path,
         "slow_middle_transform",
         "[processed_sample, transform:2, transform:1, raw_sample, full]",
-        args="{delay: 0.05}",
+        args="{delay: 0.1}",
+        repeats=2,
+        warmup=1,
+        steps=4,
     )
     assert verdict.stages == ["transform 2/3 (Sleep)"]
 
 
-@pytest.mark.parametrize("workers", [2])
-def test_a_very_large_batch_payload_is_named_collation_and_ipc(tmp_path: Path, workers: int) -> None:
+def test_a_very_large_batch_payload_is_named_collation_and_ipc(tmp_path: Path) -> None:
+    # 16 samples of 3×512² floats (48 MB a batch) through collation and 2 workers' IPC, against
+    # a 20 ms step; CPU-bound stages jitter under load, so three repeats give the noise.
     (verdict,) = run_ladder(
         tmp_path,
         "large_payload",
         "[host_batch, processed_sample, raw_sample]",
-        workers=workers,
+        workers=2,
         batch=16,
         args="{side: 512}",
+        step_s=0.02,
+        repeats=3,
     )
     assert verdict.stages == ["collation and worker IPC"]

@@ -55,3 +55,12 @@ def test_point_complete_needs_every_rank_and_every_repeat(tmp_path: Path) -> Non
     assert results.completed_units(tmp_path, 2) == {("full", 0)}
     r1.append(row("full", 1, rank=1, status="failed"))
     assert results.point_complete(tmp_path, ["full"], repeats=2, world_size=2)
+
+
+def test_result_files_get_the_mode_the_umask_gives(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        results.atomic_write_text(tmp_path / "rank0.csv", "x\n")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "rank0.csv").stat().st_mode & 0o777 == 0o644

@@ -115,6 +115,28 @@ def test_descendants_include_a_child_process() -> None:
     assert child.pid not in descendant_pids(os.getpid())
 
 
+def test_a_child_found_late_or_reaped_keeps_all_its_cpu_time() -> None:
+    now = [100.0]
+    sampler = HostSampler(clock=lambda: now[0])
+    before = sampler.read(memory=False).loader_cpu_s
+    burner = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\ntime.sleep(60)"
+    child = subprocess.Popen([sys.executable, "-c", burner])
+    try:
+        deadline = time.monotonic() + 20
+        while sum(psutil.Process(child.pid).cpu_times()[:2]) < 0.3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        # Not listed yet (the listing is not due): the child is not seen...
+        assert sampler.read(memory=False).loader_cpu_s == before
+        now[0] += 1.0
+        # ...and once listed, it brings all the time it used so far.
+        found = sampler.read(memory=False).loader_cpu_s
+        assert found - before >= 0.25
+    finally:
+        child.kill()
+        child.wait()  # reaped: its time moves to this process's children counter
+    assert sampler.read(memory=False, exact=True).loader_cpu_s >= found
+
+
 def test_memory_is_read_at_its_own_lower_rate(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(host, "MEMORY_CPU_BUDGET", 1.0)  # any read is cheap enough: the interval rules
     now = [100.0]

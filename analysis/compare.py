@@ -1,0 +1,344 @@
+"""Compare two sets of results (before and after a change; two node types), configuration by
+configuration.
+
+A configuration is matched on its settings (the workload and loader columns of the rows, plus
+dataset_args and model_args from plan.json, and the rung), never on point ids. A setting that
+is constant in A and in B but differs between them (the change itself: batch_size 32 in A, 64
+in B) is left out of the match and named under "what changed".
+
+Significance: a change counts when it is larger than the noise, the larger spread over repeats
+(max - min) of the two sides. With one run on both sides there is no spread: a change beyond
+10 % is marked with a "?" (suggestive, not tested).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tabulate import tabulate
+
+from analysis.load import Loaded, SweepPlan, load_meta, load_plan, load_results
+from analysis.tables import FORMATS, LOADER_COLUMNS, WORKLOAD_COLUMNS, summarize, type_label
+
+MATCH_COLUMNS = [*WORKLOAD_COLUMNS, "dataset_args", "model_args", *LOADER_COLUMNS, "rung"]
+# Constant per side and different between them: named as what changed, not matched on.
+CONTEXT_COLUMNS = ["device", "world_size", "warmup_steps", "steps"]
+SOFTWARE = {
+    "torch_version": "torch",
+    "cuda_version": "CUDA",
+    "python_version": "Python",
+    "git_commit": "harness commit",
+}
+UNTESTED_THRESHOLD = 0.10
+MAX_SPEC_DIFF_LINES = 30
+
+
+@dataclass
+class Side:
+    name: str
+    paths: list[str]
+    loaded: Loaded
+    summary: pd.DataFrame
+    meta: pd.DataFrame
+    plans: list[SweepPlan]
+
+
+@dataclass
+class Comparison:
+    a: Side
+    b: Side
+    key: list[str]
+    changed: list[str]
+    table: pd.DataFrame
+    only_a: int
+    only_b: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def matched(self) -> int:
+        return len(self.table)
+
+
+def load_side(name: str, paths: Sequence[str | Path]) -> Side:
+    loaded = load_results(paths)
+    meta = load_meta(loaded.rows, loaded.problems)
+    plans = [p for d in loaded.sweep_dirs() if (p := load_plan(d, loaded.problems)) is not None]
+    summary = summarize(loaded.rows, by="all")
+    args: dict[tuple[str, str], tuple[str, str]] = {}
+    for plan in plans:
+        for point in plan.points:
+            workload = point.get("workload", {})
+            args[(str(plan.sweep_dir), point["id"])] = (
+                _json(workload.get("dataset_args")),
+                _json(workload.get("model_args")),
+            )
+    if not summary.empty:
+        found = [
+            args.get((s, p), ("", "")) for s, p in zip(summary["sweep_dir"], summary["point_id"], strict=True)
+        ]
+        summary["dataset_args"] = [f[0] for f in found]
+        summary["model_args"] = [f[1] for f in found]
+    return Side(
+        name=name, paths=[str(p) for p in paths], loaded=loaded, summary=summary, meta=meta, plans=plans
+    )
+
+
+def _json(value: Any) -> str:
+    return "" if value is None else json.dumps(value, sort_keys=True)
+
+
+def _key_text(value: Any) -> str:
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return "-"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def compare(a_paths: Sequence[str | Path], b_paths: Sequence[str | Path]) -> Comparison:
+    a, b = load_side("A", a_paths), load_side("B", b_paths)
+    if a.summary.empty or b.summary.empty:
+        empty = [s.name for s in (a, b) if s.summary.empty]
+        return Comparison(
+            a, b, [], [], pd.DataFrame(), 0, 0, notes=[f"{' and '.join(empty)}: no ok rows to compare"]
+        )
+    keyed = {}
+    for side in (a, b):
+        frame = side.summary.copy()
+        for column in MATCH_COLUMNS:
+            frame[column] = [_key_text(v) for v in frame[column]]
+        keyed[side.name] = frame
+    key, changed = [], []
+    for column in MATCH_COLUMNS:
+        va, vb = set(keyed["A"][column]), set(keyed["B"][column])
+        if column != "rung" and len(va) == 1 and len(vb) == 1 and va != vb:
+            changed.append(f"{column}: {va.pop()} → {vb.pop()}")
+        else:
+            key.append(column)
+    changed += _context_changes(a, b) + _spec_diff(a, b)
+    per_side = {name: _per_config(frame, key) for name, frame in keyed.items()}
+    merged = per_side["A"].merge(per_side["B"], on=key, how="outer", suffixes=("_a", "_b"), indicator=True)
+    only_a = int((merged["_merge"] == "left_only").sum())
+    only_b = int((merged["_merge"] == "right_only").sum())
+    table = merged[merged["_merge"] == "both"].drop(columns="_merge").reset_index(drop=True)
+    table = _verdicts(table)
+    notes = []
+    if table.empty:
+        notes.append(_no_match(keyed["A"], keyed["B"], key))
+    return Comparison(a, b, key, changed, table, only_a, only_b, notes)
+
+
+def _per_config(frame: pd.DataFrame, key: list[str]) -> pd.DataFrame:
+    """One row per configuration: the median over the points (sweeps, nodes) that measured it;
+    the noise is the largest spread over repeats or between those points."""
+    grouped = frame.groupby(key, sort=False)
+    out = grouped.agg(
+        samples_per_s=("samples_per_s", "median"),
+        loading_time=("loading_time", "median"),
+        runs=("runs", "sum"),
+        points=("point_id", lambda s: ",".join(sorted(set(s)))),
+    )
+    out["noise"] = pd.concat(
+        [grouped["throughput_spread"].max(), grouped["samples_per_s"].max() - grouped["samples_per_s"].min()],
+        axis=1,
+    ).max(axis=1)
+    out["loading_noise"] = pd.concat(
+        [grouped["loading_spread"].max(), grouped["loading_time"].max() - grouped["loading_time"].min()],
+        axis=1,
+    ).max(axis=1)
+    return out.reset_index()
+
+
+def _verdicts(table: pd.DataFrame) -> pd.DataFrame:
+    if table.empty:
+        return table
+    table = table.copy()
+    table["change"] = table["samples_per_s_b"] / table["samples_per_s_a"] - 1
+    table["noise"] = table[["noise_a", "noise_b"]].max(axis=1)
+    table["tested"] = (table["runs_a"] > 1) | (table["runs_b"] > 1)
+    table["verdict"] = [
+        _verdict(b - a, noise, tested, change, "faster", "slower")
+        for a, b, noise, tested, change in zip(
+            table["samples_per_s_a"],
+            table["samples_per_s_b"],
+            table["noise"],
+            table["tested"],
+            table["change"],
+            strict=True,
+        )
+    ]
+    table["loading_change"] = table["loading_time_b"] / table["loading_time_a"] - 1
+    loading_noise = table[["loading_noise_a", "loading_noise_b"]].max(axis=1)
+    table["loading_verdict"] = [
+        _verdict(b - a, noise, tested, change, "longer", "shorter")
+        for a, b, noise, tested, change in zip(
+            table["loading_time_a"],
+            table["loading_time_b"],
+            loading_noise,
+            table["tested"],
+            table["loading_change"],
+            strict=True,
+        )
+    ]
+    return table.sort_values("change", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _verdict(diff: float, noise: float, tested: bool, change: float, up: str, down: str) -> str:
+    if pd.isna(diff):
+        return ""
+    if tested:
+        if abs(diff) <= noise:
+            return "same (within noise)"
+        return up if diff > 0 else down
+    if pd.isna(change) or abs(change) <= UNTESTED_THRESHOLD:
+        return "same?"
+    return f"{up if diff > 0 else down}?"
+
+
+def _no_match(a: pd.DataFrame, b: pd.DataFrame, key: list[str]) -> str:
+    differing = [c for c in key if not set(a[c]) & set(b[c])]
+    if differing:
+        details = "; ".join(
+            f"{c}: A has {', '.join(sorted(set(a[c])))}, B has {', '.join(sorted(set(b[c])))}"
+            for c in differing
+        )
+        return f"no configuration of A matches one of B: no value in common in {details}"
+    return "no configuration of A matches one of B (every combination of settings differs)"
+
+
+def _sets(values: pd.Series) -> str:
+    shown = sorted({_key_text(v) for v in values if _key_text(v) not in ("", "-")})
+    if len(shown) > 4:
+        shown = [*shown[:4], f"… ({len(shown)} in all)"]
+    return ", ".join(shown) or "-"
+
+
+def _context_changes(a: Side, b: Side) -> list[str]:
+    out = []
+    ra, rb = a.loaded.rows, b.loaded.rows
+    for column in CONTEXT_COLUMNS:
+        sa, sb = _sets(ra[column]), _sets(rb[column])
+        if sa != sb:
+            out.append(f"{column}: {sa} → {sb}")
+    hosts_a, hosts_b = _sets(ra["hostname"]), _sets(rb["hostname"])
+    if hosts_a != hosts_b:
+        out.append(f"nodes: {hosts_a} → {hosts_b}")
+    types = [
+        _sets(
+            pd.Series(
+                [type_label(d, c) for d, c in zip(s.meta["device_name"], s.meta["gpu_count"], strict=True)]
+            )
+        )
+        for s in (a, b)
+    ]
+    if types[0] != types[1]:
+        out.append(f"node type: {types[0]} → {types[1]}")
+    for column, label in SOFTWARE.items():
+        sa = _sets(a.meta[column].str[:10] if column == "git_commit" else a.meta[column])
+        sb = _sets(b.meta[column].str[:10] if column == "git_commit" else b.meta[column])
+        if sa != sb:
+            out.append(f"{label}: {sa} → {sb}")
+    return out
+
+
+def _spec_diff(a: Side, b: Side) -> list[str]:
+    if len(a.plans) != 1 or len(b.plans) != 1:
+        return []
+    ta, tb = a.plans[0].spec_text, b.plans[0].spec_text
+    if not ta or not tb or ta == tb:
+        return []
+    lines = [
+        line
+        for line in difflib.unified_diff(ta.splitlines(), tb.splitlines(), lineterm="", n=0)
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+    if len(lines) > MAX_SPEC_DIFF_LINES:
+        lines = [*lines[:MAX_SPEC_DIFF_LINES], f"… {len(lines) - MAX_SPEC_DIFF_LINES} more lines"]
+    return ["spec.yaml (- A, + B):", *(f"  {line}" for line in lines)]
+
+
+def _side_line(side: Side) -> str:
+    rows = side.loaded.rows
+    sweeps = rows["sweep_dir"].nunique() if not rows.empty else 0
+    points = rows[["sweep_dir", "point_id"]].drop_duplicates().shape[0] if not rows.empty else 0
+    return f"{side.name}: {' '.join(side.paths)} ({sweeps} sweep(s), {points} point(s))"
+
+
+def comparison_table(c: Comparison) -> pd.DataFrame:
+    if c.table.empty:
+        return pd.DataFrame()
+    t = c.table
+    # prefetch_factor and persistent_workers do not apply to num_workers=0: no variation there.
+    workers = t[t["num_workers"] != "0"] if "num_workers" in t else t
+    shown = [
+        k
+        for k in c.key
+        if k == "num_workers"
+        or (workers if k in ("prefetch_factor", "persistent_workers") else t)[k].nunique() > 1
+    ]
+    out = t[shown].copy()
+    out["A samples/s"] = t["samples_per_s_a"]
+    out["B samples/s"] = t["samples_per_s_b"]
+    out["change"] = t["change"]
+    out["noise"] = t["noise"].where(t["tested"])
+    out["verdict"] = t["verdict"]
+    out["A loading_time"] = t["loading_time_a"]
+    out["B loading_time"] = t["loading_time_b"]
+    out["loading change"] = t["loading_change"]
+    out["loading"] = t["loading_verdict"]
+    return out
+
+
+def render_comparison(c: Comparison, fmt: str = "terminal") -> str:
+    table = comparison_table(c)
+    if fmt == "csv":
+        return str(table.to_csv(index=False)).rstrip("\n")
+    bullet = "- " if fmt == "markdown" else "  "
+    parts = [_side_line(c.a) + "\n" + _side_line(c.b)]
+    changed = c.changed or [
+        "nothing in settings, nodes, node type, software or spec: differences are run-to-run variation "
+        "unless a verdict says otherwise"
+    ]
+    parts.append("what changed from A to B:\n" + "\n".join(bullet + line for line in changed))
+    if not table.empty:
+        shown = table.copy()
+        for column in ("A samples/s", "B samples/s", "noise"):
+            shown[column] = ["" if pd.isna(v) else f"{v:.2f}" for v in shown[column]]
+        for column in ("A loading_time", "B loading_time"):
+            shown[column] = ["" if pd.isna(v) else f"{v:.6f}" for v in shown[column]]
+        for column in ("change", "loading change"):
+            shown[column] = ["" if pd.isna(v) else f"{v:+.1%}" for v in shown[column]]
+        parts.append(
+            tabulate(shown, headers="keys", tablefmt=FORMATS[fmt], showindex=False, disable_numparse=True)
+        )
+        counts = c.table["verdict"].value_counts()
+        verdicts = ", ".join(f"{v} {n}" for v, n in counts.items())
+        varying = [k for k in table.columns if k in c.key]
+        fixed = len(c.key) - len(varying)
+        matched_on = ", ".join(varying) + (f" (and {fixed} settings equal throughout)" if fixed else "")
+        lines = [
+            f"{c.matched} configuration(s) in both, matched on {matched_on}; throughput of B: {verdicts}"
+        ]
+        parts.append("\n".join(lines))
+    legend = [
+        "noise: the larger spread over repeats (max - min) of the two sides; a change within it is "
+        'not called. "?": one run on each side, so no spread: a change beyond 10% is suggestive only; '
+        "set measure.repeats to 3 or more to know."
+    ]
+    if c.only_a or c.only_b:
+        legend.append(f"not matched: {c.only_a} configuration(s) only in A, {c.only_b} only in B")
+    for side in (c.a, c.b):
+        legend += [f"{side.name}: {p}" for p in side.loaded.problems]
+    legend += c.notes
+    parts.append("\n".join(legend))
+    if fmt == "latex":
+        return "\n\n".join(
+            p if p.startswith("\\begin") else "\n".join(f"% {x}" for x in p.splitlines()) for p in parts
+        )
+    return "\n\n".join(parts)

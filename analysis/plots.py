@@ -1,0 +1,321 @@
+"""Plots of a sweep, as PNG: throughput against num_workers, the caching ladder, a point's timeline.
+
+Figures are made with matplotlib's object API on the Agg canvas (no pyplot, no display, no
+global state), so a login node without X, or a test, draws them the same way. Each plot is
+kept as PNG bytes: written next to the results (<sweep dir>/plots/<name>.png) on request, and
+embedded in the HTML report.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from analysis.load import SAMPLES_FILE, load_samples
+from analysis.output import atomic_write_bytes
+from analysis.recommend import Recommendation
+from analysis.tables import WORKLOAD_COLUMNS, table_rows
+from harness import rungs as rung_names
+
+log = logging.getLogger(__name__)
+
+# Columns of samples-rank<k>.csv, as harness.sampling.timeline.SAMPLE_COLUMNS writes them
+# (kept here so that the analysis needs nothing but the files; a test checks they agree).
+SAMPLE_COLUMNS: tuple[str, ...] = (
+    "t",
+    "wall_time",
+    "rank",
+    "phase",
+    "gpu_util",
+    "gpu_mem_util",
+    "gpu_mem_used_gb",
+    "gpu_power_w",
+    "gpu_sm_clock_mhz",
+    "gpu_energy_j",
+    "main_cpu_percent",
+    "loader_cpu_percent",
+    "system_cpu_percent",
+    "host_memory_gb",
+)
+MAX_LADDER_POINTS = 6
+DPI = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Plot:
+    name: str
+    """File name, unique within its sweep's plots/ folder."""
+    title: str
+    sweep_dir: str
+    png: bytes
+    group: str = ""
+    """The table group (node or node type) it belongs to; "" for a point's timeline."""
+    path: Path | None = None
+    """Where it was written, once it is."""
+
+
+def make_plots(
+    summary: pd.DataFrame,
+    recommendations: Sequence[Recommendation] = (),
+    timeline_points: Iterable[str] = (),
+) -> list[Plot]:
+    """Per sweep and group: throughput against num_workers and the caching ladder; the
+    timelines of the baseline and best point of each recommendation, and of `timeline_points`."""
+    plots: list[Plot] = []
+    if summary.empty:
+        return plots
+    chosen = table_rows(summary)
+    for (sweep_dir, group), rows in chosen.groupby(["sweep_dir", "group"], sort=True):
+        png = throughput_png(rows, title=f"{group} · {rows['sweep'].iloc[0]} · rung {rows['rung'].iloc[0]}")
+        if png is not None:
+            name = f"throughput-{_slug(group)}.png"
+            plots.append(Plot(name, f"throughput, {group}", str(sweep_dir), png, str(group)))
+    for (sweep_dir, group), rows in summary.groupby(["sweep_dir", "group"], sort=True):
+        png = ladder_png(rows, title=f"caching ladder · {group} · {rows['sweep'].iloc[0]}")
+        if png is not None:
+            name = f"ladder-{_slug(group)}.png"
+            plots.append(Plot(name, f"caching ladder, {group}", str(sweep_dir), png, str(group)))
+
+    wanted: list[tuple[str, str, int | None]] = []
+    for rec in recommendations:
+        rank = _slowest_rank(summary, rec.sweep_dir, rec.best.point_id)
+        if rec.baseline is not None:
+            wanted.append(
+                (
+                    rec.sweep_dir,
+                    rec.baseline.point_id,
+                    _slowest_rank(summary, rec.sweep_dir, rec.baseline.point_id),
+                )
+            )
+        wanted.append((rec.sweep_dir, rec.best.point_id, rank))
+    for point_id in timeline_points:
+        for sweep_dir in summary.loc[summary["point_id"] == point_id, "sweep_dir"].unique():
+            wanted.append((str(sweep_dir), point_id, _slowest_rank(summary, str(sweep_dir), point_id)))
+    seen: set[tuple[str, str]] = set()
+    for sweep_dir, point_id, rank in wanted:
+        if (sweep_dir, point_id) in seen:
+            continue
+        seen.add((sweep_dir, point_id))
+        found = _samples(Path(sweep_dir) / "points" / point_id, rank)
+        if found is None:
+            continue
+        samples, rank = found
+        png = timeline_png(samples, title=f"{point_id} rank {rank} · {Path(sweep_dir).name}")
+        if png is not None:
+            name = f"timeline-{point_id}-rank{rank}.png"
+            plots.append(Plot(name, f"timeline of point {point_id}, rank {rank}", sweep_dir, png))
+    return plots
+
+
+def write_plots(plots: Iterable[Plot]) -> list[Plot]:
+    """Write each plot to <sweep dir>/plots/<name>; return them with their paths."""
+    written = []
+    for plot in plots:
+        path = Path(plot.sweep_dir) / "plots" / plot.name
+        atomic_write_bytes(path, plot.png)
+        written.append(replace(plot, path=path))
+    return written
+
+
+def _slowest_rank(summary: pd.DataFrame, sweep_dir: str, point_id: str) -> int | None:
+    rows = summary[(summary["sweep_dir"] == sweep_dir) & (summary["point_id"] == point_id)]
+    if rows.empty or pd.isna(rows["slowest_rank"].iloc[0]):
+        return None
+    return int(rows["slowest_rank"].iloc[0])
+
+
+def _samples(point_path: Path, rank: int | None) -> tuple[pd.DataFrame, int] | None:
+    """The slowest rank's timeline, else the lowest rank's that has one."""
+    ranks = [] if rank is None else [rank]
+    pattern = re.compile(SAMPLES_FILE.replace("{rank}", r"(\d+)").replace(".", r"\."))
+    if point_path.is_dir():
+        ranks += sorted(int(m.group(1)) for p in point_path.iterdir() if (m := pattern.fullmatch(p.name)))
+    for k in ranks:
+        samples = load_samples(point_path, k)
+        if samples is not None:
+            return samples, k
+    return None
+
+
+def _slug(text: object) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-") or "all"
+
+
+def _png(fig: Figure) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight", metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def _text(v: object) -> str:
+    if v is None or (isinstance(v, float) and pd.isna(v)):
+        return "-"
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+# Settings a line of the throughput plot keeps fixed, besides pin_memory and non_blocking.
+# persistent_workers and prefetch_factor do not apply to num_workers=0 (PyTorch refuses them):
+# that point starts every line with its pin_memory and non_blocking.
+WORKER_ONLY = ["persistent_workers", "prefetch_factor"]
+OTHER_LINE_SETTINGS = ["drop_last", *WORKLOAD_COLUMNS]
+
+
+def throughput_png(rows: pd.DataFrame, title: str) -> bytes | None:
+    """samples/s against num_workers, one line per pin_memory/non_blocking pair (and per other
+    setting that varies); error bars span the range over repeats. None for a sequence or a
+    sweep with a single num_workers."""
+    if rows["num_workers"].nunique() < 2 or (rows["step"] != "").any():
+        return None
+    workers = rows[rows["num_workers"] > 0]
+    vary = [c for c in WORKER_ONLY if workers[c].astype(str).nunique() > 1]
+    vary += [c for c in OTHER_LINE_SETTINGS if rows[c].astype(str).nunique() > 1]
+    key = ["pin_memory", "non_blocking", *vary]
+    fig = Figure(figsize=(7, 4.2))
+    ax = fig.add_subplot()
+    for values, line in workers.groupby(key, sort=True, dropna=False):
+        settings = dict(zip(key, values if isinstance(values, tuple) else (values,), strict=True))
+        shared = {k: v for k, v in settings.items() if k not in WORKER_ONLY}
+        zero = rows[rows["num_workers"] == 0]
+        for k, v in shared.items():
+            zero = zero[zero[k].astype(str) == str(v)]
+        points = pd.concat([zero, line]).sort_values("num_workers")
+        # One y per x: the best of points that differ only in settings not on this line.
+        points = points.loc[points.groupby("num_workers")["samples_per_s"].idxmax()]
+        spread = points["throughput_spread"].fillna(0) / 2
+        label = ", ".join(f"{k}={_text(v)}" for k, v in settings.items())
+        ax.errorbar(
+            points["num_workers"],
+            points["samples_per_s"],
+            yerr=spread if (points["runs"] > 1).any() else None,
+            marker="o",
+            capsize=3,
+            label=label,
+        )
+    if not ax.lines:  # only num_workers=0 points with different pin/non_blocking
+        return None
+    ax.set_xticks(sorted(rows["num_workers"].unique()))
+    ax.set_xlabel("num_workers")
+    ax.set_ylabel("samples/s (all ranks)")
+    ax.set_ylim(bottom=0)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def ladder_png(rows: pd.DataFrame, title: str) -> bytes | None:
+    """samples/s per rung, bound first, as bars; one bar per point for the points that measured
+    two rungs or more (the baseline and the best at the table's rung when there are many)."""
+    per_point = rows.groupby("point_id")["rung"].nunique()
+    ids = list(per_point[per_point > 1].index)
+    if not ids:
+        return None
+    if len(ids) > MAX_LADDER_POINTS:
+        top = table_rows(rows)
+        keep = set(top.loc[top["point_index"] == 0, "point_id"])
+        keep |= {top.loc[top["samples_per_s"].idxmax(), "point_id"]}
+        ids = [i for i in ids if i in keep]
+    ladder = rows[rows["point_id"].isin(ids)]
+    order = sorted(ladder["rung"].unique(), key=rung_names.ladder_position)
+    fig = Figure(figsize=(max(6.0, 1.2 * len(order) + 2), 4.2))
+    ax = fig.add_subplot()
+    width = 0.8 / len(ids)
+    for n, point_id in enumerate(
+        sorted(ids, key=lambda i: ladder.loc[ladder["point_id"] == i, "point_index"].iloc[0])
+    ):
+        bars = ladder[ladder["point_id"] == point_id].set_index("rung").reindex(order)
+        x = [i + (n - (len(ids) - 1) / 2) * width for i in range(len(order))]
+        first = bars.dropna(subset=["samples_per_s"]).iloc[0]
+        label = f"{point_id} (num_workers={_text(first['num_workers'])}, pin_memory={first['pin_memory']})"
+        spread = bars["throughput_spread"].fillna(0) / 2 if (bars["runs"] > 1).any() else None
+        drawn = ax.bar(x, bars["samples_per_s"], width=width, label=label, yerr=spread, capsize=3)
+        ax.bar_label(
+            drawn, labels=[_text(round(v)) if pd.notna(v) else "" for v in bars["samples_per_s"]], fontsize=7
+        )
+    ax.set_xticks(range(len(order)), order, rotation=20, ha="right")
+    ax.set_ylabel("samples/s (all ranks)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def phase_spans(samples: pd.DataFrame) -> list[tuple[str, float, float]]:
+    """(phase, start, end) of each stretch of consecutive samples with the same non-empty phase."""
+    t = samples["t"].to_numpy()
+    phases = samples["phase"].to_numpy()
+    spans = []
+    start = 0
+    for i in range(1, len(t) + 1):
+        if i == len(t) or phases[i] != phases[start]:
+            if phases[start]:
+                end = t[i] if i < len(t) else t[i - 1]
+                spans.append((str(phases[start]), float(t[start]), float(end)))
+            start = i
+    return spans
+
+
+def timeline_png(samples: pd.DataFrame, title: str) -> bytes | None:
+    """GPU utilization (when sampled) and the CPU of the main process and of the loader workers
+    against time, each phase shaded and named (a warmup lighter than its measured part)."""
+    samples = samples.sort_values("t")
+    has_gpu = "gpu_util" in samples and samples["gpu_util"].notna().any()
+    cpu = [c for c in ("main_cpu_percent", "loader_cpu_percent") if c in samples and samples[c].notna().any()]
+    if not has_gpu and not cpu:
+        return None
+    fig = Figure(figsize=(9, 5.2 if has_gpu and cpu else 3.2))
+    axes: list[Axes] = []
+    if has_gpu:
+        ax = fig.add_subplot(2 if cpu else 1, 1, 1)
+        ax.plot(samples["t"], samples["gpu_util"], color="tab:green", label="gpu_util")
+        if "gpu_mem_util" in samples and samples["gpu_mem_util"].notna().any():
+            ax.plot(samples["t"], samples["gpu_mem_util"], color="tab:olive", lw=0.8, label="gpu_mem_util")
+        ax.set_ylabel("GPU %")
+        ax.set_ylim(0, 105)
+        axes.append(ax)
+    if cpu:
+        ax = fig.add_subplot(2 if has_gpu else 1, 1, 2 if has_gpu else 1, sharex=axes[0] if axes else None)
+        colors = {"main_cpu_percent": "tab:blue", "loader_cpu_percent": "tab:orange"}
+        for column in cpu:
+            ax.plot(samples["t"], samples[column], color=colors[column], label=column)
+        ax.set_ylabel("CPU % of one core")
+        ax.set_ylim(bottom=0)
+        axes.append(ax)
+    axes[-1].set_xlabel("t (s since the sampler started)")
+    axes[0].set_title(title, fontsize=10)
+    palette = itertools.cycle(["tab:blue", "tab:red", "tab:purple", "tab:brown", "tab:cyan", "tab:pink"])
+    colors_by_rung: dict[str, str] = {}
+    for phase, start, end in phase_spans(samples):
+        rung = phase.split("/")[0]
+        color = colors_by_rung.setdefault(rung, next(palette))
+        warmup = phase.endswith("/warmup")
+        for ax in axes:
+            ax.axvspan(start, end, color=color, alpha=0.06 if warmup else 0.15, lw=0)
+        axes[0].annotate(
+            phase,
+            xy=((start + end) / 2, 0.98),
+            xycoords=("data", "axes fraction"),
+            ha="center",
+            va="top",
+            fontsize=6,
+            rotation=90 if len(colors_by_rung) > 3 or warmup else 0,
+        )
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _png(fig)

@@ -1,0 +1,159 @@
+"""How long the analysis takes on 10,000 points of results, against a plain pandas.concat.
+
+    .venv/bin/python benchmarks/analysis_scale.py [--points 10000] [--repeats 2] [--keep DIR]
+
+Writes the result folders of `--points` points (spread over 4 sweeps, 2 node types, 8 nodes;
+one rank file per point, `--repeats` rows each, a meta-rank0.json and a plan.json per sweep)
+with the harness's own writer (results.csv_text with ROW_COLUMNS) into a temporary folder,
+then measures, in this one run:
+
+- plain: `pandas.concat([pandas.read_csv(f) for f in files])`, the reading alone;
+- report: `analysis.report.build_report(paths, "terminal")`, i.e. finding and reading every file,
+  aggregating ranks and repeats, the per-node tables, stragglers, recommendations, rendered;
+- report --by gpu: the same with the meta files joined (node types).
+
+Torch-free, like the analysis: runs on a login node. The target is under 10 s for 10,000 points.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from analysis.report import build_report
+from harness import results
+
+NODE_TYPES = (("NVIDIA A100-SXM4-80GB", 8), ("NVIDIA V100-SXM2-32GB", 4))
+
+
+def generate(root: Path, points: int, repeats: int, sweeps: int = 4, nodes: int = 8) -> list[Path]:
+    """Write `points` points of results under root/<spec>/<sweep>/; return the sweep folders."""
+    rng = random.Random(0)
+    sweep_dirs = []
+    per_sweep = -(-points // sweeps)
+    written = 0
+    for s in range(sweeps):
+        sweep_dir = root / f"spec{s % 2}" / f"20260101-00000{s}"
+        plan_points = []
+        for i in range(min(per_sweep, points - written)):
+            point_id = f"{s:02d}{i:08x}"
+            node = (s * per_sweep + i) % nodes
+            device_name, gpu_count = NODE_TYPES[node % len(NODE_TYPES)]
+            workers = (0, 1, 2, 4, 8, 16)[i % 6]
+            row = _row(sweep_dir.name, point_id, i, f"node{node:02d}", f"{1000 + s}_{i}", workers)
+            rows = []
+            for repeat in range(repeats):
+                t = 10.0 / (1 + workers) ** 0.5 * rng.uniform(0.97, 1.03)
+                rows.append(
+                    row
+                    | {
+                        "repeat": repeat,
+                        "training_time": t,
+                        "samples_per_s": row["samples"] / t,
+                        "loading_time": t / 50 * rng.uniform(0.1, 0.5),
+                    }
+                )
+            point_path = results.point_dir(sweep_dir, point_id)
+            point_path.mkdir(parents=True)
+            # results.RankWriter would fsync each file; plain writes keep the set-up short.
+            (point_path / "rank0.csv").write_text(results.csv_text(rows, results.ROW_COLUMNS))
+            meta = {"hostname": f"node{node:02d}", "device_name": device_name, "gpu_count": gpu_count}
+            (point_path / "meta-rank0.json").write_text(json.dumps(meta))
+            plan_points.append(
+                {"id": point_id, "index": i, "rungs": ["full"], "measure": {"repeats": repeats}}
+            )
+            written += 1
+        (sweep_dir / "plan.json").write_text(json.dumps({"points": plan_points}))
+        sweep_dirs.append(sweep_dir)
+    return sweep_dirs
+
+
+def _row(sweep_id: str, point_id: str, index: int, host: str, jobid: str, workers: int) -> dict[str, Any]:
+    """A row as the runner writes it: every column of ROW_COLUMNS ("" where not measured)."""
+    row: dict[str, Any] = dict.fromkeys(results.ROW_COLUMNS, "")
+    row.update(
+        sweep_id=sweep_id,
+        point_id=point_id,
+        point_index=index,
+        rung="full",
+        repeat=0,
+        rank=0,
+        world_size=1,
+        hostname=host,
+        jobid=jobid,
+        device="cuda:0",
+        status="ok",
+        dataset="fake_cifar",
+        model="resnet18",
+        batch_size=32 * (1 + index % 4),
+        amp="false",
+        num_workers=workers,
+        persistent_workers=bool(index % 2) and workers > 0,
+        pin_memory=bool(index % 3),
+        non_blocking=bool(index % 3),
+        prefetch_factor=2 if workers else None,
+        warmup_steps=5,
+        steps=50,
+        samples=1600,
+        first_step_loading_time=0.1,
+        loading_time_median=0.01,
+        loading_time_total=0.5,
+        step_time=0.2,
+        step_time_median=0.2,
+        steps_per_s=5.0,
+        cpu_memory_gb=2.0 + workers * 0.3,
+        gpu_util=50.0,
+    )
+    for flag in ("compile", "channels_last", "zero_grad_set_to_none", "gpu_normalize", "drop_last"):
+        if flag in row:
+            row[flag] = False
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--points", type=int, default=10_000)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--keep", type=Path, help="write the results here and keep them")
+    args = parser.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="analysis-scale-") as tmp:
+        root = args.keep or Path(tmp)
+        started = time.perf_counter()
+        generate(root, args.points, args.repeats)
+        print(f"wrote {args.points} points × {args.repeats} repeats in {time.perf_counter() - started:.1f} s")
+
+        started = time.perf_counter()
+        files = sorted(root.glob("*/*/points/*/rank*.csv"))
+        plain = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
+        plain_s = time.perf_counter() - started
+
+        started = time.perf_counter()
+        report = build_report([root], "terminal")
+        report_s = time.perf_counter() - started
+
+        started = time.perf_counter()
+        by_gpu = build_report([root], "terminal", by="gpu")
+        gpu_s = time.perf_counter() - started
+
+    assert report.points == args.points == by_gpu.points, (report.points, by_gpu.points)
+    print(f"{len(files)} files, {len(plain)} rows")
+    print(f"plain pandas.concat(read_csv per file):          {plain_s:6.2f} s (reading only)")
+    print(f"analysis report (read, aggregate, table, render): {report_s:6.2f} s")
+    print(f"analysis report --by gpu (+ meta files):         {gpu_s:6.2f} s")
+    print(f"report lines: {report.text.count(chr(10)) + 1}")
+    return 0 if max(report_s, gpu_s) < 10 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

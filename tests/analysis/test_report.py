@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import base64
+import re
+from pathlib import Path
+
+from analysis.report import build_report
+from harness.plan import expand
+from harness.spec import parse_spec
+from harness.sweep import create_sweep
+from tests.analysis.conftest import synthetic_row, write_rows, write_timeline
+from tests.conftest import TINY_WORKLOAD
+
+
+def planned_sweep(root: Path) -> tuple[Path, list[str]]:
+    """A sweep folder as the harness creates it (spec, plan), 3 points × 2 repeats, no rows yet."""
+    spec = "name: partial\n" + TINY_WORKLOAD.replace("repeats: 1", "repeats: 2")
+    plan = expand(parse_spec(spec + "loader: {num_workers: [0, 1, 2]}\n"))
+    return create_sweep(plan, root, sweep_id="s"), [p.id for p in plan.points]
+
+
+def test_a_partial_rank_file_a_missing_rank_and_unrun_points_are_reported(tmp_path: Path) -> None:
+    sweep, ids = planned_sweep(tmp_path)
+    write_rows(sweep, *(synthetic_row(point_id=ids[0], repeat=r) for r in (0, 1)))  # complete
+    write_rows(
+        sweep, synthetic_row(point_id=ids[1], repeat=0, rank=0, world_size=2)
+    )  # 1 of 2 rows, rank 1 missing
+    report = build_report([sweep])
+    points = sweep / "points"
+    assert report.problems == 2 and report.points == 2
+    assert (
+        f"  {points / ids[1]}: no rows from rank(s) 1 of 2 (rank1.csv missing or unreadable, run n1); the slowest rank present decides"
+        in report.text
+    )
+    assert (
+        f"  {points / ids[1] / 'rank0.csv'}: 1 of 2 (rung, repeat) rows; the run stopped early (time limit, crash) or is still running"
+        in report.text
+    )
+    assert (
+        f"{sweep}: 1 of 3 planned point(s) have no rows (not run yet, or their files are missing): {ids[2]}"
+        in report.text
+    )
+
+
+def test_a_corrupt_plan_is_reported_and_the_tables_still_print(tmp_path: Path) -> None:
+    sweep, ids = planned_sweep(tmp_path)
+    write_rows(sweep, synthetic_row(point_id=ids[0]))
+    (sweep / "plan.json").write_text("{")
+    report = build_report([sweep])
+    assert report.text.startswith("node n1\njobid")
+    assert f"{sweep / 'plan.json'}: unreadable (JSONDecodeError" in report.text
+
+
+def test_the_html_report_is_one_self_contained_page(real_sweep: Path) -> None:
+    page = build_report([real_sweep], "html").text
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    assert page.count("<table>") == 2 and "<h2>node node-a</h2>" in page
+    assert "recommendation for node-a" in page
+    images = re.findall(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+    assert len(images) == 2  # throughput per node; the fixture has no samples for a timeline
+    assert all(base64.b64decode(i).startswith(b"\x89PNG") for i in images)
+    assert "<script" not in page and 'src="http' not in page and "<link" not in page
+    assert not (real_sweep / "plots").exists()
+
+
+def test_the_html_report_embeds_a_timeline(tmp_path: Path) -> None:
+    write_rows(tmp_path, synthetic_row(point_id="a"))
+    write_timeline(tmp_path / "points" / "a")
+    page = build_report([tmp_path], "html").text
+    assert "timeline of point a, rank 0" in page
+    assert not (tmp_path / "plots").exists()  # embedded only: nothing written unless asked
+
+
+def test_markdown_and_latex_carry_the_recommendation(real_sweep: Path) -> None:
+    markdown = build_report([real_sweep], "markdown").text
+    assert "### node node-a\n\n| jobid " in markdown and "\n- best: " in markdown
+    latex = build_report([real_sweep], "latex").text
+    assert "% recommendation for node-a" in latex and "\\toprule" in latex
+    csv = build_report([real_sweep], "csv").text
+    assert "best" not in csv and csv.startswith("# node node-a\njobid,num_workers")

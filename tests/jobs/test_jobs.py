@@ -1,0 +1,60 @@
+"""Every shipped spec loads and plans; the CPU variants run end to end (with fewer steps)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from analysis.load import load_results
+from analysis.tables import loader_tables, summarize
+from harness.backends.inline import run_inline
+from harness.plan import expand
+from harness.spec import load_spec, parse_spec
+from harness.sweep import create_sweep
+from harness.workloads.make_data import make_image_folder, make_image_shards
+
+JOBS = Path(__file__).resolve().parents[2] / "jobs"
+ALL = sorted(JOBS.glob("*.yaml"))
+CPU = [p for p in ALL if p.stem.endswith("-cpu") or p.stem in ("quickstart", "caching_ladder")]
+
+
+@pytest.mark.parametrize("path", ALL, ids=[p.stem for p in ALL])
+def test_every_job_loads_plans_and_says_what_it_teaches(path: Path) -> None:
+    plan = expand(load_spec(path))
+    assert plan.points
+    assert path.read_text().startswith("#"), "each spec opens with a comment on what it teaches"
+
+
+def test_gpu_labs_have_a_cpu_variant() -> None:
+    names = {p.stem for p in ALL}
+    for gpu in ("dlojz_dataloader", "rand_optimisation_sequence", "io_lab"):
+        assert gpu in names and f"{gpu}-cpu" in names
+    assert {"caching_ladder", "caching_ladder_gpu"} <= names
+
+
+def shrunk(path: Path, tmp_path: Path) -> str:
+    """The spec with 1 warmup and 2 measured steps, and its data paths under tmp_path."""
+    text = re.sub(r"measure: \{[^}]*\}", "measure: {warmup_steps: 1, steps: 2}", path.read_text())
+    text = text.replace("/dev/shm/harness-data", str(tmp_path / "shm" / "harness-data"))
+    return text.replace("root: data/harness-data", f"root: {tmp_path / 'harness-data'}")
+
+
+@pytest.mark.parametrize("path", CPU, ids=[p.stem for p in CPU])
+def test_cpu_variants_run_end_to_end(path: Path, tmp_path: Path) -> None:
+    if "io_lab" in path.stem:
+        for root in (tmp_path / "harness-data", tmp_path / "shm" / "harness-data"):
+            make_image_folder(root, images=40, size=64)
+            make_image_shards(root / "shards", images=40, shards=4, size=64)
+    plan = expand(parse_spec(shrunk(path, tmp_path), file=str(path)))
+    sweep = create_sweep(plan, tmp_path / "results")
+    outcomes = run_inline(plan.points, sweep)
+    errors = [r.error for o in outcomes for r in o.rows if r.status != "ok"]
+    assert errors == []
+    tables = loader_tables(summarize(load_results([sweep]).rows))
+    (table,) = tables.values()
+    assert len(table) == len(plan.points)
+    if plan.spec.sequence:
+        # one row per cumulative step, in the sequence's order
+        assert list(table["step"]) == [s.name for s in plan.spec.sequence]
