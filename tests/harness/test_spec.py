@@ -187,6 +187,13 @@ def test_gpu_normalize_needs_a_dataset_that_can_yield_uint8() -> None:
     workload = TINY_WORKLOAD.replace("fake_cifar", "starved").replace(
         "{size: 48, image_size: 8, resize: null}", "{size: 4, input_size: 16, crop: 8}"
     )
-    message = error_of(spec_text("", workload=workload.replace("device: cpu", "device: cpu\n  gpu_normalize: true")))
-    assert "workload.gpu_normalize: dataset 'starved' cannot yield uint8 images (it has no to_uint8() method)" in message
-    assert parse_spec(spec_text("", workload=TINY_WORKLOAD.replace("device: cpu", "device: cpu\n  gpu_normalize: true")))
+    message = error_of(
+        spec_text("", workload=workload.replace("device: cpu", "device: cpu\n  gpu_normalize: true"))
+    )
+    assert (
+        "workload.gpu_normalize: dataset 'starved' cannot yield uint8 images (it has no to_uint8() method)"
+        in message
+    )
+    assert parse_spec(
+        spec_text("", workload=TINY_WORKLOAD.replace("device: cpu", "device: cpu\n  gpu_normalize: true"))
+    )
