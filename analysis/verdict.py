@@ -112,6 +112,7 @@ def _verdict(host: str, sweep: str, point: str, group: pd.DataFrame) -> Verdict:
                 f"{below['rung']} is {-below['drop']:.0%} faster than {above['rung']} above it: "
                 "noise, or caching changed the work (a cached sample of another size or content)"
             )
+    named += _transforms_as_a_group(table, named)
     named.sort(key=lambda item: -item[0])
     bottom = table.iloc[-1]
     reach = f"{bottom['rung']} reaches {bottom['of_bound']:.0%} of the bound ({table.loc[0, 'rung']})"
@@ -138,6 +139,31 @@ def _verdict(host: str, sweep: str, point: str, group: pd.DataFrame) -> Verdict:
         stages=[stage for _, stage, _ in named],
         caveats=caveats,
     )
+
+
+def _transforms_as_a_group(
+    table: pd.DataFrame, named: list[tuple[float, str, str]]
+) -> list[tuple[float, str, str]]:
+    """With transform:<k> cuts, each cut may sit under the noise while the transforms together
+    clearly do not: then name them together, with their costliest step."""
+    rungs = list(table["rung"])
+    if "processed_sample" not in rungs or "raw_sample" not in rungs:
+        return []
+    top, bottom = rungs.index("processed_sample"), rungs.index("raw_sample")
+    if bottom - top < 2 or any(stage.startswith("transform") for _, stage, _ in named):
+        return []  # no cuts between them, or a single transform already named
+    above, below = table.loc[top], table.loc[bottom]
+    drop = (above["steps_per_s"] - below["steps_per_s"]) / above["steps_per_s"]
+    noise = max(NOISE_FLOOR, *(_nan0(v) for v in table.loc[top:bottom, "spread"]))
+    if drop <= noise:
+        return []
+    steps = table.loc[top + 1 : bottom]
+    worst = steps.loc[steps["added_s"].idxmax()]
+    clause = (
+        f"transforms: −{drop:.0%} (raw_sample vs processed_sample), the most in "
+        f"{worst['adds']} (−{worst['drop']:.0%})"
+    )
+    return [(1 / below["steps_per_s"] - 1 / above["steps_per_s"], "transforms", clause)]
 
 
 def stage_between(above: str, below: str, transform_names: list[str]) -> str:

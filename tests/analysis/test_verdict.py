@@ -30,19 +30,21 @@ def test_stage_names_between_rungs() -> None:
     )
 
 
-def article_ladder(tmp_path: Path, rates: dict[str, float], device: str = "cuda", repeats: int = 1) -> None:
+def article_ladder(
+    tmp_path: Path, rates: dict[str, float], device: str = "cuda", repeats: int = 1, jitter: float = 0.01
+) -> None:
     """Rows with the article's steps/s (001_*), written by the harness's writer."""
     rows = []
     for rung, rate in rates.items():
         for repeat in range(repeats):
-            jitter = 1 + 0.01 * repeat
+            slower = 1 + jitter * repeat
             rows.append(
                 synthetic_row(
                     rung=rung,
                     repeat=repeat,
                     steps=100,
                     samples=100 * 256,
-                    training_time=100 / rate * jitter,
+                    training_time=100 / rate * slower,
                     device=device,
                     transform_names=",".join(STARVED),
                 )
@@ -207,3 +209,21 @@ def test_a_very_large_batch_payload_is_named_collation_and_ipc(tmp_path: Path) -
         repeats=3,
     )
     assert verdict.stages == ["collation and worker IPC"]
+
+
+def test_transform_cuts_under_the_noise_are_named_together(tmp_path: Path) -> None:
+    rates = {
+        "device_batch": 14.3,
+        "processed_sample": 13.8,
+        "transform:3": 12.0,
+        "transform:2": 10.7,
+        "raw_sample": 9.8,
+        "full": 9.5,
+    }
+    article_ladder(tmp_path, rates, device="cpu", repeats=3, jitter=0.08)  # a 16 % spread
+    (verdict,) = ladder_verdicts(load_results([tmp_path]).rows)
+    assert verdict.stages == ["transforms"]
+    assert verdict.sentence.startswith(
+        "transforms: −29% (raw_sample vs processed_sample), the most in "
+        "transforms 4/5 (ConvertColor), 5/5 (Scale) (−13%)"
+    )
