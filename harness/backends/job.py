@@ -26,6 +26,7 @@ class PointJob(submitit.helpers.Checkpointable):
         from harness.runner import run_point
 
         _job_logging()
+        _threads_from_allocation()
         env = environment_in_job()
         point = Point.from_json(point_json)
         log.info("point %s on %s, rank %d of %d", point.id, env.hostname, env.rank, env.world_size)
@@ -34,6 +35,19 @@ class PointJob(submitit.helpers.Checkpointable):
         finally:
             destroy_process_group()
         return {"point_id": point.id, "rank": env.rank, "ok": outcome.ok, "failed": outcome.failed}
+
+
+def _threads_from_allocation() -> None:
+    """As many intra-op threads as cores the task was given (--cpus-per-task), not as many as
+    the node has: eight ranks of a node each spawning a thread per core oversubscribe it and
+    slow every step (the usual OMP_NUM_THREADS advice, applied for the user)."""
+    import os
+
+    import torch
+
+    cpus = os.environ.get("SLURM_CPUS_PER_TASK")
+    if cpus and cpus.isdigit() and "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(int(cpus))
 
 
 def _job_logging() -> None:
