@@ -61,10 +61,14 @@ def timed_loop(
     steps: int,
     sync: Callable[[], None],
     clock: Callable[[], float] = time.perf_counter,
+    mark: Callable[[str], None] = lambda region: None,
 ) -> LoopTimes:
+    """`mark` is told "warmup", "measure" and "end" as the loop crosses those boundaries
+    (the samplers shade the timeline with them)."""
     if steps < 1:
         raise ValueError(f"steps must be >= 1 (got {steps})")
     first: float | None = None
+    mark("warmup")
     for _ in range(warmup_steps):
         t0 = clock()
         batch = stream.next()
@@ -75,6 +79,7 @@ def timed_loop(
 
     loading: list[float] = []
     step_times: list[float] = []
+    mark("measure")
     region_start = clock()
     for _ in range(steps):
         t0 = clock()
@@ -88,6 +93,7 @@ def timed_loop(
             first = t1 - t0
     sync()
     region_end = clock()
+    mark("end")
     # The final sync waits for work queued by the last steps: charge it to the last step.
     step_times[-1] += region_end - (region_start + sum(step_times))
     assert first is not None

@@ -13,7 +13,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.spec import Measure, Spec
+from harness.spec import Measure, SamplerConfig, Spec
+
+DEFAULT_SAMPLER = SamplerConfig(hz=10.0, gpu=True, host=True)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -57,6 +59,8 @@ class Point:
     rungs: tuple[str, ...]
     adjustments: tuple[str, ...] = ()
     """What was changed from the spec so that PyTorch accepts the combination."""
+    sampler: SamplerConfig = DEFAULT_SAMPLER
+    """How the run is observed; not part of the id (it does not change what is measured)."""
 
     def settings(self) -> dict[str, Any]:
         """Flat field -> value, the columns of plan.csv and of every row."""
@@ -72,6 +76,7 @@ class Point:
             "measure": asdict(self.measure),
             "rungs": list(self.rungs),
             "adjustments": list(self.adjustments),
+            "sampler": asdict(self.sampler),
         }
 
     @staticmethod
@@ -85,6 +90,7 @@ class Point:
             measure=Measure(**data["measure"]),
             rungs=tuple(data["rungs"]),
             adjustments=tuple(data["adjustments"]),
+            sampler=SamplerConfig(**data.get("sampler", {"hz": 10.0, "gpu": True, "host": True})),
         )
 
 
@@ -217,6 +223,7 @@ def expand(spec: Spec) -> Plan:
                     measure=spec.measure,
                     rungs=spec.rungs,
                     adjustments=adjustments,
+                    sampler=spec.sampler,
                 )
             )
     if excluded:

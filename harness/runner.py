@@ -20,6 +20,7 @@ from harness.loop import LoopTimes, timed_loop
 from harness.meta import collect_meta
 from harness.plan import Point
 from harness.sampling.host import process_tree_memory_bytes
+from harness.sampling.timeline import Phase, RankSampler, timeline_name
 from harness.train_step import TrainStep, choose_device, device_sync
 from harness.workloads.build import build_dataset, build_model
 
@@ -87,6 +88,31 @@ def run_point(
         return _outcome(point, rows)
 
     where = ladder.Placement(device=device, rank=env.rank, world_size=env.world_size)
+    sampler = RankSampler(
+        hz=point.sampler.hz, host=point.sampler.host, gpu=point.sampler.gpu, device=device, rank=env.rank
+    )
+    sampler.start()
+    try:
+        _run_rungs(context, point, done, dataset, step, where, sampler, writer, rows)
+    finally:
+        sampler.stop()
+        if sampler.enabled:
+            sampler.write_timeline(point_path / timeline_name(env.rank))
+    return _outcome(point, rows)
+
+
+def _run_rungs(
+    context: _Context,
+    point: Point,
+    done: set[tuple[str, int]],
+    dataset: Any,
+    step: TrainStep,
+    where: ladder.Placement,
+    sampler: RankSampler,
+    writer: results.RankWriter,
+    rows: list[results.RungRow],
+) -> None:
+    env = context.env
     stop_reason = ""
     # Repeats outermost (ABCABC, not AABBCC): a slow spell of the machine then lands on
     # different rungs in different repeats, and shows up in the spread instead of in one rung.
@@ -97,14 +123,13 @@ def run_point(
             if stop_reason:
                 row = context.row(rung, repeat, status="failed", error=stop_reason)
             else:
-                row = _measure_rung(context, rung, repeat, dataset, step, where)
+                row = _measure_rung(context, rung, repeat, dataset, step, where, sampler)
                 if row.status == "failed" and env.distributed:
                     # The other ranks may be inside a collective this rank left: the process
                     # group is no longer in step, so no further rung of this point can be.
                     stop_reason = f"not run: {rung} failed on rank {env.rank} of a distributed point"
             writer.append(row)
             rows.append(row)
-    return _outcome(point, rows)
 
 
 def _measure_rung(
@@ -114,9 +139,11 @@ def _measure_rung(
     dataset: Any,
     step: TrainStep,
     where: ladder.Placement,
+    sampler: RankSampler,
 ) -> results.RungRow:
     point = context.point
     started = _now()
+    phases = _Phases(sampler, f"{rung}/{repeat}")
     stream: ladder.LoaderStream | ladder.RepeatStream | None = None
     step.input_shapes.clear()
     try:
@@ -127,6 +154,7 @@ def _measure_rung(
             warmup_steps=point.measure.warmup_steps,
             steps=point.measure.steps,
             sync=device_sync(where.device),
+            mark=phases.mark,
         )
         # Taken while the workers are still alive: what the loader really holds.
         memory_gb = process_tree_memory_bytes() / 1e9
@@ -138,10 +166,14 @@ def _measure_rung(
         log.debug("%s", traceback.format_exc())
         return context.row(rung, repeat, status="failed", error=_one_line(e), started=started)
     finally:
+        phases.close()
         if stream is not None:
             stream.close()
     row = context.row(rung, repeat, status="ok", times=times, memory_gb=memory_gb, started=started)
     row.input_shapes = len(step.input_shapes)
+    if phases.measured is not None:
+        for key, value in phases.measured.summary(samples=row.samples).items():
+            setattr(row, key, value)
     log.info(
         "point %s rung %s repeat %d: %.1f samples/s, loading %.4f s/step",
         point.id,
@@ -151,6 +183,28 @@ def _measure_rung(
         times.loading_time,
     )
     return row
+
+
+class _Phases:
+    """Marks a rung's warmup and measured steps on the sampler's timeline."""
+
+    def __init__(self, sampler: RankSampler, name: str) -> None:
+        self.sampler, self.name = sampler, name
+        self.open: Phase | None = None
+        self.measured: Phase | None = None
+
+    def mark(self, region: str) -> None:
+        if self.open is not None:
+            self.open.end()
+            self.open = None
+        if region == "warmup":
+            self.open = self.sampler.begin(f"{self.name}/warmup")
+        elif region == "measure":
+            self.open = self.measured = self.sampler.begin(self.name)
+
+    def close(self) -> None:
+        if self.open is not None:
+            self.open.end()
 
 
 class _Context:

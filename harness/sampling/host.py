@@ -5,7 +5,9 @@ CPU time of the workers. Without persistent_workers, workers start and exit at e
 a worker can live and die between two samples. On Linux the kernel keeps that time for us: when
 the rank reaps a worker (DataLoader joins them), the worker's CPU time is added to the rank's
 `children_user`/`children_system`. So the workers' total is that counter plus the live
-descendants' own times; nothing is lost, up to one sample's skew when a reap races a read.
+descendants' own times; nothing is lost, up to one sample's skew when a reap races a read, and
+a new worker's time shows up to CHILDREN_INTERVAL_S late in the timeline (never in a summary:
+phase boundaries list the descendants afresh).
 Elsewhere (no such counter in psutil), the last time seen for each worker is kept when it
 disappears: what it used after its last sample is lost (at most one sampling interval each).
 
@@ -27,13 +29,20 @@ import psutil
 
 log = logging.getLogger(__name__)
 
-# Reading PSS walks the page tables (/proc/<pid>/smaps_rollup): measured 4-12 ms per process
-# with torch loaded on a 2-core VM (36 ms for a rank and 2 workers), against ~20 us for CPU
-# times, and it grows with the memory mapped. So memory is read at most once per
-# DEFAULT_MEMORY_INTERVAL_S, and less often when a read costs more than MEMORY_CPU_BUDGET of a
-# core (36 ms -> every 18 s); it is also read whenever asked (at phase ends).
+# Reading PSS walks the page tables (/proc/<pid>/smaps_rollup): measured 4-12 ms of CPU per
+# process with torch loaded on a 2-core VM (19-37 ms for a rank and 2 workers), against ~60 us
+# for a whole sample without it, and it grows with the memory mapped. So memory is read at most
+# once per DEFAULT_MEMORY_INTERVAL_S, and less often when a read would cost more than
+# MEMORY_CPU_BUDGET of a core (20 ms -> every 20 s); and whenever asked (at phase ends, where
+# the peak of a rung is: its workers still alive).
 DEFAULT_MEMORY_INTERVAL_S = 1.0
-MEMORY_CPU_BUDGET = 0.002
+MEMORY_CPU_BUDGET = 0.001
+
+# Listing the descendants was most of a sample's cost (~120 of ~200 us), and on Linux a stale list
+# loses nothing: a worker found late brings all its CPU time since it started, and one that
+# exited is in the reaped-children counter. So the list is refreshed at most this often (and
+# at every phase boundary); a new worker's time shows up in the timeline up to this much late.
+CHILDREN_INTERVAL_S = 0.5
 
 
 def process_tree_memory_bytes(pid: int | None = None) -> int:
@@ -70,8 +79,9 @@ def cpus_allotted() -> int:
 
 def descendant_pids(pid: int) -> list[int]:
     """Every descendant of `pid`. Linux lists each thread's children in /proc/<pid>/task/<tid>/
-    children: measured ~0.2 ms for a rank and two workers, against ~1.1-1.9 ms for psutil's
-    children(recursive=True), which reads /proc/<pid>/stat of every process on the node."""
+    children: measured ~0.12 ms for a rank and two workers, against ~1.1-1.9 ms for psutil's
+    children(recursive=True), which reads /proc/<pid>/stat of every process on the node. The
+    kernel may miss a child forked or exiting during the read; the next listing finds it."""
     if not os.path.exists(f"/proc/{pid}/task/{pid}/children"):
         try:
             return [p.pid for p in psutil.Process(pid).children(recursive=True)]
@@ -136,6 +146,7 @@ class HostSampler:
         self.cpus_allotted = cpus_allotted()
         self._clock = clock
         self._next_memory_at = -math.inf
+        self._next_listing_at = -math.inf
         self._procs: dict[int, psutil.Process] = {}
         self._seen: dict[int, float] = {}  # pid -> its CPU seconds at the last read
         self._departed_s = 0.0  # without the reaped-children counter: last times of exited ones
@@ -143,14 +154,22 @@ class HostSampler:
         # The kernel's reaped-children counter is Linux's (psutil reports 0 on macOS).
         self._kernel_counts_reaped = psutil.LINUX
 
-    def read(self, *, memory: bool | None = None) -> HostReading:
-        """`memory`: True reads it now, False skips it, None reads it when it is due."""
+    def read(self, *, memory: bool | None = None, exact: bool = False) -> HostReading:
+        """`memory`: True reads it now, False skips it, None reads it when it is due. `exact`:
+        list the descendants now (phase boundaries) rather than when due."""
+        now = self._clock()
         # The rank's own times first, its children's after: a worker reaped in between is then
         # missing from this reading (and present in the next), never counted twice.
         own = self._root.cpu_times()
         loader = own.children_user + own.children_system if self._kernel_counts_reaped else 0.0
+        # Without the kernel's counter, every exit must be seen: list them at every read.
+        if exact or not self._kernel_counts_reaped or now >= self._next_listing_at:
+            pids = descendant_pids(self.pid)
+            self._next_listing_at = now + CHILDREN_INTERVAL_S
+        else:
+            pids = list(self._procs)
         live: dict[int, float] = {}
-        for pid in descendant_pids(self.pid):
+        for pid in pids:
             proc = self._procs.get(pid)
             try:
                 if proc is None:
@@ -170,7 +189,6 @@ class HostSampler:
         self._loader_high = max(self._loader_high, loader)
 
         memory_bytes = None
-        now = self._clock()
         if memory or (memory is None and now >= self._next_memory_at):
             cpu_before = time.thread_time()
             memory_bytes = _memory_bytes([self._root, *(self._procs[p] for p in live)])

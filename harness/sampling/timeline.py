@@ -233,8 +233,9 @@ class RankSampler:
             with self._lock:
                 self._take()
 
-    def _take(self, *, memory: bool | None = None) -> int:
-        """Under the lock. Returns the sample's index."""
+    def _take(self, *, memory: bool | None = None, exact: bool = False) -> int:
+        """Under the lock. Returns the sample's index. `exact` at phase boundaries (see
+        HostSampler.read)."""
         gpu = self._gpu.read() if self._gpu is not None else None
         # Stamped right before the host read, whose CPU times come first and its (slow) memory
         # read last: the rates divide CPU seconds by the time between stamps.
@@ -242,7 +243,7 @@ class RankSampler:
         host = None
         if self._host is not None and not self._host_failed:
             try:
-                host = self._host.read(memory=memory)
+                host = self._host.read(memory=memory, exact=exact)
             except Exception as e:  # psutil surprises must not stop the benchmark
                 self._host_failed = True
                 log.warning(
@@ -276,7 +277,7 @@ class RankSampler:
             return
         with self._lock:
             self._open.append(phase)
-            phase.begin_index = self._take(memory=False)
+            phase.begin_index = self._take(memory=False, exact=True)
 
     def _end(self, phase: Phase) -> None:
         if not self.enabled:
@@ -284,7 +285,7 @@ class RankSampler:
             return
         with self._lock:
             # Memory is read now whatever its interval: the workers are still alive.
-            phase.end_index = self._take(memory=True)
+            phase.end_index = self._take(memory=True, exact=True)
             if phase in self._open:  # phases may end out of order
                 self._open.remove(phase)
 

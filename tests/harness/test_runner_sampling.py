@@ -1,0 +1,64 @@
+"""The samplers wired into a real run: host figures for real, a faked GPU through to the tables."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from analysis.load import load_results
+from analysis.tables import loader_tables, summarize
+from harness import results
+from harness.dist import DistEnv
+from harness.plan import expand
+from harness.runner import run_point
+from harness.sampling import nvml, timeline
+from harness.spec import parse_spec
+from tests.conftest import TINY_WORKLOAD
+from tests.harness.sampling.test_nvml import GPU_A, FakeGpu, FakePynvml
+
+SPEC = "name: t\n" + TINY_WORKLOAD.replace("steps: 3,", "steps: 12,") + "loader: {num_workers: 1}\n"
+
+
+def test_rows_carry_host_figures_and_the_timeline_its_phases(tmp_path: Path) -> None:
+    (point,) = expand(parse_spec(SPEC + "rungs: [processed_sample, full]\n")).points
+    run_point(point, tmp_path, env=DistEnv(hostname="n1"))
+    path = results.point_dir(tmp_path, point.id)
+    rows = results.read_rows(path / "rank0.csv")
+    for row in rows:
+        assert float(row["main_cores"]) > 0
+        assert float(row["loader_cores"]) >= 0
+        assert int(row["cpus_allotted"]) >= 1
+        assert float(row["peak_host_memory_gb"]) > 0.05
+        assert row["gpu_util"] == ""  # no GPU here: empty, not zero
+    with (path / "samples-rank0.csv").open() as f:
+        samples = list(csv.DictReader(f))
+    assert list(samples[0]) == list(timeline.SAMPLE_COLUMNS)
+    phases = {s["phase"] for s in samples}
+    assert {"processed_sample/0/warmup", "processed_sample/0", "full/0/warmup", "full/0"} <= phases
+
+
+def test_sampling_off_writes_no_timeline_and_no_figures(tmp_path: Path) -> None:
+    (point,) = expand(parse_spec(SPEC + "sampler: {host: false, gpu: false}\n")).points
+    run_point(point, tmp_path)
+    path = results.point_dir(tmp_path, point.id)
+    assert not (path / "samples-rank0.csv").exists()
+    (row,) = results.read_rows(path / "rank0.csv")
+    assert row["main_cores"] == "" and row["status"] == "ok"
+
+
+def test_a_faked_gpu_reaches_the_rows_and_the_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gpu = FakeGpu(uuid=GPU_A, pci="00000000:3B:00.0", util=80.0, power_mw=250_000, energy_mj=1_000_000)
+    monkeypatch.setattr(nvml, "_process_nvml", nvml._ProcessNvml())
+    monkeypatch.setitem(__import__("sys").modules, "pynvml", FakePynvml([gpu]))
+    monkeypatch.setattr(nvml, "cuda_device_identity", lambda index: (GPU_A, None))
+    # The run is on the CPU; the sampler is handed the fake GPU as if CUDA device 0 were in use.
+    monkeypatch.setattr(timeline, "_gpu_sampler", lambda device: (nvml.GpuSampler(device_index=0), ""))
+    (point,) = expand(parse_spec(SPEC)).points
+    run_point(point, tmp_path, env=DistEnv(hostname="gpu-node"))
+    (row,) = results.read_rows(results.point_dir(tmp_path, point.id) / "rank0.csv")
+    assert float(row["gpu_util"]) == pytest.approx(80.0)
+    assert float(row["gpu_power_w"]) == pytest.approx(250.0)
+    table = loader_tables(summarize(load_results([tmp_path]).rows))["gpu-node"]
+    assert "gpu_util" in table.columns and table["gpu_util"].iloc[0] == pytest.approx(80.0)
