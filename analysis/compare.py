@@ -26,7 +26,7 @@ from tabulate import tabulate
 from analysis.load import Loaded, SweepPlan, load_meta, load_plan, load_results
 from analysis.tables import FORMATS, LOADER_COLUMNS, WORKLOAD_COLUMNS, summarize, type_label
 
-MATCH_COLUMNS = [*WORKLOAD_COLUMNS, "dataset_args", "model_args", *LOADER_COLUMNS, "rung"]
+MATCH_COLUMNS = [*WORKLOAD_COLUMNS, *LOADER_COLUMNS, "rung"]  # dataset_args, model_args included
 # Constant per side and different between them: named as what changed, not matched on.
 CONTEXT_COLUMNS = ["device", "world_size", "warmup_steps", "steps"]
 SOFTWARE = {
@@ -69,21 +69,7 @@ def load_side(name: str, paths: Sequence[str | Path]) -> Side:
     loaded = load_results(paths)
     meta = load_meta(loaded.rows, loaded.problems)
     plans = [p for d in loaded.sweep_dirs() if (p := load_plan(d, loaded.problems)) is not None]
-    summary = summarize(loaded.rows, by="all")
-    args: dict[tuple[str, str], tuple[str, str]] = {}
-    for plan in plans:
-        for point in plan.points:
-            workload = point.get("workload", {})
-            args[(str(plan.sweep_dir), point["id"])] = (
-                _json(workload.get("dataset_args")),
-                _json(workload.get("model_args")),
-            )
-    if not summary.empty:
-        found = [
-            args.get((s, p), ("", "")) for s, p in zip(summary["sweep_dir"], summary["point_id"], strict=True)
-        ]
-        summary["dataset_args"] = [f[0] for f in found]
-        summary["model_args"] = [f[1] for f in found]
+    summary = summarize(loaded.rows, by="all")  # rows carry dataset_args and model_args
     return Side(
         name=name, paths=[str(p) for p in paths], loaded=loaded, summary=summary, meta=meta, plans=plans
     )

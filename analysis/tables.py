@@ -39,7 +39,9 @@ WORKLOAD_COLUMNS = [
     c
     for c in (
         "dataset",
+        "dataset_args",
         "model",
+        "model_args",
         "batch_size",
         "amp",
         "compile",

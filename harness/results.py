@@ -46,7 +46,10 @@ class RungRow:
     error: str
     # settings (effective values, see plan.resolve_loader)
     dataset: str
+    dataset_args: str
+    """The dataset's arguments as JSON (they tell apart two storage paths of one dataset)."""
     model: str
+    model_args: str
     batch_size: int
     amp: str
     compile: bool

@@ -7,6 +7,7 @@ rung still runs. A rung the dataset cannot serve gives a skipped row saying why.
 
 from __future__ import annotations
 
+import json
 import logging
 import traceback
 from dataclasses import dataclass
@@ -195,7 +196,9 @@ class _Phases:
 
     def mark(self, region: str) -> None:
         if self.open is not None:
-            self.open.end()
+            # No forced memory read between warmup and measure: with many workers it takes
+            # long enough (tens to hundreds of ms) to be felt by the first measured steps.
+            self.open.end(memory=region != "measure")
             self.open = None
         if region == "warmup":
             self.open = self.sampler.begin(f"{self.name}/warmup")
@@ -243,7 +246,9 @@ class _Context:
             status=status,
             error=error,
             dataset=w.dataset,
+            dataset_args=json.dumps(dict(w.dataset_args), sort_keys=True),
             model=w.model,
+            model_args=json.dumps(dict(w.model_args), sort_keys=True),
             batch_size=w.batch_size,
             amp=str(w.amp).lower() if w.amp is False else str(w.amp),
             compile=w.compile,

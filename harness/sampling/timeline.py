@@ -102,9 +102,11 @@ class Phase:
             self.sampler._begin(self)
         return self
 
-    def end(self) -> None:
+    def end(self, *, memory: bool = True) -> None:
+        """`memory`: read the process tree's memory at this last sample (tens of ms: PSS). Pass
+        False where a measured region starts right after (a warmup phase's end)."""
         if self.begin_index is not None and self.end_index is None:
-            self.sampler._end(self)
+            self.sampler._end(self, memory=memory)
 
     def __enter__(self) -> Phase:
         return self.begin()
@@ -279,13 +281,14 @@ class RankSampler:
             self._open.append(phase)
             phase.begin_index = self._take(memory=False, exact=True)
 
-    def _end(self, phase: Phase) -> None:
+    def _end(self, phase: Phase, *, memory: bool) -> None:
         if not self.enabled:
             phase.end_index = -1
             return
         with self._lock:
-            # Memory is read now whatever its interval: the workers are still alive.
-            phase.end_index = self._take(memory=True, exact=True)
+            # Memory is read now whatever its interval (unless told not to): the workers are
+            # still alive, and the peak of a rung is then.
+            phase.end_index = self._take(memory=True if memory else None, exact=True)
             if phase in self._open:  # phases may end out of order
                 self._open.remove(phase)
 

@@ -12,11 +12,16 @@ from harness.spec import parse_spec
 from harness.sweep import create_sweep
 from tests.conftest import TINY_WORKLOAD
 
+# The fixture sweeps are measured without the samplers, so that the tables hold exactly the
+# course's columns; sampled figures are covered by tests/harness/test_runner_sampling.py and by
+# the timelines these tests write themselves.
+UNSAMPLED = "sampler: {host: false, gpu: false}\n"
+
 
 @pytest.fixture(scope="session")
 def real_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A sweep measured by the harness itself: 3 points, on two "nodes"."""
-    spec = parse_spec("name: grid\n" + TINY_WORKLOAD + "loader: {num_workers: [0, 1, 2]}\n")
+    spec = parse_spec("name: grid\n" + TINY_WORKLOAD + "loader: {num_workers: [0, 1, 2]}\n" + UNSAMPLED)
     plan = expand(spec)
     sweep = create_sweep(plan, tmp_path_factory.mktemp("results"))
     for point in plan.points:
@@ -152,7 +157,7 @@ def write_timeline(point_path: Path, rank: int = 0, gpu: bool = True, hz: float 
 def real_sweep_pair_spec(batch_size: int) -> str:
     workload = TINY_WORKLOAD.replace("batch_size: 8", f"batch_size: {batch_size}")
     workload = workload.replace("repeats: 1", "repeats: 2")
-    return "name: pair\n" + workload + "loader: {num_workers: [0, 1]}\n"
+    return "name: pair\n" + workload + "loader: {num_workers: [0, 1]}\n" + UNSAMPLED
 
 
 @pytest.fixture(scope="session")

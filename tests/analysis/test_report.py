@@ -8,14 +8,14 @@ from analysis.report import build_report
 from harness.plan import expand
 from harness.spec import parse_spec
 from harness.sweep import create_sweep
-from tests.analysis.conftest import synthetic_row, write_rows, write_timeline
+from tests.analysis.conftest import UNSAMPLED, synthetic_row, write_rows, write_timeline
 from tests.conftest import TINY_WORKLOAD
 
 
 def planned_sweep(root: Path) -> tuple[Path, list[str]]:
     """A sweep folder as the harness creates it (spec, plan), 3 points × 2 repeats, no rows yet."""
     spec = "name: partial\n" + TINY_WORKLOAD.replace("repeats: 1", "repeats: 2")
-    plan = expand(parse_spec(spec + "loader: {num_workers: [0, 1, 2]}\n"))
+    plan = expand(parse_spec(spec + "loader: {num_workers: [0, 1, 2]}\n" + UNSAMPLED))
     return create_sweep(plan, root, sweep_id="s"), [p.id for p in plan.points]
 
 

@@ -79,6 +79,7 @@ def test_a_failing_point_is_recorded_and_the_others_complete(write_spec, tmp_pat
         "first_step_loading_time",
         "samples_per_s",
         "cpu_memory_gb",
+        "loader_cores",  # sampled by default: the cores the DataLoader workers used
     ]
     assert len(table) == 3 + 2  # title, header, rule, two completed points
     assert "2 point(s) had failed rungs:" in out.stdout

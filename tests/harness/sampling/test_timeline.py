@@ -100,6 +100,21 @@ def test_begin_and_end_calls_as_well_as_with() -> None:
     assert [r["phase"] for r in sampler.rows()] == ["", "full/1", "full/1", "full/1"]
 
 
+def test_phase_end_can_skip_the_memory_read() -> None:
+    sampler = RankSampler(hz=0.001, gpu=False).start()  # the start sample reads memory
+    with sampler.phase("full/0/warmup") as warmup:
+        pass
+    warmup.end()  # already ended: no second sample
+    quick = sampler.begin("full/0/quick")
+    quick.end(memory=False)  # e.g. a warmup whose measured steps start right after
+    sampler.stop()
+    rows = sampler.rows()
+    assert len(rows) == 5
+    assert rows[2]["host_memory_gb"] is not None  # a phase end reads it by default
+    assert rows[4]["host_memory_gb"] is None  # not due again within the interval
+    assert quick.summary()["peak_host_memory_gb"] is None and quick.summary()["main_cores"] is not None
+
+
 def test_disabled_sampler_costs_nothing(tmp_path: Path) -> None:
     sampler = RankSampler(host=False, gpu=False)
     threads = threading.active_count()
