@@ -99,6 +99,7 @@ def build_report(
         notes.append(f"{len(problems)} problem(s) with the result files:")
         notes.extend(f"  {p}" for p in problems)
     notes += _pending(rows, plans)
+    notes += _profiles(plans)
     if rows.empty and not problems:
         notes.append("no result rows found")
     written = [p for p in made if p.path is not None]
@@ -174,6 +175,22 @@ def _ladder_verdicts(rows: pd.DataFrame, fmt: str) -> str:
     if fmt == "html":
         return "\n".join(html.preformatted(render_verdict(v, "terminal")) for v in verdicts)
     return "\n\n".join(render_verdict(v, fmt) for v in verdicts)
+
+
+def _profiles(plans: dict[Path, SweepPlan | None]) -> list[str]:
+    """Where the profiler traces are, and HolisticTraceAnalysis's time breakdown where it can
+    make one (it needs GPU kernels in the traces, and HTA installed)."""
+    from analysis.profiles import time_breakdown, trace_dirs
+
+    notes: list[str] = []
+    for sweep_dir in plans:
+        for folder in trace_dirs(sweep_dir):
+            count = sum(1 for p in folder.iterdir() if p.name.endswith((".json", ".json.gz")))
+            notes.append(f"profiler traces ({count}): {folder}  (TensorBoard, Perfetto or HTA read them)")
+            breakdown = time_breakdown(folder)
+            if breakdown is not None:
+                notes.append("  " + breakdown.to_string(index=False).replace("\n", "\n  "))
+    return notes
 
 
 def _caveats(rows: pd.DataFrame) -> list[str]:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.spec import Measure, SamplerConfig, Spec
+from harness.spec import Measure, ProfileSpec, SamplerConfig, Spec
 
 DEFAULT_SAMPLER = SamplerConfig(hz=10.0, gpu=True, host=True)
 
@@ -61,6 +61,8 @@ class Point:
     """What was changed from the spec so that PyTorch accepts the combination."""
     sampler: SamplerConfig = DEFAULT_SAMPLER
     """How the run is observed; not part of the id (it does not change what is measured)."""
+    profile: ProfileSpec | None = None
+    """A profiler pass after the measurements; not part of the id either."""
 
     def settings(self) -> dict[str, Any]:
         """Flat field -> value, the columns of plan.csv and of every row."""
@@ -77,6 +79,7 @@ class Point:
             "rungs": list(self.rungs),
             "adjustments": list(self.adjustments),
             "sampler": asdict(self.sampler),
+            "profile": asdict(self.profile) if self.profile else None,
         }
 
     @staticmethod
@@ -91,6 +94,7 @@ class Point:
             rungs=tuple(data["rungs"]),
             adjustments=tuple(data["adjustments"]),
             sampler=SamplerConfig(**data.get("sampler", {"hz": 10.0, "gpu": True, "host": True})),
+            profile=ProfileSpec(**data["profile"]) if data.get("profile") else None,
         )
 
 
@@ -224,6 +228,7 @@ def expand(spec: Spec) -> Plan:
                     rungs=spec.rungs,
                     adjustments=adjustments,
                     sampler=spec.sampler,
+                    profile=spec.profile,
                 )
             )
     if excluded:

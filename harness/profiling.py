@@ -4,7 +4,7 @@
     if config.rung == rung:
         with TraceCapture(config, point_dir / "profile", rank=env.rank) as capture:
             for ...: train_step(batch); capture.step()
-    time_breakdown(point_dir / "profile")   # HolisticTraceAnalysis's temporal breakdown, if installed
+    analysis.profiles.time_breakdown(point_dir / "profile")   # HTA's breakdown, on a login node
 
 Traces are Chrome-trace JSON files named rank<k>.<ns>.pt.trace.json (TensorBoard and HTA read
 them), written to a hidden temporary name and renamed into place like every result file.
@@ -19,14 +19,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from harness import rungs
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -112,31 +109,3 @@ class TraceCapture:
             raise
         self.traces.append(self.out_dir / name)
         log.info("rank %d: profiler trace %s", self.rank, self.out_dir / name)
-
-
-def time_breakdown(trace_dir: Path) -> pd.DataFrame | None:
-    """HolisticTraceAnalysis's temporal breakdown (idle, compute, non-compute GPU time per rank)
-    of the traces in `trace_dir`; None, with the reason logged, when HTA is not installed (it is
-    not a dependency) or cannot analyse them (it needs GPU kernels: CPU-only traces fail)."""
-    trace_dir = Path(trace_dir)
-    if not trace_dir.is_dir() or not any(
-        not p.name.startswith(".") and p.name.endswith((".json", ".json.gz")) for p in trace_dir.iterdir()
-    ):
-        log.info("time breakdown skipped: no trace in %s", trace_dir)
-        return None
-    try:
-        from hta.trace_analysis import TraceAnalysis
-    except ImportError:
-        log.info("time breakdown skipped: HolisticTraceAnalysis (hta) is not installed")
-        return None
-    try:
-        frame: pd.DataFrame = TraceAnalysis(trace_dir=str(trace_dir)).get_temporal_breakdown(visualize=False)
-    except Exception as e:
-        log.warning(
-            "time breakdown skipped: HolisticTraceAnalysis cannot analyse %s (%s: %s)",
-            trace_dir,
-            type(e).__name__,
-            e,
-        )
-        return None
-    return frame

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import traceback
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -95,6 +95,8 @@ def run_point(
     sampler.start()
     try:
         _run_rungs(context, point, done, dataset, step, where, sampler, writer, rows)
+        if point.profile is not None and not any(r.status == "failed" for r in rows):
+            _profile(point, dataset, step, where, point_path / "profile", env.rank)
     finally:
         sampler.stop()
         if sampler.enabled:
@@ -184,6 +186,30 @@ def _measure_rung(
         times.loading_time,
     )
     return row
+
+
+def _profile(
+    point: Point, dataset: Any, step: TrainStep, where: ladder.Placement, out_dir: Path, rank: int
+) -> None:
+    """torch.profiler over the profiled rung, in a pass of its own after the measurements, so
+    no measured step carries the profiler's overhead. A failure costs the trace, not the point."""
+    from harness.profiling import ProfileConfig, TraceCapture
+
+    assert point.profile is not None
+    config = ProfileConfig(**asdict(point.profile))
+    stream = None
+    try:
+        stream = ladder.build_stream(config.rung, dataset, point.loader, point.workload.batch_size, where)
+        with TraceCapture(config, out_dir, rank=rank) as capture:
+            for _ in range(config.steps):
+                step(stream.next())
+                capture.step()
+        device_sync(where.device)()
+    except Exception as e:
+        log.warning("point %s: profiling %s failed: %s", point.id, config.rung, _one_line(e))
+    finally:
+        if stream is not None:
+            stream.close()
 
 
 class _Phases:

@@ -173,6 +173,16 @@ SLURM_FIELDS: tuple[FieldRule, ...] = (
     ),
 )
 
+PROFILE_FIELDS: tuple[FieldRule, ...] = (
+    FieldRule(
+        "rung", "full", lambda v: isinstance(v, str) and rung_names.is_rung(v), rung_names.allowed_text()
+    ),
+    FieldRule("wait", 1, lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+    FieldRule("warmup", 1, lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+    FieldRule("active", 3, lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+    FieldRule("repeat", 1, lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+)
+
 TOP_LEVEL = (
     "name",
     "description",
@@ -185,6 +195,7 @@ TOP_LEVEL = (
     "sequence",
     "slurm",
     "sampler",
+    "profile",
 )
 
 # Rungs whose code exists. A rung that is named but not built is refused, never ignored.
@@ -219,6 +230,18 @@ class SamplerConfig:
     """Sampling rate of the GPU and host samplers."""
     gpu: bool
     host: bool
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProfileSpec:
+    """torch.profiler capture of one rung, in an extra untimed pass (so the measured steps
+    never carry the profiler's overhead): skip `wait` steps, `warmup`, record `active`."""
+
+    rung: str
+    wait: int
+    warmup: int
+    active: int
+    repeat: int
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -264,6 +287,7 @@ class Spec:
     rungs: tuple[str, ...]
     slurm: SlurmConfig
     sampler: SamplerConfig
+    profile: ProfileSpec | None = None
     notes: tuple[str, ...] = field(default=())
 
 
@@ -407,6 +431,13 @@ def parse_spec(text: str, *, file: str | None = None, path: Path | None = None) 
     slurm = SlurmConfig(**slurm_values)
 
     rungs = _rungs(c, top.get("rungs", ["full"]))
+    profile = None
+    if top.get("profile") is not None:
+        profile = ProfileSpec(**c.section(PROFILE_FIELDS, top["profile"], "profile"))
+        if profile.rung not in rungs:
+            raise c.fail(
+                "profile.rung", f"{profile.rung!r} is not among the spec's rungs ({', '.join(rungs)})"
+            )
     zip_groups = _zip_groups(c, top.get("zip"), axes)
     exclude = _exclude(c, top.get("exclude"))
     sequence = _sequence(c, top.get("sequence"), axes)
@@ -424,6 +455,7 @@ def parse_spec(text: str, *, file: str | None = None, path: Path | None = None) 
         rungs=rungs,
         slurm=slurm,
         sampler=sampler,
+        profile=profile,
     )
 
 

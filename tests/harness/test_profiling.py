@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.profiling import ProfileConfig, TraceCapture, time_breakdown
+from analysis.profiles import time_breakdown
+from harness.profiling import ProfileConfig, TraceCapture
 
 
 def train_steps(capture: TraceCapture, steps: int) -> None:
@@ -54,13 +55,13 @@ def test_config_from_a_mapping_and_its_errors() -> None:
 def test_time_breakdown_is_none_without_hta_or_gpu(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with TraceCapture({"wait": 0, "warmup": 1, "active": 1}, tmp_path, rank=0) as capture:
         train_steps(capture, 2)
-    with caplog.at_level(logging.INFO, logger="harness.profiling"):
+    with caplog.at_level(logging.INFO, logger="analysis.profiles"):
         assert time_breakdown(tmp_path) is None
     # Either HTA is not installed, or it is and refuses a trace without GPU kernels.
     assert any(r.getMessage().startswith("time breakdown skipped: ") for r in caplog.records)
 
 
 def test_time_breakdown_of_an_empty_folder_is_none(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="harness.profiling"):
+    with caplog.at_level(logging.INFO, logger="analysis.profiles"):
         assert time_breakdown(tmp_path / "nothing") is None
     assert caplog.messages == [f"time breakdown skipped: no trace in {tmp_path / 'nothing'}"]

@@ -62,3 +62,19 @@ def test_a_faked_gpu_reaches_the_rows_and_the_tables(tmp_path: Path, monkeypatch
     assert float(row["gpu_power_w"]) == pytest.approx(250.0)
     table = loader_tables(summarize(load_results([tmp_path]).rows))["gpu-node"]
     assert "gpu_util" in table.columns and table["gpu_util"].iloc[0] == pytest.approx(80.0)
+
+
+def test_a_profiled_rung_leaves_a_trace_per_rank_and_the_report_names_it(tmp_path: Path) -> None:
+    from analysis.report import build_report
+    from harness.sweep import create_sweep
+
+    plan = expand(parse_spec(SPEC + "profile: {rung: full, wait: 0, warmup: 1, active: 2}\n"))
+    sweep = create_sweep(plan, tmp_path)
+    (point,) = plan.points
+    run_point(point, sweep)
+    traces = list((results.point_dir(sweep, point.id) / "profile").glob("rank0.*.pt.trace.json"))
+    assert len(traces) == 1
+    # the measured row is untouched by the profiler: it ran in a pass of its own
+    (row,) = results.read_rows(results.point_dir(sweep, point.id) / "rank0.csv")
+    assert row["status"] == "ok" and int(row["steps"]) == 12
+    assert f"profiler traces (1): {traces[0].parent}" in build_report([sweep]).text

@@ -197,3 +197,11 @@ def test_gpu_normalize_needs_a_dataset_that_can_yield_uint8() -> None:
     assert parse_spec(
         spec_text("", workload=TINY_WORKLOAD.replace("device: cpu", "device: cpu\n  gpu_normalize: true"))
     )
+
+
+def test_the_profiled_rung_must_be_measured() -> None:
+    message = error_of(spec_text("rungs: [full]\nprofile: {rung: raw_sample}\n"))
+    assert "profile.rung: 'raw_sample' is not among the spec's rungs (full)" in message
+    assert "profile.active: 0 is not allowed; expected an integer >= 1" in error_of(
+        spec_text("profile: {active: 0}\n")
+    )
