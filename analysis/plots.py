@@ -32,24 +32,6 @@ from harness import rungs as rung_names
 
 log = logging.getLogger(__name__)
 
-# Columns of samples-rank<k>.csv, as harness.sampling.timeline.SAMPLE_COLUMNS writes them
-# (kept here so that the analysis needs nothing but the files; a test checks they agree).
-SAMPLE_COLUMNS: tuple[str, ...] = (
-    "t",
-    "wall_time",
-    "rank",
-    "phase",
-    "gpu_util",
-    "gpu_mem_util",
-    "gpu_mem_used_gb",
-    "gpu_power_w",
-    "gpu_sm_clock_mhz",
-    "gpu_energy_j",
-    "main_cpu_percent",
-    "loader_cpu_percent",
-    "system_cpu_percent",
-    "host_memory_gb",
-)
 MAX_LADDER_POINTS = 6
 DPI = 100
 

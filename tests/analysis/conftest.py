@@ -8,6 +8,7 @@ from harness import results
 from harness.dist import DistEnv
 from harness.plan import expand
 from harness.runner import run_point
+from harness.sampling.timeline import SAMPLE_COLUMNS
 from harness.spec import parse_spec
 from harness.sweep import create_sweep
 from tests.conftest import TINY_WORKLOAD
@@ -97,25 +98,6 @@ def write_node_meta(
     meta = {"hostname": hostname, "rank": rank, "device_name": device_name, "gpu_count": gpu_count}
     meta |= {"torch_version": "2.5.0", "cuda_version": "12.4" if gpu_count else "", "git_commit": "abc"}
     results.write_meta(sweep / "points" / point_id, rank, meta)
-
-
-# samples-rank<k>.csv as harness.sampling.timeline writes it (test_plots checks the two agree).
-SAMPLE_COLUMNS = (
-    "t",
-    "wall_time",
-    "rank",
-    "phase",
-    "gpu_util",
-    "gpu_mem_util",
-    "gpu_mem_used_gb",
-    "gpu_power_w",
-    "gpu_sm_clock_mhz",
-    "gpu_energy_j",
-    "main_cpu_percent",
-    "loader_cpu_percent",
-    "system_cpu_percent",
-    "host_memory_gb",
-)
 
 
 def write_timeline(point_path: Path, rank: int = 0, gpu: bool = True, hz: float = 10.0) -> Path:

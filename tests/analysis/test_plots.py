@@ -19,11 +19,6 @@ def png_size(data: bytes) -> tuple[int, int]:
     return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
 
 
-def test_the_sample_columns_are_the_samplers() -> None:
-    timeline = pytest.importorskip("harness.sampling.timeline")
-    assert plots.SAMPLE_COLUMNS == SAMPLE_COLUMNS == timeline.SAMPLE_COLUMNS
-
-
 def test_throughput_against_num_workers(real_sweep: Path) -> None:
     summary = summarize(load_results([real_sweep]).rows)
     rows = summary[summary["group"] == "node-a"]
