@@ -14,10 +14,15 @@ fi
 stamp="$VENV/.harness-installed"
 want="$(cat pyproject.toml; echo "$TORCH_SPEC")"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    "$VENV/bin/pip" install --quiet --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
-    # shellcheck disable=SC2086
-    "$VENV/bin/pip" install --quiet $TORCH_SPEC 2>&1 | grep -v "^WARNING: Location" || true
-    "$VENV/bin/pip" install --quiet -e ".[dev]" 2>&1 | grep -v "^WARNING: Location" || true
+    # pip's chatter goes to a log, so that the commands' output stays the tables.
+    log="$VENV/setup.log"
+    echo "setup: installing into $VENV ($TORCH_SPEC and the harness; a minute or two the first time; log: $log)" >&2
+    {
+        "$VENV/bin/pip" install --upgrade pip
+        # shellcheck disable=SC2086
+        "$VENV/bin/pip" install $TORCH_SPEC
+        "$VENV/bin/pip" install -e ".[dev]"
+    } > "$log" 2>&1 || { tail -30 "$log" >&2; echo "setup: pip failed; see $log" >&2; exit 1; }
     "$VENV/bin/python" -c "import torch, torchvision, harness" # fail here, not later
     printf '%s' "$want" > "$stamp"
 fi
