@@ -63,7 +63,7 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="POINT_ID",
-        help="also plot this point's utilization timeline (repeatable; implies writing plots)",
+        help="also plot this point's utilization timeline (repeatable; 'all': every point; writes plots)",
     )
 
 

@@ -83,7 +83,10 @@ def make_plots(
                 )
             )
         wanted.append((rec.sweep_dir, rec.best.point_id, rank))
-    for point_id in timeline_points:
+    points = list(timeline_points)
+    if "all" in points:  # `--timeline all`: every point that has a timeline
+        points = sorted(summary["point_id"].unique())
+    for point_id in points:
         for sweep_dir in summary.loc[summary["point_id"] == point_id, "sweep_dir"].unique():
             wanted.append((str(sweep_dir), point_id, _slowest_rank(summary, str(sweep_dir), point_id)))
     seen: set[tuple[str, str]] = set()

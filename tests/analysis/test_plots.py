@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import contextlib
+import io
 import shutil
 from pathlib import Path
 
@@ -101,3 +103,22 @@ def test_a_timeline_on_request(tmp_path: Path, capsys: pytest.CaptureFixture[str
     write_timeline(tmp_path / "points" / "b", rank=0)
     assert main([str(tmp_path), "--timeline", "b"]) == 0
     assert f"  {tmp_path / 'plots' / 'timeline-b-rank0.png'}\n" in capsys.readouterr().out
+
+
+def test_timeline_all_draws_every_sampled_point(tmp_path: Path) -> None:
+    from harness.dist import DistEnv
+    from harness.plan import expand
+    from harness.runner import run_point
+    from harness.spec import parse_spec
+    from harness.sweep import create_sweep
+    from tests.conftest import TINY_WORKLOAD
+
+    plan = expand(parse_spec("name: tl\n" + TINY_WORKLOAD + "loader: {num_workers: [0, 1]}\n"))
+    sweep = create_sweep(plan, tmp_path)
+    for point in plan.points:
+        run_point(point, sweep, env=DistEnv(hostname="n1"))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main([str(sweep), "--timeline", "all"]) == 0
+    drawn = sorted(p.name for p in (sweep / "plots").glob("timeline-*.png"))
+    assert drawn == sorted(f"timeline-{p.id}-rank0.png" for p in plan.points)
