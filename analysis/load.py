@@ -23,53 +23,10 @@ from typing import Any
 
 import pandas as pd
 
-from harness.results import ROW_COLUMNS, ROW_FILE
+from harness.results import BOOL_COLUMNS, NUMBER_COLUMNS, ROW_COLUMNS, ROW_FILE
 
 log = logging.getLogger(__name__)
 
-BOOL_COLUMNS = (
-    "compile",
-    "channels_last",
-    "zero_grad_set_to_none",
-    "gpu_normalize",
-    "persistent_workers",
-    "pin_memory",
-    "non_blocking",
-    "drop_last",
-)
-NUMBER_COLUMNS = (
-    "point_index",
-    "repeat",
-    "rank",
-    "world_size",
-    "batch_size",
-    "num_workers",
-    "prefetch_factor",
-    "warmup_steps",
-    "steps",
-    "samples",
-    "first_step_loading_time",
-    "loading_time",
-    "loading_time_median",
-    "loading_time_total",
-    "step_time",
-    "step_time_median",
-    "training_time",
-    "samples_per_s",
-    "steps_per_s",
-    "cpu_memory_gb",
-    "gpu_util",
-    "gpu_mem_util",
-    "gpu_power_w",
-    "energy_j",
-    "energy_per_sample_j",
-    "peak_device_memory_gb",
-    "loader_cores",
-    "main_cores",
-    "cpus_allotted",
-    "peak_host_memory_gb",
-    "input_shapes",
-)
 TEXT_COLUMNS = tuple(c for c in ROW_COLUMNS if c not in BOOL_COLUMNS + NUMBER_COLUMNS)
 REQUIRED_COLUMNS = ("point_id", "rung", "status", "training_time")
 # Added by the loader: where a row came from. `sweep_dir` tells apart two sweeps with the same

@@ -32,11 +32,11 @@ from torch.utils.data import Dataset
 from harness import ladder
 from harness.loop import LoopTimes, timed_loop
 from harness.plan import Point, expand
+from harness.runner import build_workload
 from harness.sampling.host import DEFAULT_MEMORY_INTERVAL_S, MEMORY_CPU_BUDGET, HostSampler
 from harness.sampling.timeline import RankSampler
 from harness.spec import load_spec
 from harness.train_step import TrainStep, choose_device, device_sync
-from harness.workloads.build import build_dataset, build_model
 
 ROOT = Path(__file__).resolve().parents[1]
 QUIET_CORES = 0.25
@@ -62,15 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     point = pick_point(args.spec)
     point = replace(point, measure=replace(point.measure, steps=args.steps))
     device = choose_device(point.workload.device)
-    dataset = build_dataset(point.workload)
-    model = build_model(point.workload, int(getattr(dataset, "num_classes", 10)))
-    step = TrainStep(
-        model,
-        device,
-        non_blocking=point.loader.non_blocking,
-        amp=point.workload.amp,
-        compile=point.workload.compile,
-    )
+    dataset, step = build_workload(point, device)
     where = ladder.Placement(device=device)
     batch = point.workload.batch_size
     print(

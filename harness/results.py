@@ -16,6 +16,7 @@ import json
 import os
 import re
 import tempfile
+import typing
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
@@ -104,6 +105,15 @@ class RungRow:
 
 
 ROW_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RungRow))
+# The column types, read off RungRow's annotations so the schema is written once: readers of
+# the CSVs (analysis/load.py) restore types from these.
+_HINTS = typing.get_type_hints(RungRow)
+BOOL_COLUMNS: tuple[str, ...] = tuple(c for c in ROW_COLUMNS if _HINTS[c] is bool)
+NUMBER_COLUMNS: tuple[str, ...] = tuple(
+    c
+    for c in ROW_COLUMNS
+    if _HINTS[c] is not bool and any(t in (int, float) for t in typing.get_args(_HINTS[c]) or (_HINTS[c],))
+)
 
 PLAN_COLUMNS: tuple[str, ...] = (
     "point_index",

@@ -37,6 +37,26 @@ class PointOutcome:
     rows: tuple[results.RungRow, ...]
 
 
+def build_workload(point: Point, device: Any, *, distributed: bool = False) -> tuple[Any, TrainStep]:
+    """The point's dataset and its train step (model, loss, optimizer, precision, copy)."""
+    w = point.workload
+    dataset = build_dataset(w)
+    normalize = dataset.to_uint8() if w.gpu_normalize else None  # type: ignore[attr-defined]
+    model = build_model(w, int(getattr(dataset, "num_classes", 10)))
+    step = TrainStep(
+        model,
+        device,
+        non_blocking=point.loader.non_blocking,
+        amp=w.amp,
+        compile=w.compile,
+        distributed=distributed,
+        channels_last=w.channels_last,
+        set_to_none=w.zero_grad_set_to_none,
+        normalize=normalize,
+    )
+    return dataset, step
+
+
 def run_point(
     point: Point,
     sweep_dir: Path,
@@ -62,21 +82,8 @@ def run_point(
         context.device = str(device)
         init_process_group(env, device.type)
         results.write_meta(point_path, env.rank, collect_meta(device, env))
-        dataset = build_dataset(point.workload)
-        normalize = dataset.to_uint8() if point.workload.gpu_normalize else None  # type: ignore[attr-defined]
+        dataset, step = build_workload(point, device, distributed=env.distributed)
         context.transform_names = ladder.transform_names(dataset)
-        model = build_model(point.workload, int(getattr(dataset, "num_classes", 10)))
-        step = TrainStep(
-            model,
-            device,
-            non_blocking=point.loader.non_blocking,
-            amp=point.workload.amp,
-            compile=point.workload.compile,
-            distributed=env.distributed,
-            channels_last=point.workload.channels_last,
-            set_to_none=point.workload.zero_grad_set_to_none,
-            normalize=normalize,
-        )
     except Exception as e:
         log.error("point %s: %s", point.id, _one_line(e))
         log.debug("%s", traceback.format_exc())
