@@ -119,7 +119,7 @@ def compare_main(args: argparse.Namespace) -> int:
 
 
 def _write(path: Path, text: str) -> bool:
-    from analysis.output import atomic_write_bytes
+    from harness.storage.atomic import atomic_write_bytes
 
     try:
         atomic_write_bytes(path, (text if text.endswith("\n") else text + "\n").encode())

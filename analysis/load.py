@@ -23,7 +23,8 @@ from typing import Any
 
 import pandas as pd
 
-from harness.results import BOOL_COLUMNS, NUMBER_COLUMNS, ROW_COLUMNS, ROW_FILE
+from harness.storage.layout import ROW_FILE
+from harness.storage.rows import BOOL_COLUMNS, NUMBER_COLUMNS, ROW_COLUMNS
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +179,12 @@ def load_results(paths: Iterable[str | Path]) -> Loaded:
     return Loaded(rows=rows, problems=problems, files=len(files))
 
 
+# Columns renamed since the first versions: old result folders still load.
+RENAMED = {"step": "sequence_step"}
+
+
 def _typed(rows: pd.DataFrame) -> pd.DataFrame:
+    rows = rows.rename(columns={old: new for old, new in RENAMED.items() if new not in rows.columns})
     columns: dict[str, Any] = {}
     for column in (*ROW_COLUMNS, *ADDED_COLUMNS):
         values = rows[column] if column in rows.columns else pd.Series("", index=rows.index, dtype=object)

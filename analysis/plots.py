@@ -25,10 +25,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from analysis.load import SAMPLES_FILE, load_samples
-from analysis.output import atomic_write_bytes
 from analysis.recommend import Recommendation
 from analysis.tables import WORKLOAD_COLUMNS, table_rows
-from harness import rungs as rung_names
+from harness.config import rungs as rung_names
+from harness.storage.atomic import atomic_write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,7 @@ def throughput_png(rows: pd.DataFrame, title: str) -> bytes | None:
     """samples/s against num_workers, one line per pin_memory/non_blocking pair (and per other
     setting that varies); error bars span the range over repeats. None for a sequence or a
     sweep with a single num_workers."""
-    if rows["num_workers"].nunique() < 2 or (rows["step"] != "").any():
+    if rows["num_workers"].nunique() < 2 or (rows["sequence_step"] != "").any():
         return None
     workers = rows[rows["num_workers"] > 0]
     vary = [c for c in WORKER_ONLY if workers[c].astype(str).nunique() > 1]

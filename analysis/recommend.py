@@ -156,7 +156,7 @@ def _baseline(rows: pd.DataFrame, chosen: pd.DataFrame, sweep_dir: str) -> tuple
 
 def _shown_settings(rows: pd.DataFrame) -> list[str]:
     """The settings that vary in the sweep (num_workers always): the rest is the spec's."""
-    step = ["step"] if (rows["step"] != "").any() else []
+    step = ["sequence_step"] if (rows["sequence_step"] != "").any() else []
     # With num_workers=0, PyTorch takes no prefetch_factor nor persistent workers: that is no choice.
     workers = rows[rows["num_workers"] > 0]
     varying = [

@@ -16,50 +16,20 @@ from __future__ import annotations
 import pandas as pd
 from tabulate import tabulate
 
-from harness import rungs as rung_names
-from harness.results import ROW_COLUMNS
+from harness.config import rungs as rung_names
+from harness.config import settings
 
 # The Jean Zay table's columns, in its order (004_*), then ours.
-JEAN_ZAY_COLUMNS = [
-    "jobid",
-    "num_workers",
-    "persistent_workers",
-    "pin_memory",
-    "non_blocking",
-    "prefetch_factor",
-    "drop_last",
-    "loading_time",
-    "training_time",
-]
+# The Jean Zay table's columns, in its order (004_*): the job, the loader's knobs (every one
+# declared, so a new knob joins the table), the two chronometers. Then ours.
+JEAN_ZAY_COLUMNS = ["jobid", *settings.LOADER_COLUMNS, "loading_time", "training_time"]
 EXTRA_COLUMNS = ["first_step_loading_time", "samples_per_s", "cpu_memory_gb"]
 # Shown only where the sampler recorded them.
 SAMPLED_COLUMNS = ["gpu_util", "energy_per_sample_j", "loader_cores"]
-# The workload settings a row carries (those of this harness version's RungRow).
-WORKLOAD_COLUMNS = [
-    c
-    for c in (
-        "dataset",
-        "dataset_args",
-        "model",
-        "model_args",
-        "batch_size",
-        "amp",
-        "compile",
-        "channels_last",
-        "zero_grad_set_to_none",
-        "gpu_normalize",
-    )
-    if c in ROW_COLUMNS
-]
-LOADER_COLUMNS = [
-    "num_workers",
-    "persistent_workers",
-    "pin_memory",
-    "non_blocking",
-    "prefetch_factor",
-    "drop_last",
-]
-SETTING_COLUMNS = ["step", *WORKLOAD_COLUMNS, *LOADER_COLUMNS, "device", "steps"]
+# The settings a row carries, as declared once in harness/config/settings.py.
+WORKLOAD_COLUMNS = list(settings.WORKLOAD_COLUMNS)
+LOADER_COLUMNS = list(settings.LOADER_COLUMNS)
+SETTING_COLUMNS = ["sequence_step", *WORKLOAD_COLUMNS, *LOADER_COLUMNS, "device", "steps"]
 FORMATS = {"terminal": "simple", "markdown": "github", "latex": "latex_booktabs", "html": "html"}
 GROUPINGS = ("node", "gpu")
 KEY = ["group", "sweep_dir", "point_id", "rung"]
@@ -232,8 +202,8 @@ def loader_tables(summary: pd.DataFrame) -> dict[str, pd.DataFrame]:
         return {}
     varying = [
         c
-        for c in ("step", *WORKLOAD_COLUMNS)
-        if chosen[c].astype(str).nunique() > 1 or (c == "step" and (chosen[c] != "").any())
+        for c in ("sequence_step", *WORKLOAD_COLUMNS)
+        if chosen[c].astype(str).nunique() > 1 or (c == "sequence_step" and (chosen[c] != "").any())
     ]
     columns = JEAN_ZAY_COLUMNS + EXTRA_COLUMNS + ["sampled"] + varying
     if chosen["rung"].nunique() > 1:
@@ -244,7 +214,7 @@ def loader_tables(summary: pd.DataFrame) -> dict[str, pd.DataFrame]:
         columns += ["ranks", "rank_spread"]
     if (chosen["nodes"] > 1).any():
         columns.append("nodes")
-    in_sequence = (chosen["step"] != "").any()
+    in_sequence = (chosen["sequence_step"] != "").any()
     tables = {}
     for group, rows in chosen.groupby("group", sort=True):
         # Sampled figures only where this group has some (a CPU node has no gpu_util).

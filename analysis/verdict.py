@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 from tabulate import tabulate
 
-from harness import rungs as rung_names
+from harness.config import rungs as rung_names
 
 NOISE_FLOOR = (
     0.10  # relative drop treated as noise when there are no repeats to tell (2-core VMs jitter ~5 %)

@@ -31,7 +31,8 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis.report import build_report
-from harness import results
+from harness.storage import layout
+from harness.storage import rows as results
 
 NODE_TYPES = (("NVIDIA A100-SXM4-80GB", 8), ("NVIDIA V100-SXM2-32GB", 4))
 
@@ -63,7 +64,7 @@ def generate(root: Path, points: int, repeats: int, sweeps: int = 4, nodes: int 
                         "loading_time": t / 50 * rng.uniform(0.1, 0.5),
                     }
                 )
-            point_path = results.point_dir(sweep_dir, point_id)
+            point_path = layout.point_dir(sweep_dir, point_id)
             point_path.mkdir(parents=True)
             # results.RankWriter would fsync each file; plain writes keep the set-up short.
             (point_path / "rank0.csv").write_text(results.csv_text(rows, results.ROW_COLUMNS))

@@ -29,14 +29,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 from torch.utils.data import Dataset
 
-from harness import ladder
-from harness.loop import LoopTimes, timed_loop
-from harness.plan import Point, expand
-from harness.runner import build_workload
+from harness.config.plan import Point, expand
+from harness.config.spec import load_spec
+from harness.execution import ladder
+from harness.execution.loop import LoopTimes, timed_loop
+from harness.execution.runner import build_workload
+from harness.execution.train_step import TrainStep, choose_device, device_sync
 from harness.sampling.host import DEFAULT_MEMORY_INTERVAL_S, MEMORY_CPU_BUDGET, HostSampler
 from harness.sampling.timeline import RankSampler
-from harness.spec import load_spec
-from harness.train_step import TrainStep, choose_device, device_sync
 
 ROOT = Path(__file__).resolve().parents[1]
 QUIET_CORES = 0.25

@@ -20,8 +20,8 @@ from tabulate import tabulate
 
 from analysis.__main__ import add_compare_arguments, add_report_arguments, compare_main, report_main
 from analysis.report import build_report
-from harness.plan import Plan, expand
-from harness.spec import SpecError, load_spec
+from harness.config.plan import Plan, expand
+from harness.config.spec import SpecError, load_spec
 
 log = logging.getLogger("harness")
 
@@ -165,13 +165,13 @@ def _world_size(plan: Plan) -> int:
 
 
 def plan_table(plan: Plan) -> str:
-    varying = plan.axes()
+    varying = plan.varying_settings()
     rows = []
     for p in plan.points:
         settings = p.settings()
         row = {"#": p.index, "id": p.id}
-        if p.step:
-            row["step"] = p.step
+        if p.sequence_step:
+            row["step"] = p.sequence_step
         row.update({k: settings[k] for k in varying})
         row["rungs"] = " ".join(p.rungs)
         if any(q.adjustments for q in plan.points):
@@ -186,7 +186,7 @@ def plan_table(plan: Plan) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from harness.sweep import create_sweep  # torch is imported only to run
+    from harness.storage.sweep import create_sweep  # torch is imported only to run
 
     plan = _load_plan(args.spec)
     world = 1
@@ -211,7 +211,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _finish(sweep_dir: Path, fmt: str = "terminal") -> int:
     """Print the tables; the exit status says whether some points failed or did not finish."""
-    from harness.status import sweep_status
+    from harness.backends.status import sweep_status
 
     report = build_report([sweep_dir], fmt)
     print(report.text)
@@ -230,7 +230,7 @@ def _finish(sweep_dir: Path, fmt: str = "terminal") -> int:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     from harness.backends.slurm import SubmissionError, submit_array
-    from harness.sweep import create_sweep, record_jobs
+    from harness.storage.sweep import create_sweep, record_jobs
 
     plan = _load_plan(args.spec)
     _check_sbatch_parameters(plan)
@@ -267,7 +267,7 @@ def _wait(sweep_dir: Path, poll_s: float = 3.0) -> None:
     """Follow the sweep's jobs until none is pending or running; a progress line per change."""
     import time
 
-    from harness.status import sweep_status
+    from harness.backends.status import sweep_status
 
     last = ""
     while True:
@@ -289,7 +289,7 @@ def _counts(statuses: Sequence[Any]) -> str:
 
 
 def _open_sweep(path: Path) -> Path:
-    from harness.sweep import open_sweep
+    from harness.storage.sweep import open_sweep
 
     try:
         return open_sweep(path)
@@ -298,7 +298,7 @@ def _open_sweep(path: Path) -> Path:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from harness.status import sweep_status
+    from harness.backends.status import sweep_status
 
     sweep_dir = _open_sweep(args.sweep)
     statuses = sweep_status(sweep_dir)
@@ -325,9 +325,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     from harness.backends.slurm import SubmissionError, submit_array
-    from harness.spec import parse_spec
-    from harness.status import sweep_status
-    from harness.sweep import load_info, record_jobs
+    from harness.backends.status import sweep_status
+    from harness.config.spec import parse_spec
+    from harness.storage.sweep import load_info, record_jobs
 
     sweep_dir = _open_sweep(args.sweep)
     info = load_info(sweep_dir)
@@ -357,8 +357,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def cmd_sbatch(args: argparse.Namespace) -> int:
     from harness.backends.slurm import render_sbatch, standalone_folder, worker_command
-    from harness.results import atomic_write_text
-    from harness.sweep import create_sweep
+    from harness.storage.atomic import atomic_write_text
+    from harness.storage.sweep import create_sweep
 
     plan = _load_plan(args.spec)
     _check_sbatch_parameters(plan)

@@ -6,9 +6,9 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.dist import DistEnv
-from harness.plan import Point
-from harness.runner import PointOutcome, run_point
+from harness.config.plan import Point
+from harness.execution.dist import DistEnv
+from harness.execution.runner import PointOutcome, run_point
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ def run_inline(points: Sequence[Point], sweep_dir: Path) -> list[PointOutcome]:
             n,
             len(points),
             point.id,
-            point.step + " " if point.step else "",
+            point.sequence_step + " " if point.sequence_step else "",
             varying,
         )
         outcomes.append(run_point(point, sweep_dir, env=env))

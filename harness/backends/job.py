@@ -21,9 +21,9 @@ class PointJob(submitit.helpers.Checkpointable):
         self.sweep_dir = sweep_dir
 
     def __call__(self, point_json: dict[str, Any]) -> dict[str, Any]:
-        from harness.dist import destroy_process_group, environment_in_job
-        from harness.plan import Point
-        from harness.runner import run_point
+        from harness.config.plan import Point
+        from harness.execution.dist import destroy_process_group, environment_in_job
+        from harness.execution.runner import run_point
 
         _job_logging()
         _threads_from_allocation()

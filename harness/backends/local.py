@@ -11,8 +11,8 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.plan import Point
-from harness.spec import SlurmConfig
+from harness.config.plan import Point
+from harness.config.spec import SlurmConfig
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ def run_local(points: Sequence[Point], sweep_dir: Path, cfg: SlurmConfig) -> lis
 
     from harness.backends.job import PointJob
     from harness.backends.slurm import time_seconds
-    from harness.sweep import record_jobs
+    from harness.storage.sweep import record_jobs
 
     if cfg.nodes != 1:
         raise ValueError(f"the local backend runs on one node; slurm.nodes is {cfg.nodes}")

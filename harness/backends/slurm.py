@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.plan import Point
-from harness.spec import SlurmConfig
+from harness.config.plan import Point
+from harness.config.spec import SlurmConfig
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ def submitit_command(folder: Path) -> str:
 
 def worker_command(sweep_dir: Path, python: str = sys.executable) -> str:
     sweep = shlex.quote(str(sweep_dir))
-    return f"{shlex.quote(python)} -u -m harness.worker {sweep} --index $SLURM_ARRAY_TASK_ID"
+    return f"{shlex.quote(python)} -u -m harness.backends.worker {sweep} --index $SLURM_ARRAY_TASK_ID"
 
 
 def job_folder(sweep_dir: Path) -> Path:

@@ -27,9 +27,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from harness.results import atomic_write_text, csv_text
 from harness.sampling.host import DEFAULT_MEMORY_INTERVAL_S, HostReading, HostSampler
 from harness.sampling.nvml import GpuReading, GpuSampler, history_mean
+from harness.storage.atomic import atomic_write_text
+from harness.storage.rows import csv_text
 
 if TYPE_CHECKING:
     import torch
@@ -68,7 +69,7 @@ SUMMARY_KEYS: tuple[str, ...] = (
     "cpus_allotted",
     "peak_host_memory_gb",
 )
-"""Keys of Phase.summary(), the sampled columns of results.RungRow."""
+"""Keys of Phase.summary(), the sampled columns of storage.rows.RungRow."""
 
 # CPU times tick at 1/USER_HZ = 10 ms on Linux: a percent over less than this window would be
 # mostly rounding, so a row's rate is taken against an earlier sample at least this far back.

@@ -7,7 +7,7 @@ from typing import Any
 from torch import nn
 from torch.utils.data import Dataset
 
-from harness.plan import WorkloadSettings
+from harness.config.plan import WorkloadSettings
 from harness.workloads import registry
 
 

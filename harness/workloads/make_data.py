@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from harness.results import atomic_write_text
+from harness.storage.atomic import atomic_write_text
 from harness.workloads.image_shards import INDEX
 
 log = logging.getLogger(__name__)

@@ -4,13 +4,15 @@ from pathlib import Path
 
 import pytest
 
-from harness import results
-from harness.dist import DistEnv
-from harness.plan import expand
-from harness.runner import run_point
+from harness.config.plan import expand
+from harness.config.spec import parse_spec
+from harness.execution.dist import DistEnv
+from harness.execution.runner import run_point
 from harness.sampling.timeline import SAMPLE_COLUMNS
-from harness.spec import parse_spec
-from harness.sweep import create_sweep
+from harness.storage import layout
+from harness.storage import rows as results
+from harness.storage.atomic import atomic_write_text
+from harness.storage.sweep import create_sweep
 from tests.conftest import TINY_WORKLOAD
 
 # The fixture sweeps are measured without the samplers, so that the tables hold exactly the
@@ -79,7 +81,7 @@ def synthetic_row(**values: object) -> results.RungRow:
         cpu_memory_gb=1.0,
     )
     base.update(values)
-    return results.RungRow(**base)  # type: ignore[arg-type]
+    return results.RungRow.from_cells(base)
 
 
 def write_rows(sweep: Path, *rows: results.RungRow) -> None:
@@ -97,7 +99,7 @@ def write_node_meta(
     """meta-rank<k>.json with the keys the analysis reads (the runner writes more)."""
     meta = {"hostname": hostname, "rank": rank, "device_name": device_name, "gpu_count": gpu_count}
     meta |= {"torch_version": "2.5.0", "cuda_version": "12.4" if gpu_count else "", "git_commit": "abc"}
-    results.write_meta(sweep / "points" / point_id, rank, meta)
+    layout.write_meta(sweep / "points" / point_id, rank, meta)
 
 
 def write_timeline(point_path: Path, rank: int = 0, gpu: bool = True, hz: float = 10.0) -> Path:
@@ -132,7 +134,7 @@ def write_timeline(point_path: Path, rank: int = 0, gpu: bool = True, hz: float 
             )
             t += 1 / hz
     path = point_path / f"samples-rank{rank}.csv"
-    results.atomic_write_text(path, results.csv_text(rows, SAMPLE_COLUMNS))
+    atomic_write_text(path, results.csv_text(rows, SAMPLE_COLUMNS))
     return path
 
 

@@ -2,14 +2,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from analysis.load import find_row_files, load_meta, load_results
-from harness import results
+from harness.storage import rows as results
+from harness.storage.atomic import atomic_write_text
 from tests.analysis.conftest import synthetic_row, write_node_meta, write_rows
 
 REPO = Path(__file__).resolve().parents[2]
@@ -94,8 +94,8 @@ def test_files_of_an_older_harness_with_fewer_columns_load_with_the_rest(tmp_pat
     write_rows(tmp_path / "new", synthetic_row(point_id="new", gpu_util=80.0))
     old = synthetic_row(point_id="old")
     columns = [c for c in results.ROW_COLUMNS if c not in ("gpu_util", "transform_names")]
-    results.atomic_write_text(
-        tmp_path / "old" / "points" / "old" / "rank0.csv", results.csv_text([asdict(old)], columns)
+    atomic_write_text(
+        tmp_path / "old" / "points" / "old" / "rank0.csv", results.csv_text([old.cells()], columns)
     )
     rows = load_results([tmp_path]).rows.set_index("point_id")
     assert rows.loc["new", "gpu_util"] == 80.0 and pd.isna(rows.loc["old", "gpu_util"])

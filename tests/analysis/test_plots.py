@@ -31,7 +31,7 @@ def test_throughput_against_num_workers(real_sweep: Path) -> None:
 def test_no_throughput_plot_for_a_single_num_workers_or_a_sequence(tmp_path: Path) -> None:
     write_rows(tmp_path, synthetic_row(point_id="a"), synthetic_row(point_id="b", pin_memory=True))
     assert plots.throughput_png(summarize(load_results([tmp_path]).rows), title="t") is None
-    write_rows(tmp_path, synthetic_row(point_id="c", num_workers=4, step="more workers"))
+    write_rows(tmp_path, synthetic_row(point_id="c", num_workers=4, sequence_step="more workers"))
     assert plots.throughput_png(summarize(load_results([tmp_path]).rows), title="t") is None
 
 
@@ -106,11 +106,11 @@ def test_a_timeline_on_request(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 
 def test_timeline_all_draws_every_sampled_point(tmp_path: Path) -> None:
-    from harness.dist import DistEnv
-    from harness.plan import expand
-    from harness.runner import run_point
-    from harness.spec import parse_spec
-    from harness.sweep import create_sweep
+    from harness.config.plan import expand
+    from harness.config.spec import parse_spec
+    from harness.execution.dist import DistEnv
+    from harness.execution.runner import run_point
+    from harness.storage.sweep import create_sweep
     from tests.conftest import TINY_WORKLOAD
 
     plan = expand(parse_spec("name: tl\n" + TINY_WORKLOAD + "loader: {num_workers: [0, 1]}\n"))

@@ -5,9 +5,9 @@ import re
 from pathlib import Path
 
 from analysis.report import build_report
-from harness.plan import expand
-from harness.spec import parse_spec
-from harness.sweep import create_sweep
+from harness.config.plan import expand
+from harness.config.spec import parse_spec
+from harness.storage.sweep import create_sweep
 from tests.analysis.conftest import UNSAMPLED, synthetic_row, write_rows, write_timeline
 from tests.conftest import TINY_WORKLOAD
 

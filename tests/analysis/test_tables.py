@@ -63,12 +63,12 @@ def test_repeats_take_the_median_and_show_the_spread(tmp_path: Path) -> None:
 def test_a_sequence_keeps_its_order(tmp_path: Path) -> None:
     write(
         tmp_path,
-        synthetic_row(point_id="a", point_index=0, step="baseline", training_time=3.0),
-        synthetic_row(point_id="b", point_index=1, step="workers", training_time=1.0),
-        synthetic_row(point_id="c", point_index=2, step="batch", training_time=2.0),
+        synthetic_row(point_id="a", point_index=0, sequence_step="baseline", training_time=3.0),
+        synthetic_row(point_id="b", point_index=1, sequence_step="workers", training_time=1.0),
+        synthetic_row(point_id="c", point_index=2, sequence_step="batch", training_time=2.0),
     )
     table = loader_tables(summarize(load_results([tmp_path]).rows))["n1"]
-    assert list(table["step"]) == ["baseline", "workers", "batch"]
+    assert list(table["sequence_step"]) == ["baseline", "workers", "batch"]
 
 
 def test_report_lists_failures_and_unreadable_files(tmp_path: Path) -> None:

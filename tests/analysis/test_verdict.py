@@ -4,9 +4,9 @@ from pathlib import Path
 
 from analysis.load import load_results
 from analysis.verdict import ladder_verdicts, render_verdict, stage_between
-from harness.plan import expand
-from harness.runner import run_point
-from harness.spec import parse_spec
+from harness.config.plan import expand
+from harness.config.spec import parse_spec
+from harness.execution.runner import run_point
 from tests.analysis.conftest import synthetic_row
 from tests.analysis.test_tables import write
 

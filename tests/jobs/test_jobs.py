@@ -10,9 +10,9 @@ import pytest
 from analysis.load import load_results
 from analysis.tables import loader_tables, summarize
 from harness.backends.inline import run_inline
-from harness.plan import expand
-from harness.spec import load_spec, parse_spec
-from harness.sweep import create_sweep
+from harness.config.plan import expand
+from harness.config.spec import load_spec, parse_spec
+from harness.storage.sweep import create_sweep
 from harness.workloads.make_data import make_image_folder, make_image_shards
 
 JOBS = Path(__file__).resolve().parents[2] / "jobs"
@@ -57,4 +57,4 @@ def test_cpu_variants_run_end_to_end(path: Path, tmp_path: Path) -> None:
     assert len(table) == len(plan.points)
     if plan.spec.sequence:
         # one row per cumulative step, in the sequence's order
-        assert list(table["step"]) == [s.name for s in plan.spec.sequence]
+        assert list(table["sequence_step"]) == [s.name for s in plan.spec.sequence]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from analysis.load import load_results
-from harness import results
+from harness.storage import rows as results
 from tests.slurm.conftest import harness, sweep_of, wait_until_idle
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]

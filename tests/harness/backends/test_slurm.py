@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.backends import slurm
-from harness.spec import parse_spec
+from harness.config.spec import parse_spec
 from tests.conftest import TINY_WORKLOAD
 
 REFERENCE = Path(__file__).parent / "data" / "jean_zay.sbatch"

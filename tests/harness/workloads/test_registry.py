@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.plan import WorkloadSettings
+from harness.config.plan import WorkloadSettings
 from harness.workloads import registry
 from harness.workloads.build import WorkloadError, build_dataset, build_model
 

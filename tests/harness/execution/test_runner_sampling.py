@@ -9,12 +9,13 @@ import pytest
 
 from analysis.load import load_results
 from analysis.tables import loader_tables, summarize
-from harness import results
-from harness.dist import DistEnv
-from harness.plan import expand
-from harness.runner import run_point
+from harness.config.plan import expand
+from harness.config.spec import parse_spec
+from harness.execution.dist import DistEnv
+from harness.execution.runner import run_point
 from harness.sampling import nvml, timeline
-from harness.spec import parse_spec
+from harness.storage import layout
+from harness.storage import rows as results
 from tests.conftest import TINY_WORKLOAD
 from tests.harness.sampling.test_nvml import GPU_A, FakeGpu, FakePynvml
 
@@ -24,7 +25,7 @@ SPEC = "name: t\n" + TINY_WORKLOAD.replace("steps: 3,", "steps: 12,") + "loader:
 def test_rows_carry_host_figures_and_the_timeline_its_phases(tmp_path: Path) -> None:
     (point,) = expand(parse_spec(SPEC + "rungs: [processed_sample, full]\n")).points
     run_point(point, tmp_path, env=DistEnv(hostname="n1"))
-    path = results.point_dir(tmp_path, point.id)
+    path = layout.point_dir(tmp_path, point.id)
     rows = results.read_rows(path / "rank0.csv")
     for row in rows:
         assert float(row["main_cores"]) > 0
@@ -42,7 +43,7 @@ def test_rows_carry_host_figures_and_the_timeline_its_phases(tmp_path: Path) -> 
 def test_sampling_off_writes_no_timeline_and_no_figures(tmp_path: Path) -> None:
     (point,) = expand(parse_spec(SPEC + "sampler: {host: false, gpu: false}\n")).points
     run_point(point, tmp_path)
-    path = results.point_dir(tmp_path, point.id)
+    path = layout.point_dir(tmp_path, point.id)
     assert not (path / "samples-rank0.csv").exists()
     (row,) = results.read_rows(path / "rank0.csv")
     assert row["main_cores"] == "" and row["status"] == "ok"
@@ -57,7 +58,7 @@ def test_a_faked_gpu_reaches_the_rows_and_the_tables(tmp_path: Path, monkeypatch
     monkeypatch.setattr(timeline, "_gpu_sampler", lambda device: (nvml.GpuSampler(device_index=0), ""))
     (point,) = expand(parse_spec(SPEC)).points
     run_point(point, tmp_path, env=DistEnv(hostname="gpu-node"))
-    (row,) = results.read_rows(results.point_dir(tmp_path, point.id) / "rank0.csv")
+    (row,) = results.read_rows(layout.point_dir(tmp_path, point.id) / "rank0.csv")
     assert float(row["gpu_util"]) == pytest.approx(80.0)
     assert float(row["gpu_power_w"]) == pytest.approx(250.0)
     table = loader_tables(summarize(load_results([tmp_path]).rows))["gpu-node"]
@@ -66,15 +67,15 @@ def test_a_faked_gpu_reaches_the_rows_and_the_tables(tmp_path: Path, monkeypatch
 
 def test_a_profiled_rung_leaves_a_trace_per_rank_and_the_report_names_it(tmp_path: Path) -> None:
     from analysis.report import build_report
-    from harness.sweep import create_sweep
+    from harness.storage.sweep import create_sweep
 
     plan = expand(parse_spec(SPEC + "profile: {rung: full, wait: 0, warmup: 1, active: 2}\n"))
     sweep = create_sweep(plan, tmp_path)
     (point,) = plan.points
     run_point(point, sweep)
-    traces = list((results.point_dir(sweep, point.id) / "profile").glob("rank0.*.pt.trace.json"))
+    traces = list((layout.point_dir(sweep, point.id) / "profile").glob("rank0.*.pt.trace.json"))
     assert len(traces) == 1
     # the measured row is untouched by the profiler: it ran in a pass of its own
-    (row,) = results.read_rows(results.point_dir(sweep, point.id) / "rank0.csv")
+    (row,) = results.read_rows(layout.point_dir(sweep, point.id) / "rank0.csv")
     assert row["status"] == "ok" and int(row["steps"]) == 12
     assert f"profiler traces (1): {traces[0].parent}" in build_report([sweep]).text

@@ -1,4 +1,4 @@
-"""python -m harness.worker SWEEP_DIR --index N: run point N of a sweep on this task.
+"""python -m harness.backends.worker SWEEP_DIR --index N: run point N of a sweep on this task.
 
 What a standalone sbatch script written by `harness sbatch` runs on every task (srun starts
 one per rank); the array index picks the point.
@@ -13,18 +13,18 @@ from pathlib import Path
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.worker", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m harness.backends.worker", description=__doc__)
     parser.add_argument("sweep_dir", type=Path)
     parser.add_argument("--index", type=int, required=True, help="the point's index (the array task id)")
     args = parser.parse_args(argv)
 
     from harness.backends.job import PointJob
-    from harness.sweep import load_points
+    from harness.storage.sweep import load_points
 
     points = load_points(args.sweep_dir)
     if not 0 <= args.index < len(points):
         print(
-            f"harness.worker: index {args.index} out of range: the sweep has {len(points)} point(s)",
+            f"harness.backends.worker: index {args.index} out of range: the sweep has {len(points)} point(s)",
             file=sys.stderr,
         )
         return 2

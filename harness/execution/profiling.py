@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from harness import rungs
+from harness.config import rungs
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from harness import results
-from harness.plan import Plan, Point
+from harness.config.plan import Plan, Point
+from harness.storage import layout
+from harness.storage import rows as results
+from harness.storage.atomic import atomic_write_text
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -34,11 +36,11 @@ def create_sweep(
 ) -> Path:
     spec_root = results_root / plan.spec.name
     spec_root.mkdir(parents=True, exist_ok=True)
-    sweep_dir = spec_root / (sweep_id or results.new_sweep_id(spec_root))
+    sweep_dir = spec_root / (sweep_id or layout.new_sweep_id(spec_root))
     sweep_dir.mkdir(parents=True, exist_ok=False)
-    results.atomic_write_text(sweep_dir / "spec.yaml", plan.spec.text)
-    results.atomic_write_text(sweep_dir / "plan.csv", plan_csv(plan))
-    results.write_json(
+    atomic_write_text(sweep_dir / "spec.yaml", plan.spec.text)
+    atomic_write_text(sweep_dir / "plan.csv", plan_csv(plan))
+    layout.write_json(
         sweep_dir / "plan.json",
         {
             "spec": plan.spec.name,
@@ -52,7 +54,7 @@ def create_sweep(
         world_size=world_size,
         created=datetime.now().isoformat(timespec="seconds"),
     )
-    results.write_json(sweep_dir / "sweep.json", asdict(info))
+    layout.write_json(sweep_dir / "sweep.json", asdict(info))
     return sweep_dir
 
 
@@ -69,7 +71,7 @@ def record_jobs(sweep_dir: Path, points: list[Point], job_ids: list[str], backen
         {"point_id": p.id, "point_index": p.index, "job_id": j, "backend": backend, "submitted": now}
         for p, j in zip(points, job_ids, strict=True)
     ]
-    results.write_json(path, entries)
+    layout.write_json(path, entries)
 
 
 def latest_jobs(sweep_dir: Path) -> dict[str, str]:
@@ -101,7 +103,7 @@ def plan_csv(plan: Plan) -> str:
             {
                 "point_index": p.index,
                 "point_id": p.id,
-                "step": p.step,
+                "sequence_step": p.sequence_step,
                 **p.settings(),
                 "rungs": " ".join(p.rungs),
                 "adjustments": "; ".join(p.adjustments),
@@ -113,14 +115,3 @@ def plan_csv(plan: Plan) -> str:
 def load_points(sweep_dir: Path) -> list[Point]:
     data = json.loads((sweep_dir / "plan.json").read_text())
     return [Point.from_json(p) for p in data["points"]]
-
-
-def pending_points(sweep_dir: Path, points: list[Point], world_size: int = 1) -> list[Point]:
-    """Points without a final row for every (rung, repeat) on every rank."""
-    return [
-        p
-        for p in points
-        if not results.point_complete(
-            results.point_dir(sweep_dir, p.id), p.rungs, p.measure.repeats, world_size
-        )
-    ]

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from harness import results
-from harness.plan import Point
-from harness.sweep import latest_job_entries, load_info, load_points
+from harness.config.plan import Point
+from harness.storage import layout
+from harness.storage import rows as results
+from harness.storage.sweep import latest_job_entries, load_info, load_points
 
 # A job neither queued nor in accounting this long after its submission was cancelled before
 # it started (Slurm does not account never-started array tasks); before that, accounting lags.
@@ -67,7 +68,7 @@ def sweep_status(sweep_dir: Path, states: Mapping[str, object] | None = None) ->
             states = scheduler_states(sorted(set(jobs.values())))
     out = []
     for point in points:
-        path = results.point_dir(sweep_dir, point.id)
+        path = layout.point_dir(sweep_dir, point.id)
         units = results.completed_units(path, info.world_size)
         wanted = {(r, k) for r in point.rungs for k in range(point.measure.repeats)}
         failed, error = _failures(path)

@@ -7,22 +7,25 @@ rung still runs. A rung the dataset cannot serve gives a skipped row saying why.
 
 from __future__ import annotations
 
-import json
 import logging
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harness import ladder, results
-from harness.dist import DistEnv, init_process_group
-from harness.loop import LoopTimes, timed_loop
-from harness.meta import collect_meta
-from harness.plan import Point
+from harness.config import rungs as rung_names
+from harness.config.plan import Point
+from harness.execution import ladder
+from harness.execution.dist import DistEnv, agreement, barrier, init_process_group
+from harness.execution.loop import capacity_loop, timed_loop
+from harness.execution.meta import collect_meta
+from harness.execution.record import RowMaker, now
+from harness.execution.train_step import TrainStep, choose_device, device_sync
 from harness.sampling.host import process_tree_memory_bytes
 from harness.sampling.timeline import Phase, RankSampler, timeline_name
-from harness.train_step import TrainStep, choose_device, device_sync
+from harness.storage import layout
+from harness.storage import rows as results
 from harness.workloads.build import build_dataset, build_model
 
 log = logging.getLogger(__name__)
@@ -65,7 +68,7 @@ def run_point(
     skip_done: bool = True,
 ) -> PointOutcome:
     env = env or DistEnv.from_environ()
-    point_path = results.point_dir(sweep_dir, point.id)
+    point_path = layout.point_dir(sweep_dir, point.id)
     point_path.mkdir(parents=True, exist_ok=True)
     writer = results.RankWriter(point_path, env.rank)
     done: set[tuple[str, int]] = set()
@@ -75,13 +78,13 @@ def run_point(
         writer.rows = [dict(r) for r in results.read_rows(writer.path)]
         done = results.completed_units(point_path, env.world_size)
 
-    context = _Context(point, sweep_dir.name, env)
+    context = RowMaker(point, sweep_dir.name, env)
     rows: list[results.RungRow] = []
     try:
         device = choose_device(point.workload.device, env.local_rank)
         context.device = str(device)
         init_process_group(env, device.type)
-        results.write_meta(point_path, env.rank, collect_meta(device, env))
+        layout.write_meta(point_path, env.rank, collect_meta(device, env))
         dataset, step = build_workload(point, device, distributed=env.distributed)
         context.transform_names = ladder.transform_names(dataset)
     except Exception as e:
@@ -95,15 +98,23 @@ def run_point(
                     rows.append(row)
         return _outcome(point, rows)
 
-    where = ladder.Placement(device=device, rank=env.rank, world_size=env.world_size)
     sampler = RankSampler(
         hz=point.sampler.hz, host=point.sampler.host, gpu=point.sampler.gpu, device=device, rank=env.rank
     )
+    rank = _Rank(
+        rows=context,
+        dataset=dataset,
+        step=step,
+        where=ladder.Placement(device=device, rank=env.rank, world_size=env.world_size),
+        sampler=sampler,
+        agree=agreement(env, device.type),
+        barrier=barrier(env),
+    )
     sampler.start()
     try:
-        _run_rungs(context, point, done, dataset, step, where, sampler, writer, rows)
+        _run_rungs(rank, done, writer, rows)
         if point.profile is not None and not any(r.status == "failed" for r in rows):
-            _profile(point, dataset, step, where, point_path / "profile", env.rank)
+            _profile(point, dataset, step, rank.where, point_path / "profile", env.rank)
     finally:
         sampler.stop()
         if sampler.enabled:
@@ -111,18 +122,27 @@ def run_point(
     return _outcome(point, rows)
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Rank:
+    """What this rank measures with: its rows, workload, placement, sampler and collectives."""
+
+    rows: RowMaker
+    dataset: Any
+    step: TrainStep
+    where: ladder.Placement
+    sampler: RankSampler
+    agree: Callable[[bool], bool]
+    barrier: Callable[[], None]
+
+    @property
+    def point(self) -> Point:
+        return self.rows.point
+
+
 def _run_rungs(
-    context: _Context,
-    point: Point,
-    done: set[tuple[str, int]],
-    dataset: Any,
-    step: TrainStep,
-    where: ladder.Placement,
-    sampler: RankSampler,
-    writer: results.RankWriter,
-    rows: list[results.RungRow],
+    rank: _Rank, done: set[tuple[str, int]], writer: results.RankWriter, rows: list[results.RungRow]
 ) -> None:
-    env = context.env
+    env, point = rank.rows.env, rank.point
     stop_reason = ""
     # Repeats outermost (ABCABC, not AABBCC): a slow spell of the machine then lands on
     # different rungs in different repeats, and shows up in the spread instead of in one rung.
@@ -131,9 +151,9 @@ def _run_rungs(
             if (rung, repeat) in done:
                 continue
             if stop_reason:
-                row = context.row(rung, repeat, status="failed", error=stop_reason)
+                row = rank.rows.row(rung, repeat, status="failed", error=stop_reason)
             else:
-                row = _measure_rung(context, rung, repeat, dataset, step, where, sampler)
+                row = _measure_rung(rank, rung, repeat)
                 if row.status == "failed" and env.distributed:
                     # The other ranks may be inside a collective this rank left: the process
                     # group is no longer in step, so no further rung of this point can be.
@@ -142,44 +162,43 @@ def _run_rungs(
             rows.append(row)
 
 
-def _measure_rung(
-    context: _Context,
-    rung: str,
-    repeat: int,
-    dataset: Any,
-    step: TrainStep,
-    where: ladder.Placement,
-    sampler: RankSampler,
-) -> results.RungRow:
-    point = context.point
-    started = _now()
-    phases = _Phases(sampler, f"{rung}/{repeat}")
+def _measure_rung(rank: _Rank, rung: str, repeat: int) -> results.RungRow:
+    point, step = rank.point, rank.step
+    started = now()
+    phases = _Phases(rank.sampler, f"{rung}/{repeat}")
     stream: ladder.LoaderStream | ladder.RepeatStream | None = None
     step.input_shapes.clear()
     try:
-        stream = ladder.build_stream(rung, dataset, point.loader, point.workload.batch_size, where)
+        stream = ladder.build_stream(rung, rank.dataset, point.loader, point.workload.batch_size, rank.where)
         times = timed_loop(
             stream,
-            step,
+            step.compute,
+            to_device=step.to_device,
             warmup_steps=point.measure.warmup_steps,
             steps=point.measure.steps,
-            sync=device_sync(where.device),
+            stock=stream.stock,
+            sync=device_sync(rank.where.device),
+            agree=rank.agree,
+            barrier=rank.barrier,
             mark=phases.mark,
         )
         # Taken while the workers are still alive: what the loader really holds.
         memory_gb = process_tree_memory_bytes() / 1e9
+        capacity = _capacity(rank, rung, stream, phases)
     except ladder.RungUnavailable as e:
         log.warning("point %s, rung %s skipped: %s", point.id, rung, e)
-        return context.row(rung, repeat, status="skipped", error=str(e), started=started)
+        return rank.rows.row(rung, repeat, status="skipped", error=str(e), started=started)
     except Exception as e:
         log.error("point %s, rung %s failed: %s", point.id, rung, _one_line(e))
         log.debug("%s", traceback.format_exc())
-        return context.row(rung, repeat, status="failed", error=_one_line(e), started=started)
+        return rank.rows.row(rung, repeat, status="failed", error=_one_line(e), started=started)
     finally:
         phases.close()
         if stream is not None:
             stream.close()
-    row = context.row(rung, repeat, status="ok", times=times, memory_gb=memory_gb, started=started)
+    row = rank.rows.measured(rung, repeat, times, started=started)
+    row.cpu_memory_gb, row.loader_capacity = memory_gb, capacity
+    row.epoch_steps = stream.epoch_steps
     row.input_shapes = len(step.input_shapes)
     if phases.measured is not None:
         for key, value in phases.measured.summary(samples=row.samples).items():
@@ -195,12 +214,28 @@ def _measure_rung(
     return row
 
 
+def _capacity(
+    rank: _Rank, rung: str, stream: ladder.LoaderStream | ladder.RepeatStream, phases: _Phases
+) -> float | None:
+    """The loader alone, right after the rung, on the same workers: batches per second."""
+    measure = rank.point.measure
+    wanted = measure.loader_capacity
+    if wanted == "auto":
+        wanted = bool({"device_batch", "host_batch"} & set(rank.point.rungs))
+    if not wanted or not rung_names.is_sample_level(rung):
+        return None
+    phases.mark("capacity")
+    capacity = capacity_loop(stream, steps=measure.steps, stock=stream.stock, barrier=rank.barrier)
+    phases.mark("end")
+    return capacity
+
+
 def _profile(
     point: Point, dataset: Any, step: TrainStep, where: ladder.Placement, out_dir: Path, rank: int
 ) -> None:
     """torch.profiler over the profiled rung, in a pass of its own after the measurements, so
     no measured step carries the profiler's overhead. A failure costs the trace, not the point."""
-    from harness.profiling import ProfileConfig, TraceCapture
+    from harness.execution.profiling import ProfileConfig, TraceCapture
 
     assert point.profile is not None
     config = ProfileConfig(**asdict(point.profile))
@@ -237,80 +272,13 @@ class _Phases:
             self.open = self.sampler.begin(f"{self.name}/warmup")
         elif region == "measure":
             self.open = self.measured = self.sampler.begin(self.name)
+        elif region == "capacity":
+            self.open = self.sampler.begin(f"{self.name}/capacity")
 
     def close(self) -> None:
         if self.open is not None:
             self.open.end()
-
-
-class _Context:
-    """The fields every row of a point shares."""
-
-    def __init__(self, point: Point, sweep_id: str, env: DistEnv) -> None:
-        self.point, self.sweep_id, self.env = point, sweep_id, env
-        self.device = point.workload.device
-        self.transform_names = ""
-
-    def row(
-        self,
-        rung: str,
-        repeat: int,
-        *,
-        status: str,
-        error: str = "",
-        times: LoopTimes | None = None,
-        memory_gb: float | None = None,
-        started: str | None = None,
-    ) -> results.RungRow:
-        p, w, ld = self.point, self.point.workload, self.point.loader
-        samples = times.steps * w.batch_size if times else 0
-        return results.RungRow(
-            sweep_id=self.sweep_id,
-            point_id=p.id,
-            point_index=p.index,
-            step=p.step,
-            rung=rung,
-            repeat=repeat,
-            rank=self.env.rank,
-            world_size=self.env.world_size,
-            hostname=self.env.hostname,
-            jobid=self.env.jobid,
-            device=self.device,
-            status=status,
-            error=error,
-            dataset=w.dataset,
-            dataset_args=json.dumps(dict(w.dataset_args), sort_keys=True),
-            model=w.model,
-            model_args=json.dumps(dict(w.model_args), sort_keys=True),
-            batch_size=w.batch_size,
-            amp=str(w.amp).lower() if w.amp is False else str(w.amp),
-            compile=w.compile,
-            channels_last=w.channels_last,
-            zero_grad_set_to_none=w.zero_grad_set_to_none,
-            gpu_normalize=w.gpu_normalize,
-            num_workers=ld.num_workers,
-            persistent_workers=ld.persistent_workers,
-            pin_memory=ld.pin_memory,
-            non_blocking=ld.non_blocking,
-            prefetch_factor=ld.prefetch_factor,
-            drop_last=ld.drop_last,
-            warmup_steps=p.measure.warmup_steps,
-            steps=times.steps if times else 0,
-            samples=samples,
-            first_step_loading_time=times.first_step_loading_time if times else None,
-            loading_time=times.loading_time if times else None,
-            loading_time_median=times.loading_time_median if times else None,
-            loading_time_total=sum(times.loading_times) if times else None,
-            step_time=times.step_time if times else None,
-            step_time_median=times.step_time_median if times else None,
-            training_time=times.training_time if times else None,
-            samples_per_s=samples / times.training_time if times else None,
-            steps_per_s=times.steps / times.training_time if times else None,
-            cpu_memory_gb=memory_gb,
-            transform_names=self.transform_names,
-            started_at=started or _now(),
-            finished_at=_now(),
-        )
+            self.open = None
 
 
 def _outcome(point: Point, rows: list[results.RungRow]) -> PointOutcome:
@@ -332,7 +300,3 @@ def _one_line(e: BaseException) -> str:
         message = f"{lines[0].rstrip('.')}: {lines[-1]}"
     text = " ".join(message.split())
     return f"{type(e).__name__}: {text}"[:500]
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")

@@ -51,5 +51,10 @@ def ladder_position(name: str) -> float:
     return float(LADDER.index(name))
 
 
+def is_sample_level(name: str) -> bool:
+    """A rung that still reads from the dataset through the DataLoader (not a cached batch)."""
+    return is_rung(name) and name not in ("device_batch", "host_batch")
+
+
 def allowed_text() -> str:
     return ", ".join(LADDER) + ", transform:<k>"

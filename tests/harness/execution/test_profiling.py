@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from analysis.profiles import time_breakdown
-from harness.profiling import ProfileConfig, TraceCapture
+from harness.execution.profiling import ProfileConfig, TraceCapture
 
 
 def train_steps(capture: TraceCapture, steps: int) -> None:

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import ladder
-from harness.plan import LoaderSettings
+from harness.config.plan import LoaderSettings
+from harness.execution import ladder
 from harness.workloads.fake_cifar import FakeCIFAR
 from harness.workloads.image_folder import ImageFolderDataset
 from harness.workloads.make_data import make_image_folder

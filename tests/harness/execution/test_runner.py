@@ -2,11 +2,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import results
-from harness.dist import DistEnv
-from harness.plan import expand
-from harness.runner import run_point
-from harness.spec import parse_spec
+from harness.config.plan import expand
+from harness.config.spec import parse_spec
+from harness.execution.dist import DistEnv
+from harness.execution.runner import run_point
+from harness.storage import rows as results
+from harness.storage.atomic import atomic_write_text
 from tests.conftest import TINY_WORKLOAD
 
 
@@ -56,7 +57,7 @@ def test_a_resumed_point_keeps_its_rows_and_runs_the_rest(tmp_path: Path) -> Non
     kept = results.read_rows(path)[0]
     # As if the job had been stopped after the first repeat:
     header, first_row, _second_row = path.read_text().splitlines(keepends=True)
-    results.atomic_write_text(path, header + first_row)
+    atomic_write_text(path, header + first_row)
     outcome = run_point(point, tmp_path)
     assert outcome.ok == 1
     rows = results.read_rows(path)

@@ -11,8 +11,8 @@ from typing import Any
 import torch
 
 import harness
-from harness.dist import DistEnv
-from harness.train_step import device_name
+from harness.execution.dist import DistEnv
+from harness.execution.train_step import device_name
 
 SLURM_VARIABLES = (
     "SLURM_JOB_ID",

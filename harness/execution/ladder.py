@@ -16,8 +16,8 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, RandomSampler, Sampler
 
-from harness import rungs as rung_names
-from harness.plan import LoaderSettings
+from harness.config import rungs as rung_names
+from harness.config.settings import LoaderSettings
 from harness.workloads.contract import BytesDataset, SplitDataset
 
 
@@ -68,6 +68,11 @@ class LoaderStream:
     def __init__(self, loader: DataLoader[Any]) -> None:
         self.loader, self.epoch = loader, 0
         self.iterator: Any = None
+        self.epoch_steps: int | None = len(loader)
+        """Batches per epoch of this rank's share of the data."""
+        workers = loader.num_workers
+        self.stock = workers * (loader.prefetch_factor or 0) if workers else 0
+        """Batches the workers can hold ready before they are asked (see loop.py)."""
 
     def next(self) -> Any:
         if self.iterator is None:
@@ -96,6 +101,9 @@ class LoaderStream:
 
 class RepeatStream:
     """The same batch at every step (device_batch, host_batch)."""
+
+    epoch_steps: int | None = None
+    stock = 0
 
     def __init__(self, batch: Any) -> None:
         self.batch = batch

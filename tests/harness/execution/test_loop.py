@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.loop import timed_loop
+from harness.execution.loop import timed_loop
 
 
 class FakeClock:

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import textwrap
 
-from harness.plan import expand, resolve_loader
-from harness.spec import parse_spec
+from harness.config.plan import expand, resolve_loader
+from harness.config.spec import parse_spec
 from tests.conftest import TINY_WORKLOAD
 
 
@@ -76,7 +76,7 @@ def test_sequence_is_cumulative() -> None:
           - {name: batch, batch_size: 16}
         """
     )
-    assert [p.step for p in plan.points] == ["baseline", "workers", "pinning", "batch"]
+    assert [p.sequence_step for p in plan.points] == ["baseline", "workers", "pinning", "batch"]
     assert loader_values(plan, "num_workers", "pin_memory") == [(0, False), (2, False), (2, True), (2, True)]
     assert [p.workload.batch_size for p in plan.points] == [8, 8, 8, 16]
 
@@ -140,11 +140,11 @@ def test_point_ids_are_stable_and_depend_on_what_is_measured() -> None:
 
 def test_point_round_trips_through_json() -> None:
     point = plan_of("loader: {num_workers: 2}\n").points[0]
-    from harness.plan import Point
+    from harness.config.plan import Point
 
     assert Point.from_json(point.to_json()) == point
 
 
-def test_axes_lists_only_what_varies() -> None:
+def test_varying_settings_lists_only_what_varies() -> None:
     plan = plan_of("loader: {num_workers: [1, 2], pin_memory: true}\n")
-    assert plan.axes() == ["num_workers"]
+    assert plan.varying_settings() == ["num_workers"]

@@ -12,7 +12,7 @@ import datetime
 import logging
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
@@ -116,3 +116,31 @@ def destroy_process_group() -> None:
 
     if dist.is_initialized():
         dist.destroy_process_group()
+
+
+def agreement(env: DistEnv, device_type: str) -> Callable[[bool], bool]:
+    """A function that turns this rank's yes/no into the ranks' common answer: yes when every
+    rank says yes. Each rank must call it the same number of times (it is a collective)."""
+    if not env.distributed:
+        return lambda flag: flag
+    import torch
+    import torch.distributed as dist
+
+    def agree(flag: bool) -> bool:
+        vote = torch.tensor([1 if flag else 0], device="cuda" if device_type == "cuda" else "cpu")
+        dist.all_reduce(vote, op=dist.ReduceOp.MIN)
+        return bool(vote.item())
+
+    return agree
+
+
+def barrier(env: DistEnv) -> Callable[[], None]:
+    """Every rank waits here for the others (so that their measured windows coincide)."""
+    if not env.distributed:
+        return lambda: None
+    import torch.distributed as dist
+
+    def wait() -> None:
+        dist.barrier()
+
+    return wait

@@ -13,45 +13,17 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.spec import Measure, ProfileSpec, SamplerConfig, Spec
+from harness.config.settings import LoaderSettings, Measure, ProfileSpec, SamplerConfig, WorkloadSettings
+from harness.config.spec import Spec
 
-DEFAULT_SAMPLER = SamplerConfig(hz=10.0, gpu=True, host=True)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class WorkloadSettings:
-    dataset: str
-    dataset_args: Mapping[str, Any]
-    model: str
-    model_args: Mapping[str, Any]
-    batch_size: int
-    """Per rank."""
-    device: str
-    amp: str | bool
-    compile: bool
-    channels_last: bool = False
-    zero_grad_set_to_none: bool = True
-    gpu_normalize: bool = False
-    """The loader yields uint8; conversion and normalisation run on the device (002_*, #4)."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class LoaderSettings:
-    """The DataLoader arguments as PyTorch will actually apply them (see `resolve_loader`)."""
-
-    num_workers: int
-    persistent_workers: bool
-    pin_memory: bool
-    non_blocking: bool
-    prefetch_factor: int | None
-    drop_last: bool
+__all__ = ["LoaderSettings", "Plan", "Point", "WorkloadSettings", "expand", "point_id", "resolve_loader"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Point:
     index: int
     id: str
-    step: str
+    sequence_step: str
     """The sequence step's name, or "" outside a sequence."""
     workload: WorkloadSettings
     loader: LoaderSettings
@@ -59,7 +31,7 @@ class Point:
     rungs: tuple[str, ...]
     adjustments: tuple[str, ...] = ()
     """What was changed from the spec so that PyTorch accepts the combination."""
-    sampler: SamplerConfig = DEFAULT_SAMPLER
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
     """How the run is observed; not part of the id (it does not change what is measured)."""
     profile: ProfileSpec | None = None
     """A profiler pass after the measurements; not part of the id either."""
@@ -72,7 +44,7 @@ class Point:
         return {
             "index": self.index,
             "id": self.id,
-            "step": self.step,
+            "sequence_step": self.sequence_step,
             "workload": asdict(self.workload),
             "loader": asdict(self.loader),
             "measure": asdict(self.measure),
@@ -87,13 +59,14 @@ class Point:
         return Point(
             index=data["index"],
             id=data["id"],
-            step=data["step"],
+            # "step" in plans written before the field was renamed
+            sequence_step=data.get("sequence_step", data.get("step", "")),
             workload=WorkloadSettings(**data["workload"]),
             loader=LoaderSettings(**data["loader"]),
             measure=Measure(**data["measure"]),
             rungs=tuple(data["rungs"]),
             adjustments=tuple(data["adjustments"]),
-            sampler=SamplerConfig(**data.get("sampler", {"hz": 10.0, "gpu": True, "host": True})),
+            sampler=SamplerConfig(**data.get("sampler", {})),
             profile=ProfileSpec(**data["profile"]) if data.get("profile") else None,
         )
 
@@ -104,7 +77,7 @@ class Plan:
     points: tuple[Point, ...]
     notes: tuple[str, ...] = field(default=())
 
-    def axes(self) -> list[str]:
+    def varying_settings(self) -> list[str]:
         """Short names of the fields that vary between points (for compact displays)."""
         if not self.points:
             return []
@@ -117,7 +90,7 @@ def point_id(
     loader: LoaderSettings,
     measure: Measure,
     rungs: tuple[str, ...],
-    step: str = "",
+    sequence_step: str = "",
 ) -> str:
     """A short stable hash of everything that changes what a point measures.
 
@@ -130,8 +103,8 @@ def point_id(
         "measure": asdict(measure),
         "rungs": list(rungs),
     }
-    if step:
-        payload["step"] = step
+    if sequence_step:
+        payload["step"] = sequence_step  # the key of the first versions: ids stay the same
     return hashlib.sha1(_canonical(payload).encode()).hexdigest()[:10]
 
 
@@ -162,81 +135,87 @@ def resolve_loader(requested: Mapping[str, Any]) -> tuple[LoaderSettings, tuple[
 
 def expand(spec: Spec) -> Plan:
     """Every combination of the spec's axes, in a stable order: sequence steps, then axes."""
-    base = {dotted: values[0] for dotted, values in spec.axes.items()}
-    zipped = {name for group in spec.zip_groups for name in group}
-    # Each "dimension" is a list of assignments {dotted: value}; zipped axes share one.
-    dimensions: list[list[dict[str, Any]]] = []
-    for dotted, values in spec.axes.items():
-        if len(values) > 1 and dotted not in zipped:
-            dimensions.append([{dotted: v} for v in values])
-        group = next((g for g in spec.zip_groups if g[0] == dotted), None)
-        if group is not None:
-            dimensions.append(
-                [
-                    dict(zip(group, combo, strict=True))
-                    for combo in zip(*(spec.axes[n] for n in group), strict=True)
-                ]
-            )
-
-    steps = spec.sequence or ()
-    step_settings: list[tuple[str, dict[str, Any]]] = []
-    cumulative = dict(base)
-    for step in steps:
-        cumulative.update(step.overrides)
-        step_settings.append((step.name, dict(cumulative)))
-    if not step_settings:
-        step_settings = [("", dict(base))]
-
+    dimensions = _dimensions(spec)
     points: list[Point] = []
     seen: dict[str, int] = {}
     notes: list[str] = []
-    excluded = 0
     exclude_hits = [0] * len(spec.exclude)
-    for step_name, step_base in step_settings:
+    excluded = 0
+    for step_name, step_base in _sequence_settings(spec):
         for combo in itertools.product(*dimensions):
             chosen = dict(step_base)
             for assignment in combo:
                 chosen.update(assignment)
             matched = [i for i, rule in enumerate(spec.exclude) if _matches(chosen, rule)]
+            for i in matched:
+                exclude_hits[i] += 1
             if matched:
                 excluded += 1
-                for i in matched:
-                    exclude_hits[i] += 1
                 continue
-            workload = WorkloadSettings(
-                **{k.split(".", 1)[1]: v for k, v in chosen.items() if k.startswith("workload.")}
-            )
-            loader, adjustments = resolve_loader(
-                {k.split(".", 1)[1]: v for k, v in chosen.items() if k.startswith("loader.")}
-            )
-            pid = point_id(workload, loader, spec.measure, spec.rungs, step_name)
-            if pid in seen:
+            point = _point(spec, chosen, step_name, index=len(points))
+            if point.id in seen:
                 notes.append(
-                    f"a combination ({'; '.join(adjustments) or 'same settings'}) is the same as "
-                    f"point {seen[pid]} once resolved; measured once"
+                    f"a combination ({'; '.join(point.adjustments) or 'same settings'}) is the same as "
+                    f"point {seen[point.id]} once resolved; measured once"
                 )
                 continue
-            seen[pid] = len(points)
-            points.append(
-                Point(
-                    index=len(points),
-                    id=pid,
-                    step=step_name,
-                    workload=workload,
-                    loader=loader,
-                    measure=spec.measure,
-                    rungs=spec.rungs,
-                    adjustments=adjustments,
-                    sampler=spec.sampler,
-                    profile=spec.profile,
-                )
-            )
-    if excluded:
-        notes.append(f"{excluded} combination(s) removed by exclude")
-    for i, count in enumerate(exclude_hits):
-        if count == 0:
-            notes.append(f"exclude[{i}] matched no combination; check its values")
-    return Plan(spec=spec, points=tuple(points), notes=tuple(notes))
+            seen[point.id] = len(points)
+            points.append(point)
+    return Plan(spec=spec, points=tuple(points), notes=(*notes, *_exclude_notes(excluded, exclude_hits)))
+
+
+def _dimensions(spec: Spec) -> list[list[dict[str, Any]]]:
+    """Each dimension is a list of assignments {dotted: value}; zipped axes share one."""
+    zipped = {name for group in spec.zip_groups for name in group}
+    dimensions: list[list[dict[str, Any]]] = []
+    for dotted, values in spec.field_values.items():
+        if len(values) > 1 and dotted not in zipped:
+            dimensions.append([{dotted: v} for v in values])
+        group = next((g for g in spec.zip_groups if g[0] == dotted), None)
+        if group is not None:
+            combos = zip(*(spec.field_values[n] for n in group), strict=True)
+            dimensions.append([dict(zip(group, combo, strict=True)) for combo in combos])
+    return dimensions
+
+
+def _sequence_settings(spec: Spec) -> list[tuple[str, dict[str, Any]]]:
+    """(step name, settings) per sequence step, each keeping the previous steps' changes."""
+    cumulative = {dotted: values[0] for dotted, values in spec.field_values.items()}
+    if not spec.sequence:
+        return [("", cumulative)]
+    out = []
+    for step in spec.sequence:
+        cumulative = {**cumulative, **step.overrides}
+        out.append((step.name, cumulative))
+    return out
+
+
+def _point(spec: Spec, chosen: Mapping[str, Any], step_name: str, *, index: int) -> Point:
+    workload = WorkloadSettings(**_section(chosen, "workload"))
+    loader, adjustments = resolve_loader(_section(chosen, "loader"))
+    return Point(
+        index=index,
+        id=point_id(workload, loader, spec.measure, spec.rungs, step_name),
+        sequence_step=step_name,
+        workload=workload,
+        loader=loader,
+        measure=spec.measure,
+        rungs=spec.rungs,
+        adjustments=adjustments,
+        sampler=spec.sampler,
+        profile=spec.profile,
+    )
+
+
+def _section(chosen: Mapping[str, Any], section: str) -> dict[str, Any]:
+    prefix = f"{section}."
+    return {k.removeprefix(prefix): v for k, v in chosen.items() if k.startswith(prefix)}
+
+
+def _exclude_notes(excluded: int, hits: list[int]) -> list[str]:
+    notes = [f"{excluded} combination(s) removed by exclude"] if excluded else []
+    notes += [f"exclude[{i}] matched no combination; check its values" for i, n in enumerate(hits) if n == 0]
+    return notes
 
 
 def _matches(chosen: Mapping[str, Any], rule: Mapping[str, Any]) -> bool:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.spec import SpecError, load_spec, parse_spec
+from harness.config.spec import SpecError, load_spec, parse_spec
 from tests.conftest import TINY_WORKLOAD
 
 
@@ -23,8 +23,8 @@ def error_of(text: str) -> str:
 def test_defaults_fill_every_section() -> None:
     spec = parse_spec(spec_text())
     assert spec.name == "t"
-    assert spec.axes["loader.num_workers"] == (0,)
-    assert spec.axes["loader.prefetch_factor"] == (2,)
+    assert spec.field_values["loader.num_workers"] == (0,)
+    assert spec.field_values["loader.prefetch_factor"] == (2,)
     assert spec.rungs == ("full",)
     assert spec.measure.repeats == 1
     assert spec.sampler.hz == 10.0
@@ -33,8 +33,8 @@ def test_defaults_fill_every_section() -> None:
 
 def test_lists_become_axes_and_scalars_do_not() -> None:
     spec = parse_spec(spec_text("loader: {num_workers: [0, 2, 4], pin_memory: true}\n"))
-    assert spec.axes["loader.num_workers"] == (0, 2, 4)
-    assert spec.axes["loader.pin_memory"] == (True,)
+    assert spec.field_values["loader.num_workers"] == (0, 2, 4)
+    assert spec.field_values["loader.pin_memory"] == (True,)
 
 
 def test_tasks_per_node_defaults_to_one_per_gpu() -> None:

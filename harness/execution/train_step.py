@@ -93,6 +93,7 @@ class TrainStep:
         """Shapes seen since the last reset: inputs of varying size make cached rungs unrepresentative."""
 
     def to_device(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """The copy call the course's chronometer times with next() (004_*)."""
         inputs, targets = batch[0], batch[1]
         inputs = inputs.to(self.device, non_blocking=self.non_blocking)
         targets = targets.to(self.device, non_blocking=self.non_blocking)
@@ -103,8 +104,13 @@ class TrainStep:
         return inputs, targets
 
     def __call__(self, batch: Any) -> None:
-        inputs, targets = self.to_device(batch)
-        self.input_shapes.add(tuple(inputs.shape))
+        self.compute(self.to_device(batch))
+
+    def compute(self, on_device: tuple[torch.Tensor, torch.Tensor]) -> None:
+        """The step on a batch already on the device: forward, loss, backward, optimizer."""
+        inputs, targets = on_device
+        # The batch dimension aside: a partial last batch is not an input of another size.
+        self.input_shapes.add(tuple(inputs.shape[1:]))
         with self.autocast():
             loss = self.criterion(self.forward(inputs), targets)
         self.optimizer.zero_grad(set_to_none=self.set_to_none)

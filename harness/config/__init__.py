@@ -1,0 +1,1 @@
+"""What to run: the settings declared once, the YAML spec, the plan of points, the rungs."""

@@ -1,0 +1,422 @@
+"""Every setting of a spec, declared once: its name, type, default, what is allowed, whether it
+can be an axis, and what it means.
+
+Each section of the YAML is a frozen dataclass below, and each field carries its rule in its
+metadata (`setting(...)`). Everything else is derived from these declarations:
+
+- the spec's validation and its error messages (`harness/config/spec.py`),
+- the plan's point settings and their hash (`harness/config/plan.py`),
+- the columns of `plan.csv` and of every row (`harness/storage/rows.py`),
+- the analysis's setting columns and the course's table (`analysis/`),
+- the README's field tables (`field_table()`; a test keeps the README in step).
+
+A new DataLoader knob is one `setting(...)` in `LoaderSettings` plus its use where the
+DataLoader is built (`harness/execution/ladder.py`). Torch-free: the analysis imports it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import MISSING, Field, dataclass, field, fields
+from typing import Any
+
+from harness.config import rungs
+from harness.workloads import registry
+
+REQUIRED: Any = MISSING
+"""The default of a setting the spec must give."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """How one setting is checked, shown and stored."""
+
+    check: Callable[[Any], bool]
+    allowed: str
+    """What is allowed, in words: the end of every error message about this setting."""
+    doc: str
+    axis: bool
+    """May be given as a list of values (the plan crosses axes)."""
+    in_row: bool
+    """Written as a column of every row and of plan.csv."""
+    cell: Callable[[Any], Any] | None
+    """How the value is written into a CSV cell (None: as is)."""
+
+
+def setting(
+    default: Any = REQUIRED,
+    *,
+    check: Callable[[Any], bool],
+    allowed: str,
+    doc: str,
+    axis: bool = False,
+    in_row: bool = True,
+    cell: Callable[[Any], Any] | None = None,
+) -> Any:
+    """A dataclass field that carries its rule (see Rule)."""
+    metadata = {"rule": Rule(check, allowed, doc, axis, in_row, cell)}
+    if default is REQUIRED:
+        return field(metadata=metadata)
+    if isinstance(default, (dict, list)):
+        return field(default_factory=lambda: type(default)(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def rule_of(f: Field[Any]) -> Rule:
+    rule = f.metadata.get("rule")
+    if not isinstance(rule, Rule):
+        raise TypeError(f"{f.name} is declared without setting()")
+    return rule
+
+
+def default_of(f: Field[Any]) -> Any:
+    """The field's default (REQUIRED when the spec must give it)."""
+    if f.default is not MISSING:
+        return f.default
+    if f.default_factory is not MISSING:
+        return f.default_factory()
+    return REQUIRED
+
+
+# --- checks, each with the words for what it allows ------------------------------------------
+
+
+def is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def is_bool(v: Any) -> bool:
+    return isinstance(v, bool)
+
+
+def int_at_least(low: int) -> Callable[[Any], bool]:
+    return lambda v: is_int(v) and v >= low
+
+
+def optional(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda v: v is None or check(v)
+
+
+def is_mapping(v: Any) -> bool:
+    return isinstance(v, Mapping)
+
+
+def _optional_name(v: Any) -> bool:
+    return v is None or (isinstance(v, str) and v.strip() != "")
+
+
+def _dataset_name(v: Any) -> bool:
+    return isinstance(v, str) and (v in registry.DATASETS or registry.is_factory_path(v))
+
+
+def _model_name(v: Any) -> bool:
+    return isinstance(v, str) and (v in registry.MODELS or registry.is_factory_path(v))
+
+
+def _lower_amp(v: Any) -> str:
+    return "false" if v is False else str(v)
+
+
+BOOL = "true or false"
+_SLURM_TIME = re.compile(r"^(\d+-)?(\d+)(:\d{2}){0,2}$")
+_SLURM_MEM = re.compile(r"^\d+[KMGT]?$")
+
+
+# --- the sections ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WorkloadSettings:
+    """`workload:` what is trained, and how."""
+
+    dataset: str = setting(
+        check=_dataset_name,
+        allowed=f'one of {", ".join(registry.DATASETS)} or "package.module:factory"',
+        doc="the data set: a built-in name or your own factory",
+        axis=True,
+    )
+    dataset_args: Mapping[str, Any] = setting(
+        {}, check=is_mapping, allowed="a mapping", doc="keyword arguments of the dataset", axis=True
+    )
+    model: str = setting(
+        check=_model_name,
+        allowed=f'one of {", ".join(registry.MODELS)} or "package.module:factory"',
+        doc="the model: a built-in name or your own factory",
+        axis=True,
+    )
+    model_args: Mapping[str, Any] = setting(
+        {}, check=is_mapping, allowed="a mapping", doc="keyword arguments of the model", axis=True
+    )
+    batch_size: int = setting(
+        32, check=int_at_least(1), allowed="an integer > 0", doc="samples per step, per rank", axis=True
+    )
+    device: str = setting(
+        "auto",
+        check=lambda v: v in ("auto", "cpu", "cuda"),
+        allowed="auto, cpu or cuda",
+        doc="auto takes a GPU when one is visible, else the CPU",
+        # The row records the device actually used (cuda:3, cpu), not the one asked for.
+        in_row=False,
+    )
+    amp: str | bool = setting(
+        False,
+        check=lambda v: v is False or v in ("bf16", "fp16"),
+        allowed="false, bf16 or fp16",
+        doc="mixed precision; fp16 needs CUDA and uses a grad scaler",
+        axis=True,
+        cell=_lower_amp,
+    )
+    compile: bool = setting(
+        False, check=is_bool, allowed=BOOL, doc="torch.compile (its first step is warmup)", axis=True
+    )
+    channels_last: bool = setting(
+        False, check=is_bool, allowed=BOOL, doc="model and inputs in channels-last memory format", axis=True
+    )
+    zero_grad_set_to_none: bool = setting(
+        # PyTorch 2's default; the optimisation sequence of 002_* starts from false.
+        True,
+        check=is_bool,
+        allowed=BOOL,
+        doc="optimizer.zero_grad(set_to_none=...)",
+        axis=True,
+    )
+    gpu_normalize: bool = setting(
+        False,
+        check=is_bool,
+        allowed=BOOL,
+        doc="the loader yields uint8; /255 and Normalize run on the device (002_*, #4)",
+        axis=True,
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LoaderSettings:
+    """`loader:` the DataLoader arguments, as PyTorch will apply them (see plan.resolve_loader)."""
+
+    num_workers: int = setting(
+        0, check=int_at_least(0), allowed="an integer >= 0", doc="worker processes per rank", axis=True
+    )
+    persistent_workers: bool = setting(
+        False, check=is_bool, allowed=BOOL, doc="keep the workers alive across epochs", axis=True
+    )
+    pin_memory: bool = setting(
+        False, check=is_bool, allowed=BOOL, doc="batches in page-locked memory (CUDA only)", axis=True
+    )
+    non_blocking: bool = setting(
+        False,
+        check=is_bool,
+        allowed=BOOL,
+        doc="asynchronous host-to-device copy (needs pin_memory to overlap)",
+        axis=True,
+    )
+    prefetch_factor: int | None = setting(
+        2,
+        check=optional(int_at_least(1)),
+        allowed="an integer >= 1 or null",
+        doc="batches each worker prepares ahead (null without workers)",
+        axis=True,
+    )
+    drop_last: bool = setting(
+        False, check=is_bool, allowed=BOOL, doc="drop each epoch's incomplete last batch", axis=True
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Measure:
+    """`measure:` how long each rung is measured."""
+
+    warmup_steps: int = setting(
+        5,
+        check=int_at_least(0),
+        allowed="an integer >= 0",
+        doc="steps run before timing (more are added until the workers' stock is used up)",
+    )
+    steps: int = setting(50, check=int_at_least(1), allowed="an integer >= 1", doc="measured steps")
+    repeats: int = setting(
+        1,
+        check=int_at_least(1),
+        allowed="an integer >= 1",
+        doc="measurements of each rung, in turn (ABC ABC); 3 or more to test differences",
+    )
+    loader_capacity: str | bool = setting(
+        "auto",
+        check=lambda v: v in ("auto", True, False),
+        allowed="auto, true or false",
+        doc="also time each sample-level rung's loader alone, with no train step "
+        "(auto: when the rungs include device_batch or host_batch, the demand to compare with)",
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SamplerConfig:
+    """`sampler:` the GPU (NVML) and host samplers that run beside the loop."""
+
+    hz: float = setting(
+        10.0,
+        check=lambda v: is_number(v) and 0 < v <= 1000,
+        allowed="a number in (0, 1000]",
+        doc="samples per second",
+    )
+    gpu: bool = setting(True, check=is_bool, allowed=BOOL, doc="sample the GPU through NVML")
+    host: bool = setting(True, check=is_bool, allowed=BOOL, doc="sample CPU and memory of the process tree")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProfileSpec:
+    """`profile:` torch.profiler capture of one rung, in an extra untimed pass (so the measured
+    steps never carry the profiler's overhead): skip `wait` steps, `warmup`, record `active`."""
+
+    rung: str = setting(
+        "full",
+        check=lambda v: isinstance(v, str) and rungs.is_rung(v),
+        allowed=rungs.allowed_text(),
+        doc="the rung profiled (one of the spec's rungs)",
+    )
+    wait: int = setting(1, check=int_at_least(0), allowed="an integer >= 0", doc="steps skipped")
+    warmup: int = setting(1, check=int_at_least(0), allowed="an integer >= 0", doc="steps traced, discarded")
+    active: int = setting(3, check=int_at_least(1), allowed="an integer >= 1", doc="steps recorded")
+    repeat: int = setting(1, check=int_at_least(1), allowed="an integer >= 1", doc="cycles recorded")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SlurmConfig:
+    """`slurm:` the resources of one point (one array task)."""
+
+    nodes: int = setting(1, check=int_at_least(1), allowed="an integer >= 1", doc="nodes per point")
+    gpus_per_node: int = setting(1, check=int_at_least(0), allowed="an integer >= 0", doc="--gres=gpu:N")
+    tasks_per_node: int = setting(
+        None,  # resolved by the spec: one task per GPU, or 1 without GPUs
+        check=optional(int_at_least(1)),
+        allowed="an integer >= 1, or null for one task per GPU",
+        doc="ranks per node",
+    )
+    cpus_per_task: int | None = setting(
+        None, check=optional(int_at_least(1)), allowed="an integer >= 1", doc="cores per rank"
+    )
+    mem: str | None = setting(
+        None,
+        check=optional(lambda v: isinstance(v, str) and _SLURM_MEM.match(v) is not None),
+        allowed='a Slurm memory size such as "40G", or null',
+        doc="memory per node",
+    )
+    time: str | int = setting(
+        "00:20:00",
+        check=lambda v: (is_int(v) and v > 0) or (isinstance(v, str) and _SLURM_TIME.match(v) is not None),
+        allowed='minutes, or "HH:MM:SS" / "D-HH:MM:SS"',
+        doc="time limit of one point",
+    )
+    partition: str | None = setting(
+        None, check=_optional_name, allowed="a partition name or null", doc="--partition"
+    )
+    account: str | None = setting(
+        None, check=_optional_name, allowed="an account name or null", doc="--account"
+    )
+    qos: str | None = setting(None, check=_optional_name, allowed="a QoS name or null", doc="--qos")
+    constraint: str | None = setting(
+        None, check=_optional_name, allowed="a constraint expression or null", doc="--constraint"
+    )
+    hint: str | None = setting(
+        None,
+        check=_optional_name,
+        allowed="a Slurm --hint value (e.g. nomultithread) or null",
+        doc="--hint",
+    )
+    exclusive: bool = setting(False, check=is_bool, allowed=BOOL, doc="--exclusive")
+    array_parallelism: int = setting(
+        16, check=int_at_least(1), allowed="an integer >= 1", doc="array tasks running at once"
+    )
+    setup: tuple[str, ...] = setting(
+        (),
+        check=lambda v: (
+            isinstance(v, Sequence) and not isinstance(v, str) and all(isinstance(s, str) for s in v)
+        ),
+        allowed="a list of shell lines",
+        doc="lines run before the job (module load ...)",
+    )
+    extra: Mapping[str, str | int | bool] = setting(
+        {},
+        check=lambda v: isinstance(v, Mapping) and all(isinstance(x, (str, int, bool)) for x in v.values()),
+        allowed="a mapping of extra sbatch options to values",
+        doc="any other sbatch option",
+    )
+
+
+SECTIONS: dict[str, type] = {
+    "workload": WorkloadSettings,
+    "loader": LoaderSettings,
+    "measure": Measure,
+    "sampler": SamplerConfig,
+    "profile": ProfileSpec,
+    "slurm": SlurmConfig,
+}
+AXIS_SECTIONS: dict[str, type] = {"workload": WorkloadSettings, "loader": LoaderSettings}
+"""The sections whose fields may be axes: together they are a point's settings."""
+
+
+def section_fields(cls: type) -> tuple[Field[Any], ...]:
+    return tuple(fields(cls))
+
+
+def setting_fields() -> dict[str, Field[Any]]:
+    """Dotted name (loader.num_workers) -> field, for every workload and loader setting."""
+    return {f"{name}.{f.name}": f for name, cls in AXIS_SECTIONS.items() for f in fields(cls)}
+
+
+WORKLOAD_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(WorkloadSettings) if rule_of(f).in_row)
+LOADER_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(LoaderSettings) if rule_of(f).in_row)
+SETTING_COLUMNS: tuple[str, ...] = (*WORKLOAD_COLUMNS, *LOADER_COLUMNS)
+"""The settings every row carries, as columns, in declaration order."""
+
+
+def setting_cells(workload: WorkloadSettings, loader: LoaderSettings) -> dict[str, Any]:
+    """The row's setting columns: each value as its rule writes it into a cell."""
+    out: dict[str, Any] = {}
+    for obj in (workload, loader):
+        for f in fields(obj):
+            rule = rule_of(f)
+            if rule.in_row:
+                value = getattr(obj, f.name)
+                out[f.name] = rule.cell(value) if rule.cell else value
+    return out
+
+
+def column_type(name: str) -> type:
+    """bool, int, float or str: how a reader restores a setting column from its CSV text."""
+    for cls in AXIS_SECTIONS.values():
+        for f in fields(cls):
+            if f.name == name:
+                if rule_of(f).cell is not None:
+                    return str
+                text = str(f.type)
+                for t in (bool, int, float):
+                    if text.split(" | ")[0] == t.__name__:
+                        return t
+                return str
+    raise KeyError(name)
+
+
+def field_table(section: str) -> str:
+    """The section's fields as a Markdown table (the README's tables are these, verbatim)."""
+    lines = ["| field | default | allowed | axis | meaning |", "|---|---|---|---|---|"]
+    for f in fields(SECTIONS[section]):
+        rule = rule_of(f)
+        default = default_of(f)
+        shown = "required" if default is REQUIRED else _yaml(default)
+        axis = "yes" if rule.axis else ""
+        lines.append(f"| `{f.name}` | {shown} | {rule.allowed} | {axis} | {rule.doc} |")
+    return "\n".join(lines)
+
+
+def _yaml(value: Any) -> str:
+    if value is None:
+        return "`null`"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, tuple):
+        return "`[]`" if not value else f"`{list(value)}`"
+    return f"`{value}`" if value != {} else "`{}`"

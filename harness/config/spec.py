@@ -1,0 +1,395 @@
+"""YAML spec -> typed, frozen Spec. Every error names file, line, dotted field, value, allowed.
+
+The settings, their defaults and what each allows are declared once, in
+`harness/config/settings.py`; this module checks a YAML document against them. A list under
+`workload` or `loader` is an axis (the plan crosses axes); every other section is scalar
+settings. Structural checks that need the whole spec (zip lengths, exclude and sequence
+fields) happen here too, so that they can point at a line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import Field, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from harness.config import rungs as rung_names
+from harness.config import settings
+from harness.config.settings import REQUIRED, Measure, ProfileSpec, SamplerConfig, SlurmConfig
+from harness.config.yaml_lines import LoadedYaml, YamlSyntaxError, load_yaml_with_lines
+from harness.workloads import registry
+
+__all__ = ["Measure", "ProfileSpec", "SamplerConfig", "SequenceStep", "SlurmConfig", "Spec", "SpecError"]
+
+
+class SpecError(ValueError):
+    """A spec that cannot run. str() is the one line a user sees."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.file, self.line, self.field, self.message = file, line, field, message
+        where = file or "<spec>"
+        if line is not None:
+            where += f":{line}"
+        super().__init__(f"{where}: {field}: {message}" if field else f"{where}: {message}")
+
+
+TOP_LEVEL = (
+    "name",
+    "description",
+    "workload",
+    "measure",
+    "rungs",
+    "loader",
+    "zip",
+    "exclude",
+    "sequence",
+    "slurm",
+    "sampler",
+    "profile",
+)
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+# Rungs whose code exists. A rung that is named but not built is refused, never ignored.
+BUILT_RUNGS: frozenset[str] = frozenset({*rung_names.LADDER, "transform:<k>"})
+
+# "num_workers" and "loader.num_workers" both name the same setting.
+FIELDS_BY_DOTTED: dict[str, Field[Any]] = settings.setting_fields()
+SHORT_TO_DOTTED: dict[str, str] = {dotted.split(".", 1)[1]: dotted for dotted in FIELDS_BY_DOTTED}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SequenceStep:
+    name: str
+    overrides: Mapping[str, Any]
+    """Dotted field -> value set at this step; later steps keep it (cumulative)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Spec:
+    name: str
+    description: str
+    path: Path | None
+    text: str
+    """The YAML as given, saved beside the results."""
+    field_values: Mapping[str, tuple[Any, ...]]
+    """Every workload and loader setting (dotted) -> its values: one value, or an axis."""
+    zip_groups: tuple[tuple[str, ...], ...]
+    exclude: tuple[Mapping[str, Any], ...]
+    sequence: tuple[SequenceStep, ...]
+    measure: Measure
+    rungs: tuple[str, ...]
+    slurm: SlurmConfig
+    sampler: SamplerConfig
+    profile: ProfileSpec | None = None
+    notes: tuple[str, ...] = field(default=())
+
+
+class _Checker:
+    """Holds the file and line table so that each check is one readable line."""
+
+    def __init__(self, loaded: LoadedYaml, file: str | None) -> None:
+        self.loaded, self.file = loaded, file
+
+    def fail(self, dotted: str, message: str) -> SpecError:
+        return SpecError(message, file=self.file, line=self.loaded.line_of(dotted), field=dotted)
+
+    def mapping(self, value: Any, dotted: str) -> Mapping[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise self.fail(dotted, f"{_show(value)} is not allowed; expected a mapping")
+        return value
+
+    def known_keys(self, section: Mapping[str, Any], dotted: str, valid: Sequence[str]) -> None:
+        for key in section:
+            if key not in valid:
+                path = f"{dotted}.{key}" if dotted else str(key)
+                raise self.fail(path, f"unknown key; valid keys: {', '.join(valid)}")
+
+    def value(self, f: Field[Any], value: Any, dotted: str) -> Any:
+        rule = settings.rule_of(f)
+        if not rule.check(value):
+            raise self.fail(dotted, f"{_show(value)} is not allowed; expected {rule.allowed}")
+        return value
+
+    def given_or_default(self, f: Field[Any], given: Mapping[str, Any], path: str) -> Any:
+        if f.name in given:
+            return given[f.name]
+        default = settings.default_of(f)
+        if default is REQUIRED:
+            raise self.fail(path, f"missing; expected {settings.rule_of(f).allowed}")
+        return default
+
+    def section(self, cls: type, raw: Any, dotted: str) -> dict[str, Any]:
+        """Scalar settings of one section: defaults filled in, every value checked."""
+        given = self.mapping(raw, dotted)
+        self.known_keys(given, dotted, [f.name for f in fields(cls)])
+        out: dict[str, Any] = {}
+        for f in fields(cls):
+            path = f"{dotted}.{f.name}"
+            value = self.given_or_default(f, given, path)
+            out[f.name] = self.value(f, value, path) if f.name in given else value
+        return out
+
+    def axes(self, cls: type, raw: Any, dotted: str) -> dict[str, tuple[Any, ...]]:
+        """Like section(), but a list is an axis: each of its values is checked."""
+        given = self.mapping(raw, dotted)
+        self.known_keys(given, dotted, [f.name for f in fields(cls)])
+        out: dict[str, tuple[Any, ...]] = {}
+        for f in fields(cls):
+            path = f"{dotted}.{f.name}"
+            value = self.given_or_default(f, given, path)
+            if f.name not in given:
+                out[path] = (value,)
+            elif isinstance(value, list) and settings.rule_of(f).axis:
+                out[path] = self.axis(f, value, path)
+            else:
+                out[path] = (self.value(f, value, path),)
+        return out
+
+    def axis(self, f: Field[Any], values: list[Any], path: str) -> tuple[Any, ...]:
+        if not values:
+            allowed = settings.rule_of(f).allowed
+            raise self.fail(path, f"empty list; an axis needs at least one value of {allowed}")
+        for i, item in enumerate(values):
+            self.value(f, item, f"{path}[{i}]")
+        if len(set(map(_freeze, values))) != len(values):
+            raise self.fail(path, f"{_show(values)} repeats a value; each value once")
+        return tuple(values)
+
+    def field_name(self, name: Any, dotted: str) -> str:
+        """Accept `num_workers` or `loader.num_workers`; return the dotted form."""
+        if isinstance(name, str):
+            if name in FIELDS_BY_DOTTED:
+                return name
+            if name in SHORT_TO_DOTTED:
+                return SHORT_TO_DOTTED[name]
+        raise self.fail(
+            dotted,
+            f"{_show(name)} is not a workload or loader field; valid: {', '.join(SHORT_TO_DOTTED)}",
+        )
+
+
+def _show(value: Any) -> str:
+    text = repr(value) if isinstance(value, str) else str(value).replace("None", "null")
+    if isinstance(value, bool):
+        text = str(value).lower()
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Read and validate a spec file."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise SpecError(f"cannot read spec: {e.strerror}", file=str(path)) from e
+    return parse_spec(text, file=str(path), path=p)
+
+
+def parse_spec(text: str, *, file: str | None = None, path: Path | None = None) -> Spec:
+    try:
+        loaded = load_yaml_with_lines(text)
+    except YamlSyntaxError as e:
+        raise SpecError(str(e), file=file, line=e.line) from e
+    c = _Checker(loaded, file)
+    top = loaded.data
+    if not isinstance(top, Mapping):
+        raise SpecError(f"the spec must be a mapping with keys {', '.join(TOP_LEVEL)}", file=file, line=1)
+    c.known_keys(top, "", TOP_LEVEL)
+    name, description = _name_and_description(c, top)
+    if "workload" not in top:
+        raise c.fail("workload", "missing; expected a mapping with dataset and model")
+    values = {
+        **c.axes(settings.WorkloadSettings, top.get("workload"), "workload"),
+        **c.axes(settings.LoaderSettings, top.get("loader"), "loader"),
+    }
+    _check_factories(c, values)
+    rungs = _rungs(c, top.get("rungs", ["full"]))
+    return Spec(
+        name=name,
+        description=description,
+        path=path,
+        text=text,
+        field_values=values,
+        zip_groups=_zip_groups(c, top.get("zip"), values),
+        exclude=_exclude(c, top.get("exclude")),
+        sequence=_sequence(c, top.get("sequence"), values),
+        measure=Measure(**c.section(Measure, top.get("measure"), "measure")),
+        rungs=rungs,
+        slurm=_slurm(c, top.get("slurm")),
+        sampler=SamplerConfig(**c.section(SamplerConfig, top.get("sampler"), "sampler")),
+        profile=_profile(c, top.get("profile"), rungs),
+    )
+
+
+def _name_and_description(c: _Checker, top: Mapping[str, Any]) -> tuple[str, str]:
+    name = top.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise c.fail("name", f"{_show(name)} is not allowed; expected letters, digits, '.', '_' or '-'")
+    description = top.get("description", "")
+    if not isinstance(description, str):
+        raise c.fail("description", f"{_show(description)} is not allowed; expected a string")
+    return name, description
+
+
+def _slurm(c: _Checker, raw: Any) -> SlurmConfig:
+    values = c.section(SlurmConfig, raw, "slurm")
+    if values["tasks_per_node"] is None:
+        values["tasks_per_node"] = max(1, values["gpus_per_node"])
+    values["setup"] = tuple(values["setup"])
+    return SlurmConfig(**values)
+
+
+def _profile(c: _Checker, raw: Any, rungs: tuple[str, ...]) -> ProfileSpec | None:
+    if raw is None:
+        return None
+    profile = ProfileSpec(**c.section(ProfileSpec, raw, "profile"))
+    if profile.rung not in rungs:
+        raise c.fail("profile.rung", f"{profile.rung!r} is not among the spec's rungs ({', '.join(rungs)})")
+    return profile
+
+
+def _rungs(c: _Checker, raw: Any) -> tuple[str, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise c.fail("rungs", f"{_show(raw)} is not allowed; expected a list of {rung_names.allowed_text()}")
+    out: list[str] = []
+    for i, name in enumerate(raw):
+        path = f"rungs[{i}]"
+        if not isinstance(name, str) or not rung_names.is_rung(name):
+            raise c.fail(path, f"{_show(name)} is not a rung; expected {rung_names.allowed_text()}")
+        cut = rung_names.transform_cut(name)
+        if cut is not None and cut < 1:
+            raise c.fail(path, f"{_show(name)}: transform:<k> needs k >= 1 (k transforms cached)")
+        base = "transform:<k>" if cut is not None else name
+        if base not in BUILT_RUNGS:
+            built = ", ".join(sorted(BUILT_RUNGS))
+            raise c.fail(path, f"rung {name!r} is not built yet in this version; available: {built}")
+        if name in out:
+            raise c.fail(path, f"{name!r} is listed twice")
+        out.append(name)
+    # Run in ladder order whatever the order given, so neighbouring rungs are adjacent in time.
+    return tuple(sorted(out, key=rung_names.ladder_position))
+
+
+def _zip_groups(c: _Checker, raw: Any, axes: Mapping[str, tuple[Any, ...]]) -> tuple[tuple[str, ...], ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(g, list) for g in raw):
+        raise c.fail("zip", f"{_show(raw)} is not allowed; expected a list of lists of axis names")
+    groups: list[tuple[str, ...]] = []
+    used: set[str] = set()
+    for i, group in enumerate(raw):
+        path = f"zip[{i}]"
+        if len(group) < 2:
+            raise c.fail(path, f"{_show(group)} zips fewer than two axes")
+        names = tuple(c.field_name(n, f"{path}[{j}]") for j, n in enumerate(group))
+        lengths = {n: len(axes[n]) for n in names}
+        if any(length == 1 for length in lengths.values()):
+            single = next(n for n, length in lengths.items() if length == 1)
+            raise c.fail(path, f"{single} is not an axis (a single value); zip needs lists")
+        if len(set(lengths.values())) != 1:
+            shown = ", ".join(f"{n} has {length}" for n, length in lengths.items())
+            raise c.fail(path, f"zipped axes must have the same length: {shown}")
+        if used & set(names):
+            raise c.fail(path, f"{sorted(used & set(names))[0]} is already zipped in another group")
+        used |= set(names)
+        groups.append(names)
+    return tuple(groups)
+
+
+def _exclude(c: _Checker, raw: Any) -> tuple[Mapping[str, Any], ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise c.fail("exclude", f"{_show(raw)} is not allowed; expected a list of mappings")
+    out: list[Mapping[str, Any]] = []
+    for i, item in enumerate(raw):
+        path = f"exclude[{i}]"
+        if not isinstance(item, Mapping) or not item:
+            raise c.fail(path, f"{_show(item)} is not allowed; expected a mapping of field: value")
+        resolved: dict[str, Any] = {}
+        for key, value in item.items():
+            dotted = c.field_name(key, f"{path}.{key}")
+            c.value(FIELDS_BY_DOTTED[dotted], value, f"{path}.{key}")
+            resolved[dotted] = value
+        out.append(resolved)
+    return tuple(out)
+
+
+def _sequence(c: _Checker, raw: Any, axes: Mapping[str, tuple[Any, ...]]) -> tuple[SequenceStep, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not raw:
+        raise c.fail("sequence", f"{_show(raw)} is not allowed; expected a list of override mappings")
+    steps: list[SequenceStep] = []
+    for i, item in enumerate(raw):
+        path = f"sequence[{i}]"
+        if not isinstance(item, Mapping):
+            raise c.fail(path, f"{_show(item)} is not allowed; expected a mapping of field: value")
+        label = item.get("name", f"step{i}")
+        if not isinstance(label, str) or not label:
+            raise c.fail(f"{path}.name", f"{_show(label)} is not allowed; expected a string")
+        overrides: dict[str, Any] = {}
+        for key, value in item.items():
+            if key == "name":
+                continue
+            dotted = c.field_name(key, f"{path}.{key}")
+            if len(axes[dotted]) > 1:
+                raise c.fail(f"{path}.{key}", f"{dotted} is an axis; a sequence step cannot also set it")
+            c.value(FIELDS_BY_DOTTED[dotted], value, f"{path}.{key}")
+            overrides[dotted] = value
+        steps.append(SequenceStep(name=label, overrides=overrides))
+    if len({s.name for s in steps}) != len(steps):
+        raise c.fail("sequence", "step names must be distinct")
+    return tuple(steps)
+
+
+def _check_factories(c: _Checker, axes: Mapping[str, tuple[Any, ...]]) -> None:
+    """Fail at load time, with a line, on a user factory that cannot import or bind, or a
+    dataset class that cannot yield uint8 when gpu_normalize asks it to."""
+    if True in axes["workload.gpu_normalize"]:
+        for name in axes["workload.dataset"]:
+            factory = registry.resolve(name, registry.DATASETS, "dataset")
+            if isinstance(factory, type) and not hasattr(factory, "to_uint8"):
+                raise c.fail(
+                    "workload.gpu_normalize",
+                    f"dataset {name!r} cannot yield uint8 images (it has no to_uint8() method); "
+                    "gpu_normalize needs fake_cifar, image_folder or a dataset that has one",
+                )
+    for kind, table, args_field in (
+        ("dataset", registry.DATASETS, "workload.dataset_args"),
+        ("model", registry.MODELS, "workload.model_args"),
+    ):
+        for i, name in enumerate(axes[f"workload.{kind}"]):
+            path = f"workload.{kind}" if len(axes[f"workload.{kind}"]) == 1 else f"workload.{kind}[{i}]"
+            try:
+                factory = registry.resolve(name, table, kind)
+            except registry.FactoryError as e:
+                raise c.fail(path, str(e)) from e
+            for args in axes[args_field]:
+                call_args = dict(args)
+                if kind == "model":
+                    call_args.setdefault("num_classes", 10)
+                try:
+                    registry.check_arguments(factory, call_args)
+                except registry.FactoryError as e:
+                    raise c.fail(args_field, f"does not fit {kind} {name!r}: {e}") from e

@@ -1,0 +1,225 @@
+"""The row schema of rank<k>.csv, and the writer that appends a rank's rows.
+
+One row per (rung, repeat) and rank. Column names are an interface: the analysis and users'
+notebooks read them. The setting columns come from harness/config/settings.py; the rest are
+RungRow's fields. Torch-free: analysis imports it.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import typing
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from dataclasses import fields as dataclass_fields
+from pathlib import Path
+from typing import Any
+
+from harness.config import settings
+from harness.config.settings import SETTING_COLUMNS
+from harness.storage import layout
+from harness.storage.atomic import atomic_write_text
+
+IDENTITY_COLUMNS: tuple[str, ...] = (
+    "sweep_id",
+    "point_id",
+    "point_index",
+    "sequence_step",
+    "rung",
+    "repeat",
+    "rank",
+    "world_size",
+    "hostname",
+    "jobid",
+    "device",
+    "status",
+    "error",
+)
+
+
+@dataclass(kw_only=True, slots=True)
+class RungRow:
+    """One measured (rung, repeat) on one rank. Column names are an interface: keep them.
+
+    The point's settings travel as `settings` (their columns are declared once, in
+    harness/config/settings.py); every other column is a field here.
+    """
+
+    sweep_id: str
+    point_id: str
+    point_index: int
+    sequence_step: str
+    """The sequence step's name, or "" outside a sequence."""
+    rung: str
+    repeat: int
+    rank: int
+    world_size: int
+    hostname: str
+    jobid: str
+    """Slurm job id (array job id _ task id) where there is one, else empty."""
+    device: str
+    """The device actually used (cpu, cuda:3), not the one asked for."""
+    status: str
+    """ok, failed or skipped."""
+    error: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    """Setting column -> cell (see settings.setting_cells)."""
+    # --- the window (see harness/execution/loop.py for the rules) ---
+    warmup_steps: int = 0
+    """Steps run before the window: the spec's, plus those that used up the workers' stock."""
+    steps: int = 0
+    samples: int = 0
+    """Samples actually delivered in the window (a partial last batch counts what it holds)."""
+    first_step_loading_time: float | None = None
+    """The very first next() of the rung: iterator and worker start-up."""
+    loading_time: float | None = None
+    """Mean per measured step of next() plus the host-to-device copy call (the course's chronometer)."""
+    loading_time_median: float | None = None
+    loading_time_total: float | None = None
+    next_time: float | None = None
+    """Mean time blocked in next(iterator) alone, per measured step."""
+    step_time: float | None = None
+    step_time_median: float | None = None
+    training_time: float | None = None
+    """Wall time of all measured steps, device synchronised at both ends."""
+    samples_per_s: float | None = None
+    steps_per_s: float | None = None
+    window_drift: float | None = None
+    """Mean step time of the window's second half over its first half, minus 1."""
+    window_steady: bool | None = None
+    """False when the drift is beyond what the steps' own scatter explains (see loop.py)."""
+    epoch_steps: int | None = None
+    """Batches in one epoch of this rank's loader (per-rank share of the data set)."""
+    epoch_restarts: int | None = None
+    """Epoch ends crossed inside the window (a new iterator; new workers unless persistent)."""
+    epoch_restart_time: float | None = None
+    """Seconds the window spent in the next() calls that started a new epoch."""
+    loader_capacity: float | None = None
+    """Batches per second the same loader delivers with no train step (sample-level rungs)."""
+    cpu_memory_gb: float | None = None
+    """Memory of the rank's process tree (PSS where the OS gives it, else RSS) after the run."""
+    # --- sampled over the measured steps (empty when the sampler is off or has no GPU) ---
+    gpu_util: float | None = None
+    """Mean GPU utilization, percent."""
+    gpu_mem_util: float | None = None
+    gpu_power_w: float | None = None
+    energy_j: float | None = None
+    energy_per_sample_j: float | None = None
+    peak_device_memory_gb: float | None = None
+    loader_cores: float | None = None
+    """Cores used by the DataLoader worker processes (CPU seconds / wall seconds)."""
+    main_cores: float | None = None
+    """Cores used by the rank's own process."""
+    cpus_allotted: int | None = None
+    """Cores this process may run on (Slurm's --cpus-per-task, via the affinity mask)."""
+    peak_host_memory_gb: float | None = None
+    # --- what the caching ladder's verdict needs to know about the pipeline ---
+    transform_names: str = ""
+    """The dataset's Compose steps, comma-separated (names the stage a transform:<k> rung adds)."""
+    input_shapes: int | None = None
+    """How many distinct input shapes (batch dimension aside) the rung saw: > 1 means inputs vary."""
+    started_at: str = ""
+    finished_at: str = ""
+
+    def cells(self) -> dict[str, Any]:
+        """The row as the CSV holds it: column -> value."""
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "settings"}
+        return {c: self.settings.get(c) if c in SETTING_COLUMNS else values[c] for c in ROW_COLUMNS}
+
+    @staticmethod
+    def from_cells(cells: Mapping[str, Any]) -> RungRow:
+        """The inverse of cells(): a row from column -> value (tests, notebooks)."""
+        own = {k: v for k, v in cells.items() if k not in SETTING_COLUMNS}
+        return RungRow(**own, settings={k: v for k, v in cells.items() if k in SETTING_COLUMNS})
+
+
+_OWN = tuple(f.name for f in fields(RungRow) if f.name != "settings")
+ROW_COLUMNS: tuple[str, ...] = (*IDENTITY_COLUMNS, *SETTING_COLUMNS, *_OWN[len(IDENTITY_COLUMNS) :])
+assert _OWN[: len(IDENTITY_COLUMNS)] == IDENTITY_COLUMNS, "RungRow starts with the identity columns"
+
+
+def _column_type(column: str) -> Any:
+    if column in SETTING_COLUMNS:
+        return settings.column_type(column)
+    hint = _HINTS[column]
+    return next((t for t in (bool, int, float) if t is hint or t in typing.get_args(hint)), str)
+
+
+# The column types, read off the declarations so the schema is written once: readers of the
+# CSVs (analysis/load.py) restore types from these.
+_HINTS = typing.get_type_hints(RungRow)
+BOOL_COLUMNS: tuple[str, ...] = tuple(c for c in ROW_COLUMNS if _column_type(c) is bool)
+NUMBER_COLUMNS: tuple[str, ...] = tuple(c for c in ROW_COLUMNS if _column_type(c) in (int, float))
+
+PLAN_COLUMNS: tuple[str, ...] = (
+    "point_index",
+    "point_id",
+    "sequence_step",
+    *(f.name for f in dataclass_fields(settings.WorkloadSettings)),  # device as asked for, too
+    *settings.LOADER_COLUMNS,
+    "rungs",
+    "adjustments",
+)
+
+
+def csv_text(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _cell(row.get(k)) for k in columns})
+    return buffer.getvalue()
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, sort_keys=True)
+    return value
+
+
+class RankWriter:
+    """Rows of one rank of one point; the whole file is rewritten atomically on each append,
+    so a crash or a time limit leaves every row measured so far, and never half a row."""
+
+    def __init__(self, point_dir: Path, rank: int) -> None:
+        self.path = layout.rank_file(point_dir, rank)
+        self.rows: list[dict[str, Any]] = []
+
+    def append(self, row: RungRow) -> None:
+        """Add the row, replacing an earlier row of the same (rung, repeat): a unit measured
+        again after a requeue (because another rank had not finished it) stays one row."""
+        new = row.cells()
+        self.rows = [
+            r for r in self.rows if (r["rung"], str(r["repeat"])) != (new["rung"], str(new["repeat"]))
+        ]
+        self.rows.append(new)
+        atomic_write_text(self.path, csv_text(self.rows, ROW_COLUMNS))
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def completed_units(point_path: Path, world_size: int) -> set[tuple[str, int]]:
+    """The (rung, repeat) pairs that every rank has a final row for (ok, failed or skipped)."""
+    per_rank: list[set[tuple[str, int]]] = []
+    for rank in range(world_size):
+        path = layout.rank_file(point_path, rank)
+        if not path.exists():
+            return set()
+        try:
+            rows = read_rows(path)
+        except (OSError, csv.Error):
+            return set()
+        per_rank.append({(r["rung"], int(r["repeat"])) for r in rows if r.get("rung")})
+    return set.intersection(*per_rank) if per_rank else set()
+
+
+def point_complete(point_path: Path, rungs: Sequence[str], repeats: int, world_size: int) -> bool:
+    wanted = {(rung, rep) for rung in rungs for rep in range(repeats)}
+    return wanted <= completed_units(point_path, world_size)
