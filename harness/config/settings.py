@@ -420,3 +420,10 @@ def _yaml(value: Any) -> str:
     if isinstance(value, tuple):
         return "`[]`" if not value else f"`{list(value)}`"
     return f"`{value}`" if value != {} else "`{}`"
+
+
+if __name__ == "__main__":  # python -m harness.config.settings [SECTION...]: the README's tables
+    import sys
+
+    for name in sys.argv[1:] or list(SECTIONS):
+        print(f"`{name}:`\n\n{field_table(name)}\n")

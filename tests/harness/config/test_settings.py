@@ -1,0 +1,51 @@
+"""The settings are declared once: everything that lists them is derived from the declaration."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from harness.config import settings
+from harness.config.plan import expand
+from harness.config.spec import SpecError, parse_spec
+from harness.storage.rows import BOOL_COLUMNS, NUMBER_COLUMNS, PLAN_COLUMNS, ROW_COLUMNS
+from tests.conftest import TINY_WORKLOAD
+
+README = Path(__file__).resolve().parents[3] / "README.md"
+
+
+def test_every_loader_setting_reaches_the_rows_the_plan_and_the_course_table() -> None:
+    from analysis.tables import JEAN_ZAY_COLUMNS
+
+    for f in fields(settings.LoaderSettings):
+        assert f.name in ROW_COLUMNS and f.name in PLAN_COLUMNS and f.name in JEAN_ZAY_COLUMNS
+
+
+def test_column_types_come_from_the_declared_types() -> None:
+    assert {"pin_memory", "drop_last", "compile"} <= set(BOOL_COLUMNS)
+    assert {"num_workers", "prefetch_factor", "batch_size"} <= set(NUMBER_COLUMNS)
+    # amp is written as text (false, bf16, fp16), whatever its Python type
+    assert "amp" not in BOOL_COLUMNS and "amp" not in NUMBER_COLUMNS
+
+
+def test_a_bad_value_is_refused_with_the_declared_words() -> None:
+    rule = settings.rule_of(next(f for f in fields(settings.LoaderSettings) if f.name == "prefetch_factor"))
+    with pytest.raises(SpecError, match=f"loader.prefetch_factor: 0 is not allowed; expected {rule.allowed}$"):
+        parse_spec("name: t\n" + TINY_WORKLOAD + "loader: {prefetch_factor: 0}\n")
+
+
+def test_defaults_are_the_declared_ones() -> None:
+    point = expand(parse_spec("name: t\n" + TINY_WORKLOAD)).points[0]
+    assert point.loader.num_workers == settings.default_of(fields(settings.LoaderSettings)[0])
+    assert point.sampler.hz == settings.SamplerConfig().hz
+
+
+@pytest.mark.parametrize("section", list(settings.SECTIONS))
+def test_the_readme_field_tables_are_the_declarations(section: str) -> None:
+    table = settings.field_table(section)
+    assert table in README.read_text(), (
+        f"README.md's table of `{section}:` is out of date with harness/config/settings.py; "
+        f"paste the output of: .venv/bin/python -m harness.config.settings {section}"
+    )
