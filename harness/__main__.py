@@ -1,3 +1,5 @@
+"""python -m harness: the command line (harness/cli.py)."""
+
 import sys
 
 from harness.cli import main

@@ -1,6 +1,9 @@
 """harness VERB ...: plan, run, submit, status, resume, sbatch, report, compare, make-data.
 
-A thin layer: the logic stays importable.
+The verbs only: each parses its arguments and calls the modules that do the work (the plan
+table in harness.plan_table, the backends and the wait loop in harness.backends, the report in
+analysis). Everything heavy is imported inside the verb that needs it: `harness --help` imports
+neither torch nor pandas, and `harness plan` no pandas.
 
 Exit status: 0 all well; 1 some points failed (the others completed); 2 bad input (spec,
 arguments), with one line on stderr and nothing run.
@@ -14,12 +17,8 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypeAlias
 
-from tabulate import tabulate
-
-from analysis.__main__ import add_compare_arguments, add_report_arguments, compare_main, report_main
-from analysis.report import build_report
 from harness.config.plan import Plan, expand
 from harness.config.spec import SpecError, load_spec
 
@@ -27,6 +26,8 @@ log = logging.getLogger("harness")
 
 EXIT_OK, EXIT_FAILED_POINTS, EXIT_BAD_INPUT = 0, 1, 2
 DEFAULT_RESULTS = Path(os.environ.get("HARNESS_RESULTS", "results"))
+RESULTS_HELP = "results root (default: ./results, or $HARNESS_RESULTS)"
+ANALYSIS_VERBS = ("report", "compare")
 
 
 class UsageError(Exception):
@@ -34,8 +35,8 @@ class UsageError(Exception):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parser(analysis=any(verb in argv for verb in ANALYSIS_VERBS)).parse_args(argv)
     _setup_logging(args.verbose)
     try:
         return int(args.func(args))
@@ -45,9 +46,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("harness: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `harness plan spec.yaml | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
-def _parser() -> argparse.ArgumentParser:
+# --- the parser, a group of verbs at a time ---------------------------------------------------
+
+
+def _parser(analysis: bool = True) -> argparse.ArgumentParser:
+    """`analysis`: give report and compare their arguments (which imports pandas)."""
     parser = argparse.ArgumentParser(
         prog="harness",
         description="Benchmark PyTorch input pipelines: the caching ladder and the DataLoader grid.",
@@ -56,17 +64,26 @@ def _parser() -> argparse.ArgumentParser:
         "-v", "--verbose", action="store_true", help="debug logging (tracebacks of failed points)"
     )
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    _add_here_verbs(verbs)
+    _add_slurm_verbs(verbs)
+    _add_analysis_verbs(verbs, analysis)
+    _add_data_verb(verbs)
+    return parser
 
+
+Verbs: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def _add_here_verbs(verbs: Verbs) -> None:
     plan = verbs.add_parser("plan", help="print the expanded points of a spec; run nothing")
     plan.add_argument("spec", type=Path)
     plan.set_defaults(func=cmd_plan)
 
-    results_help = "results root (default: ./results, or $HARNESS_RESULTS)"
     run = verbs.add_parser(
         "run", help="run every point here (inline, or local subprocesses) and print the table"
     )
     run.add_argument("spec", type=Path)
-    run.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help=results_help)
+    run.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help=RESULTS_HELP)
     run.add_argument(
         "--backend",
         choices=["inline", "local"],
@@ -76,12 +93,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--format", choices=["terminal", "markdown", "latex", "csv"], default="terminal")
     run.set_defaults(func=cmd_run)
 
+
+def _add_slurm_verbs(verbs: Verbs) -> None:
+    wait_help = "follow the jobs to their end, then print the table"
     submit = verbs.add_parser("submit", help="submit the sweep to Slurm as one job array")
     submit.add_argument("spec", type=Path)
-    submit.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help=results_help)
-    submit.add_argument(
-        "--wait", action="store_true", help="follow the array to its end, then print the table"
-    )
+    submit.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help=RESULTS_HELP)
+    submit.add_argument("--wait", action="store_true", help=wait_help)
     submit.set_defaults(func=cmd_submit)
 
     status = verbs.add_parser("status", help="where each point of a sweep stands (sacct and results)")
@@ -90,25 +108,31 @@ def _parser() -> argparse.ArgumentParser:
 
     resume = verbs.add_parser("resume", help="resubmit only the points without complete results")
     resume.add_argument("sweep", type=Path)
-    resume.add_argument(
-        "--wait", action="store_true", help="follow the jobs to their end, then print the table"
-    )
+    resume.add_argument("--wait", action="store_true", help=wait_help)
     resume.set_defaults(func=cmd_resume)
 
     sbatch = verbs.add_parser("sbatch", help="write a standalone sbatch script for the sweep")
     sbatch.add_argument("spec", type=Path)
     sbatch.add_argument("-o", "--output", type=Path, default=Path("sbatch"), help="folder for the script")
-    sbatch.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help=results_help)
+    sbatch.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help=RESULTS_HELP)
     sbatch.set_defaults(func=cmd_sbatch)
 
+
+def _add_analysis_verbs(verbs: Verbs, with_arguments: bool) -> None:
+    """report and compare take analysis's own arguments. analysis imports pandas, so they are
+    added only when the command line names one of these verbs: the verb list shows both anyway."""
     report = verbs.add_parser("report", help="print the tables again from result folders alone")
-    add_report_arguments(report)
-    report.set_defaults(func=report_main)
-
+    report.set_defaults(func=cmd_report)
     compare = verbs.add_parser("compare", help="compare two sweeps: what changed, and did it help")
-    add_compare_arguments(compare)
-    compare.set_defaults(func=compare_main)
+    compare.set_defaults(func=cmd_compare)
+    if with_arguments:
+        from analysis.__main__ import add_compare_arguments, add_report_arguments
 
+        add_report_arguments(report)
+        add_compare_arguments(compare)
+
+
+def _add_data_verb(verbs: Verbs) -> None:
     data = verbs.add_parser("make-data", help="write an image_folder data set of random images")
     data.add_argument("root", type=Path)
     data.add_argument("--images", type=int, default=1000)
@@ -119,7 +143,6 @@ def _parser() -> argparse.ArgumentParser:
         "--shards", type=int, default=0, help="pack the images into this many shard files (image_shards)"
     )
     data.set_defaults(func=cmd_make_data)
-    return parser
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -133,6 +156,9 @@ def _setup_logging(verbose: bool) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
+# --- what the verbs share ---------------------------------------------------------------------
+
+
 def _load_plan(spec_path: Path) -> Plan:
     plan = expand(load_spec(spec_path))
     if not plan.points:
@@ -140,8 +166,66 @@ def _load_plan(spec_path: Path) -> Plan:
     return plan
 
 
+def _job_name(plan: Plan) -> str:
+    return f"harness-{plan.spec.name}"
+
+
+def _world_size(plan: Plan) -> int:
+    return plan.spec.slurm.nodes * plan.spec.slurm.tasks_per_node
+
+
+def _open_sweep(path: Path) -> Path:
+    from harness.storage.sweep import open_sweep
+
+    try:
+        return open_sweep(path)
+    except FileNotFoundError as e:
+        raise UsageError(str(e)) from e
+
+
+def _check_sbatch_parameters(plan: Plan) -> None:
+    """A throwaway render before anything is submitted: submitit rejects unknown options."""
+    from harness.backends.slurm import render_sbatch
+
+    try:
+        render_sbatch(plan.spec.slurm, _job_name(plan), Path("/tmp/check/%j"), "true", len(plan.points))
+    except ValueError as e:
+        raise UsageError(f"{plan.spec.path}: slurm: {str(e).splitlines()[0]}") from e
+
+
+def _finish(sweep_dir: Path, fmt: str = "terminal") -> int:
+    """Print the tables; the exit status says whether some points failed or did not finish."""
+    from analysis.report import build_report
+    from harness.backends.status import sweep_status
+
+    report = build_report([sweep_dir], fmt)
+    print(report.text)
+    print(f"\nresults: {sweep_dir}")
+    statuses = sweep_status(sweep_dir, states={})
+    bad = [s for s in statuses if s.failed_units or not s.complete]
+    if bad:
+        print(
+            f"harness: {len(bad)} of {len(statuses)} point(s) failed or did not finish; "
+            f"see the rows' error column, or: harness status {sweep_dir}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED_POINTS
+    return EXIT_OK
+
+
+def _wait_and_finish(sweep_dir: Path) -> int:
+    from harness.backends.follow import wait_for_sweep
+
+    wait_for_sweep(sweep_dir)
+    return _finish(sweep_dir)
+
+
+# --- the verbs ---------------------------------------------------------------------------------
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     from harness.backends.slurm import job_folder, render_sbatch, submitit_command
+    from harness.plan_table import plan_table
 
     plan = _load_plan(args.spec)
     print(plan_table(plan))
@@ -154,35 +238,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
     )
     print(f"\nsbatch script that `harness submit` sends (one array task per point):\n\n{script}")
     return EXIT_OK
-
-
-def _job_name(plan: Plan) -> str:
-    return f"harness-{plan.spec.name}"
-
-
-def _world_size(plan: Plan) -> int:
-    return plan.spec.slurm.nodes * plan.spec.slurm.tasks_per_node
-
-
-def plan_table(plan: Plan) -> str:
-    varying = plan.varying_settings()
-    rows = []
-    for p in plan.points:
-        settings = p.settings()
-        row = {"#": p.index, "id": p.id}
-        if p.sequence_step:
-            row["step"] = p.sequence_step
-        row.update({k: settings[k] for k in varying})
-        row["rungs"] = " ".join(p.rungs)
-        if any(q.adjustments for q in plan.points):
-            row["adjusted"] = "; ".join(p.adjustments)
-        rows.append(row)
-    spec = plan.spec
-    head = (
-        f"{spec.name}: {len(plan.points)} point(s) × {len(spec.rungs)} rung(s) × "
-        f"{spec.measure.repeats} repeat(s), {spec.measure.warmup_steps}+{spec.measure.steps} steps each"
-    )
-    return head + "\n" + tabulate(rows, headers="keys", tablefmt="simple", disable_numparse=True)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -209,25 +264,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     return _finish(sweep_dir, args.format)
 
 
-def _finish(sweep_dir: Path, fmt: str = "terminal") -> int:
-    """Print the tables; the exit status says whether some points failed or did not finish."""
-    from harness.backends.status import sweep_status
-
-    report = build_report([sweep_dir], fmt)
-    print(report.text)
-    print(f"\nresults: {sweep_dir}")
-    statuses = sweep_status(sweep_dir, states={})
-    bad = [s for s in statuses if s.failed_units or not s.complete]
-    if bad:
-        print(
-            f"harness: {len(bad)} of {len(statuses)} point(s) failed or did not finish; "
-            f"see the rows' error column, or: harness status {sweep_dir}",
-            file=sys.stderr,
-        )
-        return EXIT_FAILED_POINTS
-    return EXIT_OK
-
-
 def cmd_submit(args: argparse.Namespace) -> int:
     from harness.backends.slurm import SubmissionError, submit_array
     from harness.storage.sweep import create_sweep, record_jobs
@@ -247,76 +283,20 @@ def cmd_submit(args: argparse.Namespace) -> int:
         print(f"submitted {len(job_ids)} point(s) as job array {array} ({job_ids[0]} .. {job_ids[-1]})")
     print(f"sweep: {sweep_dir}")
     if args.wait:
-        _wait(sweep_dir)
-        return _finish(sweep_dir)
+        return _wait_and_finish(sweep_dir)
     print(f"follow it with: harness status {sweep_dir}")
     return EXIT_OK
 
 
-def _check_sbatch_parameters(plan: Plan) -> None:
-    """A throwaway render before anything is submitted: submitit rejects unknown options."""
-    from harness.backends.slurm import render_sbatch
-
-    try:
-        render_sbatch(plan.spec.slurm, _job_name(plan), Path("/tmp/check/%j"), "true", len(plan.points))
-    except ValueError as e:
-        raise UsageError(f"{plan.spec.path}: slurm: {str(e).splitlines()[0]}") from e
-
-
-def _wait(sweep_dir: Path, poll_s: float = 3.0) -> None:
-    """Follow the sweep's jobs until none is pending or running; a progress line per change."""
-    import time
-
-    from harness.backends.status import sweep_status
-
-    last = ""
-    while True:
-        statuses = sweep_status(sweep_dir)
-        line = _counts(statuses)
-        if line != last:
-            log.info("%s", line)
-            last = line
-        if not any(st.verdict in ("pending", "running") for st in statuses):
-            return
-        time.sleep(poll_s)
-
-
-def _counts(statuses: Sequence[Any]) -> str:
-    counts: dict[str, int] = {}
-    for st in statuses:
-        counts[st.verdict] = counts.get(st.verdict, 0) + 1
-    return ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
-
-
-def _open_sweep(path: Path) -> Path:
-    from harness.storage.sweep import open_sweep
-
-    try:
-        return open_sweep(path)
-    except FileNotFoundError as e:
-        raise UsageError(str(e)) from e
-
-
 def cmd_status(args: argparse.Namespace) -> int:
+    from harness.backends.follow import counts, status_table
     from harness.backends.status import sweep_status
 
     sweep_dir = _open_sweep(args.sweep)
     statuses = sweep_status(sweep_dir)
-    rows = [
-        {
-            "#": st.point.index,
-            "point": st.point.id,
-            "job": st.job_id or "-",
-            "slurm state": st.state,
-            "status": st.verdict,
-            "results": f"{st.units_done}/{st.units_total}",
-            "error": st.error[:160],
-        }
-        for st in statuses
-    ]
-    print(tabulate(rows, headers="keys", tablefmt="simple", disable_numparse=True))
-    print(f"\n{_counts(statuses)}")
-    missing = [st for st in statuses if not st.complete and st.verdict not in ("pending", "running")]
+    print(status_table(statuses))
+    print(f"\n{counts(statuses)}")
+    missing = [st for st in statuses if st.needs_resubmit]
     if missing:
         print(f"resubmit the {len(missing)} point(s) without complete results: harness resume {sweep_dir}")
     done = all(st.complete and not st.failed_units for st in statuses)
@@ -335,8 +315,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
         raise UsageError(f"{sweep_dir}: a {info.backend} sweep; resume resubmits Slurm sweeps only")
     spec = parse_spec((sweep_dir / "spec.yaml").read_text(), file=str(sweep_dir / "spec.yaml"))
     statuses = sweep_status(sweep_dir)
-    active = [st for st in statuses if st.verdict in ("pending", "running")]
-    todo = [st.point for st in statuses if not st.complete and st.verdict not in ("pending", "running")]
+    active = [st for st in statuses if st.active]
+    todo = [st.point for st in statuses if st.needs_resubmit]
     if active:
         print(f"{len(active)} point(s) still pending or running: left alone")
     if not todo:
@@ -350,8 +330,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     ids = ", ".join(p.id for p in todo)
     print(f"resubmitted {len(todo)} point(s) ({ids}) as jobs {job_ids[0]} .. {job_ids[-1]}")
     if args.wait:
-        _wait(sweep_dir)
-        return _finish(sweep_dir)
+        return _wait_and_finish(sweep_dir)
     return EXIT_OK
 
 
@@ -373,6 +352,18 @@ def cmd_sbatch(args: argparse.Namespace) -> int:
     print(f"wrote {target}: {len(plan.points)} point(s) as one array; results in {sweep_dir}")
     print(f"submit it with: sbatch {target}")
     return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from analysis.__main__ import report_main
+
+    return report_main(args)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from analysis.__main__ import compare_main
+
+    return compare_main(args)
 
 
 def cmd_make_data(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.config.plan import Point
+from harness.config.settings import LOADER_COLUMNS
 from harness.execution.dist import DistEnv
 from harness.execution.runner import PointOutcome, run_point
 
@@ -30,12 +31,5 @@ def run_inline(points: Sequence[Point], sweep_dir: Path) -> list[PointOutcome]:
     return outcomes
 
 
-_SHOWN = (
-    "batch_size",
-    "num_workers",
-    "persistent_workers",
-    "pin_memory",
-    "non_blocking",
-    "prefetch_factor",
-    "drop_last",
-)
+_SHOWN = ("batch_size", *LOADER_COLUMNS)
+"""The settings named in each progress line: the batch and every DataLoader knob."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import shlex
 import subprocess
 import sys
@@ -23,11 +22,6 @@ from harness.config.plan import Point
 from harness.config.spec import SlurmConfig
 
 log = logging.getLogger(__name__)
-
-# sacct states in which a job may still produce results: resume leaves these points alone.
-ACTIVE_STATES = frozenset(
-    {"PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", "CONFIGURING", "COMPLETING", "REQUEUE_HOLD"}
-)
 
 
 class SubmissionError(RuntimeError):
@@ -155,14 +149,8 @@ class JobState:
     nodes: str
 
 
-_ARRAY_PENDING = re.compile(r"^(\d+)_\[([^\]]+)\]$")
-
-
 def sacct_states(job_ids: Sequence[str]) -> dict[str, JobState]:
-    """State of each job (array tasks as `<array>_<task>`), from accounting.
-
-    Pending array tasks are listed by sacct as ranges (`123_[4-7%2]`); they are expanded.
-    """
+    """State of each job (array tasks as `<array>_<task>`), from accounting."""
     if not job_ids:
         return {}
     bases = sorted({j.split("_")[0] for j in job_ids})
@@ -175,20 +163,41 @@ def sacct_states(job_ids: Sequence[str]) -> dict[str, JobState]:
     )
     if out.returncode != 0:
         raise RuntimeError(f"sacct failed: {out.stderr.strip() or out.returncode}")
+    return parse_sacct(out.stdout)
+
+
+def parse_sacct(text: str) -> dict[str, JobState]:
+    """sacct's `JobID|State|ExitCode|NodeList` lines -> job id -> state.
+
+    Pending array tasks are listed as ranges (`123_[4-7%2]`); each task gets its own entry.
+    """
     states: dict[str, JobState] = {}
-    for line in out.stdout.splitlines():
+    for line in text.splitlines():
         fields = line.split("|")
         if len(fields) < 4:
             continue
         job, state, code, nodes = fields[:4]
         state = state.split()[0] if state else "UNKNOWN"  # "CANCELLED by 0" -> CANCELLED
-        pending = _ARRAY_PENDING.match(job)
-        if pending:
-            for task in _expand_tasks(pending.group(2)):
-                states[f"{pending.group(1)}_{task}"] = JobState(state, code, nodes)
-        else:
-            states[job] = JobState(state, code, nodes)
+        for task in _task_ids(job):
+            states[task] = JobState(state, code, nodes)
     return states
+
+
+def _task_ids(job: str) -> list[str]:
+    """The job ids one sacct JobID stands for, by submitit's own reader of array ids."""
+    from submitit.slurm.slurm import read_job_id
+
+    try:
+        parts = read_job_id(job)
+    except ValueError:  # not an array id submitit knows (a heterogeneous job's 12+0): as is
+        return [job]
+    ids: list[str] = []
+    for main, *tasks in parts:
+        if len(tasks) == 2:  # a range: (main, first, last)
+            ids.extend(f"{main}_{k}" for k in range(int(tasks[0]), int(tasks[1]) + 1))
+        else:
+            ids.append("_".join((main, *tasks)))
+    return ids
 
 
 def squeue_states(job_ids: Sequence[str]) -> dict[str, JobState]:
@@ -218,15 +227,3 @@ def squeue_states(job_ids: Sequence[str]) -> dict[str, JobState]:
 def scheduler_states(job_ids: Sequence[str]) -> dict[str, JobState]:
     """sacct's view, overridden by squeue's for the jobs still in the queue."""
     return {**sacct_states(job_ids), **squeue_states(job_ids)}
-
-
-def _expand_tasks(spec: str) -> list[int]:
-    spec = spec.split("%")[0]
-    tasks: list[int] = []
-    for part in spec.split(","):
-        if "-" in part:
-            lo, hi = part.split("-")
-            tasks.extend(range(int(lo), int(hi) + 1))
-        elif part:
-            tasks.append(int(part))
-    return tasks

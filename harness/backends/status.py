@@ -37,8 +37,9 @@ class PointStatus:
         return self.units_done == self.units_total
 
     @property
-    def verdict(self) -> str:
-        """One word for the table: what a user needs to do about this point."""
+    def progress(self) -> str:
+        """One word for the table: where the point stands, so what a user needs to do about it
+        (completed, failed, pending, running, timed-out, cancelled, not run, partial)."""
         if self.complete:
             return "failed" if self.failed_units else "completed"
         if self.state in ("PENDING", "REQUEUED", "SUBMITTED"):
@@ -52,6 +53,16 @@ class PointStatus:
         if self.state.startswith("CANCELLED") or self.state == "NEVER_STARTED":
             return "cancelled"
         return "not run" if self.units_done == 0 else "partial"
+
+    @property
+    def active(self) -> bool:
+        """Its job may still write results: resume leaves it alone, --wait waits for it."""
+        return self.progress in ("pending", "running")
+
+    @property
+    def needs_resubmit(self) -> bool:
+        """Results missing and no job left to write them: what `harness resume` resubmits."""
+        return not self.complete and not self.active
 
 
 def sweep_status(sweep_dir: Path, states: Mapping[str, object] | None = None) -> list[PointStatus]:

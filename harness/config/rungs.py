@@ -19,16 +19,6 @@ LADDER: tuple[str, ...] = (
     "full",
 )
 
-# What a step pays on each rung beyond the rung above it: the stage the drop is blamed on.
-STAGE_ADDED: dict[str, str] = {
-    "device_batch": "the train step",
-    "host_batch": "host-to-device copy",
-    "processed_sample": "collation, worker IPC and the copy of fresh batches",
-    "raw_sample": "transforms",
-    "raw_bytes": "decoding",
-    "full": "raw data loading",
-}
-
 TRANSFORM_RUNG = re.compile(r"^transform:(\d+)$")
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.config import rungs as rung_names
-from harness.config import settings
+from harness.config import settings, step_source
 from harness.config.settings import REQUIRED, Measure, ProfileSpec, SamplerConfig, SlurmConfig
 from harness.config.yaml_lines import LoadedYaml, YamlSyntaxError, load_yaml_with_lines
 from harness.workloads import registry
@@ -222,7 +222,7 @@ def parse_spec(text: str, *, file: str | None = None, path: Path | None = None) 
         **c.axes(settings.WorkloadSettings, top.get("workload"), "workload"),
         **c.axes(settings.LoaderSettings, top.get("loader"), "loader"),
     }
-    _check_factories(c, values)
+    notes = _check_factories(c, values)
     rungs = _rungs(c, top.get("rungs", ["full"]))
     return Spec(
         name=name,
@@ -238,6 +238,7 @@ def parse_spec(text: str, *, file: str | None = None, path: Path | None = None) 
         slurm=_slurm(c, top.get("slurm")),
         sampler=SamplerConfig(**c.section(SamplerConfig, top.get("sampler"), "sampler")),
         profile=_profile(c, top.get("profile"), rungs),
+        notes=notes,
     )
 
 
@@ -363,9 +364,18 @@ def _sequence(c: _Checker, raw: Any, axes: Mapping[str, tuple[Any, ...]]) -> tup
     return tuple(steps)
 
 
-def _check_factories(c: _Checker, axes: Mapping[str, tuple[Any, ...]]) -> None:
+def _check_factories(c: _Checker, axes: dict[str, tuple[Any, ...]]) -> tuple[str, ...]:
     """Fail at load time, with a line, on a user factory that cannot import or bind, or a
-    dataset class that cannot yield uint8 when gpu_normalize asks it to."""
+    dataset class that cannot yield uint8 when gpu_normalize asks it to. A step_ms taken from
+    a sweep is resolved here to its number (step_source.py); returns where it came from."""
+    try:
+        bases = (Path.cwd(), *([Path(c.file).parent] if c.file else []))
+        resolved = step_source.resolve_model_args(
+            axes["workload.model_args"], models=axes["workload.model"], bases=bases
+        )
+    except step_source.StepSourceError as e:
+        raise c.fail("workload.model_args", str(e)) from e
+    axes["workload.model_args"] = resolved.args
     if True in axes["workload.gpu_normalize"]:
         for name in axes["workload.dataset"]:
             factory = registry.resolve(name, registry.DATASETS, "dataset")
@@ -393,3 +403,4 @@ def _check_factories(c: _Checker, axes: Mapping[str, tuple[Any, ...]]) -> None:
                     registry.check_arguments(factory, call_args)
                 except registry.FactoryError as e:
                     raise c.fail(args_field, f"does not fit {kind} {name!r}: {e}") from e
+    return resolved.notes

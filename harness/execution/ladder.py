@@ -92,6 +92,21 @@ class LoaderStream:
                     f"batch_size {self.loader.batch_size}, drop_last {self.loader.drop_last}"
                 ) from None
 
+    def ready(self) -> int | None:
+        """Batches made and not yet taken: in the result queue, and received out of order
+        (PyTorch keeps those in `_task_info`). None where the iterator cannot say (no worker
+        processes, or a queue without qsize(), as on macOS). Private attributes of
+        torch.utils.data's _MultiProcessingDataLoaderIter: read defensively."""
+        queue = getattr(self.iterator, "_data_queue", None)
+        info = getattr(self.iterator, "_task_info", None)
+        if queue is None or not isinstance(info, dict):
+            return None
+        try:
+            queued = int(queue.qsize())
+        except (NotImplementedError, OSError, AttributeError):
+            return None
+        return queued + sum(1 for entry in info.values() if len(entry) == 2)
+
     def close(self) -> None:
         # Dropping the last references shuts the worker processes down (persistent ones too).
         self.iterator = None

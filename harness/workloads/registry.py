@@ -24,6 +24,7 @@ MODELS: dict[str, str] = {
     "resnet50": "harness.workloads.models:resnet50",
     "toy_conv": "harness.workloads.models:toy_conv",
     "linear": "harness.workloads.models:linear",
+    "emulated": "harness.workloads.emulated:emulated",
 }
 
 FACTORY_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")

@@ -23,6 +23,43 @@ def harness(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+HELP_IMPORTS = """
+import contextlib, io, sys
+from harness.cli import main
+shown = io.StringIO()
+for argv in (["--help"], ["plan", "--help"]):
+    with contextlib.redirect_stdout(shown):
+        try:
+            main(argv)
+        except SystemExit:  # argparse exits after printing the help
+            pass
+print(sorted(m for m in ("pandas", "matplotlib", "torch") if m in sys.modules))
+print(shown.getvalue())
+"""
+
+
+def test_help_imports_neither_pandas_nor_torch(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", HELP_IMPORTS],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    imported, shown = out.stdout.split("\n", 1)
+    assert imported == "[]"
+    # report and compare are listed although their arguments (from analysis) were not added
+    assert "report" in shown and "compare" in shown and "usage: harness plan [-h] spec" in shown
+
+
+def test_report_takes_the_analysis_arguments(tmp_path: Path) -> None:
+    out = harness("report", "--help", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "--by {node,gpu}" in out.stdout and "--timeline POINT_ID" in out.stdout
+
+
 def test_plan_prints_points_and_runs_nothing(write_spec, tmp_path: Path) -> None:
     spec = write_spec("name: grid\n" + TINY_WORKLOAD + "loader: {num_workers: [0, 2], prefetch_factor: 4}\n")
     out = harness("plan", str(spec), cwd=tmp_path)
@@ -66,7 +103,8 @@ def test_a_failing_point_is_recorded_and_the_others_complete(write_spec, tmp_pat
         in out.stderr
     )
     table = out.stdout.split("\n\n")[0].splitlines()
-    assert table[1].split() == [
+    # the course's columns first; others (epoch_restarts...) follow only when they say something
+    assert table[1].split()[:13] == [
         "jobid",
         "num_workers",
         "persistent_workers",
@@ -89,3 +127,10 @@ def test_a_failing_point_is_recorded_and_the_others_complete(write_spec, tmp_pat
     assert len(list((sweep / "points").glob("*/rank0.csv"))) == 4
     report = harness("report", str(sweep), cwd=tmp_path)
     assert report.stdout.split("\n\n")[0] == out.stdout.split("\n\n")[0]
+    status = harness("status", str(sweep), cwd=tmp_path)
+    assert status.returncode == 1, status.stderr
+    assert (
+        sorted(line.split()[4] for line in status.stdout.splitlines()[2:6])
+        == ["completed"] * 2 + ["failed"] * 2
+    )
+    assert status.stdout.rstrip().endswith("2 completed, 2 failed")

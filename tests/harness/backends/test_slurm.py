@@ -8,8 +8,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
 from harness.backends import slurm
 from harness.config.spec import parse_spec
 from tests.conftest import TINY_WORKLOAD
@@ -63,11 +61,16 @@ def test_the_sbatch_script_matches_the_saved_reference() -> None:
     )
 
 
-def test_pending_array_ranges_are_expanded() -> None:
-    assert slurm._expand_tasks("4-7%2") == [4, 5, 6, 7]
-    assert slurm._expand_tasks("1,3,5-6") == [1, 3, 5, 6]
-
-
-@pytest.mark.parametrize("state", sorted(slurm.ACTIVE_STATES))
-def test_active_states_are_upper_case_sacct_words(state: str) -> None:
-    assert state.isupper()
+def test_sacct_lines_give_each_array_task_its_state() -> None:
+    text = (
+        "123_[4-7%2]|PENDING|0:0|None assigned\n"  # pending tasks come as a range
+        "123_[9,11-12]|PENDING|0:0|None assigned\n"
+        "123_1|CANCELLED by 0|0:0|n1\n"
+        "124|TIMEOUT|0:15|n2\n"
+        "a line that is not sacct's\n"
+    )
+    states = slurm.parse_sacct(text)
+    assert sorted(states) == ["123_1", "123_11", "123_12", "123_4", "123_5", "123_6", "123_7", "123_9", "124"]
+    assert {states[f"123_{k}"].state for k in (4, 5, 6, 7, 9, 11, 12)} == {"PENDING"}
+    assert states["123_1"] == slurm.JobState("CANCELLED", "0:0", "n1")
+    assert states["124"] == slurm.JobState("TIMEOUT", "0:15", "n2")

@@ -32,7 +32,9 @@ def test_column_types_come_from_the_declared_types() -> None:
 
 def test_a_bad_value_is_refused_with_the_declared_words() -> None:
     rule = settings.rule_of(next(f for f in fields(settings.LoaderSettings) if f.name == "prefetch_factor"))
-    with pytest.raises(SpecError, match=f"loader.prefetch_factor: 0 is not allowed; expected {rule.allowed}$"):
+    with pytest.raises(
+        SpecError, match=f"loader.prefetch_factor: 0 is not allowed; expected {rule.allowed}$"
+    ):
         parse_spec("name: t\n" + TINY_WORKLOAD + "loader: {prefetch_factor: 0}\n")
 
 

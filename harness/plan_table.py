@@ -1,0 +1,36 @@
+"""The plan as `harness plan` prints it: a head line (points x rungs x repeats, steps) and a row
+per point with the settings that vary between points, its rungs and its adjustments.
+
+A view of harness.config.plan.Plan for the terminal; torch-free and pandas-free, so that
+`harness plan` answers at once on a login node.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tabulate import tabulate
+
+from harness.config.plan import Plan
+
+
+def plan_table(plan: Plan) -> str:
+    varying = plan.varying_settings()
+    adjusted = any(q.adjustments for q in plan.points)
+    rows: list[dict[str, Any]] = []
+    for p in plan.points:
+        settings = p.settings()
+        row: dict[str, Any] = {"#": p.index, "id": p.id}
+        if p.sequence_step:
+            row["step"] = p.sequence_step
+        row.update({k: settings[k] for k in varying})
+        row["rungs"] = " ".join(p.rungs)
+        if adjusted:
+            row["adjusted"] = "; ".join(p.adjustments)
+        rows.append(row)
+    spec = plan.spec
+    head = (
+        f"{spec.name}: {len(plan.points)} point(s) × {len(spec.rungs)} rung(s) × "
+        f"{spec.measure.repeats} repeat(s), {spec.measure.warmup_steps}+{spec.measure.steps} steps each"
+    )
+    return head + "\n" + tabulate(rows, headers="keys", tablefmt="simple", disable_numparse=True)

@@ -1,0 +1,64 @@
+"""An emulated accelerator: a train step that holds the training thread for `step_ms` while
+using no CPU core, as a step whose kernels run on a GPU does.
+
+With it the input pipeline can be measured on a machine without a GPU (or with a GPU busy
+elsewhere) against a realistic demand: the loader must deliver one batch every `step_ms`. The
+step is a sleep, the way DLIO (the engine of MLPerf Storage) emulates compute; a sleep leaves
+the cores to the loader's workers, as a GPU step does, where a CPU-burning model would compete
+with them and understate what the loader can do. `step_ms` can be taken from a sweep that
+measured `device_batch` on the real GPU node (see harness/config/step_source.py).
+
+A tiny pooled linear head after the sleep gives the loss, backward, optimizer and DDP's
+gradient all-reduce something real to work on, whatever the input's shape.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+DEFAULT_STEP_MS = 60.0
+POOLED = 8
+"""Features the head sees: every input is averaged down to this many values per sample."""
+SAMPLED = 1024
+"""At most this many of a sample's values are read: the head must stay nearly free on the CPU."""
+
+
+class EmulatedAccelerator(nn.Module):
+    """forward() sleeps `step_ms` once (one forward per train step), then a pooled linear head."""
+
+    def __init__(self, *, num_classes: int, step_ms: float) -> None:
+        super().__init__()
+        self.step_s = step_ms / 1000
+        self.head = nn.Linear(POOLED, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        time.sleep(self.step_s)
+        return self.head(pooled(x))
+
+
+def pooled(x: torch.Tensor) -> torch.Tensor:
+    """(batch, POOLED) features from an input of any shape and dtype (images, spectra, tokens).
+
+    Plain strided slicing and a mean, not adaptive_avg_pool1d: on a CPU whose cores are busy
+    that op enters the intra-op thread pool even for a few hundred values and costs ~5 ms of
+    CPU per call (measured on a loaded 2-core machine), which is the loader's CPU, not the GPU's.
+    """
+    flat = x.reshape(x.shape[0], -1)
+    flat = flat[:, :: max(1, flat.shape[1] // SAMPLED)][:, :SAMPLED].float()
+    if flat.shape[1] % POOLED:
+        flat = F.pad(flat, (0, POOLED - flat.shape[1] % POOLED))
+    return flat.reshape(x.shape[0], POOLED, -1).mean(2)
+
+
+def emulated(*, num_classes: int, step_ms: float = DEFAULT_STEP_MS) -> nn.Module:
+    """The `emulated` model: model_args {step_ms: 60} (milliseconds per train step)."""
+    if isinstance(step_ms, bool) or not isinstance(step_ms, (int, float)):
+        raise ValueError(f"step_ms must be a number of milliseconds > 0 (got {step_ms!r})")
+    if not math.isfinite(step_ms) or step_ms <= 0:
+        raise ValueError(f"step_ms must be a number of milliseconds > 0 (got {step_ms})")
+    return EmulatedAccelerator(num_classes=num_classes, step_ms=float(step_ms))

@@ -1,0 +1,198 @@
+"""The timed window tells the truth: what a user would be misled by if a rule of loop.py broke.
+
+Everything runs on the CPU: the train step is the emulated accelerator (a sleep, as a GPU step
+leaves the host's cores to the loader) and the loader's costs are injected sleeps, so the
+ratios asserted hold on a loaded machine. See harness/execution/loop.py for the rules.
+"""
+
+from __future__ import annotations
+
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch.utils.data import Dataset
+
+from harness.backends.local import run_local
+from harness.config.plan import expand
+from harness.config.settings import LoaderSettings
+from harness.config.spec import parse_spec
+from harness.execution import ladder
+from harness.execution.dist import DistEnv
+from harness.execution.loop import LoopTimes, timed_loop
+from harness.execution.runner import run_point
+from harness.execution.train_step import TrainStep
+from harness.storage import layout
+from harness.storage import rows as results
+from harness.storage.sweep import create_sweep
+from harness.workloads.emulated import emulated
+from tests.fixtures.workloads import slow_read
+
+CPU = ladder.Placement(device=torch.device("cpu"))
+
+
+@pytest.fixture(autouse=True)
+def one_intra_op_thread() -> Any:
+    """The emulated step stands for a GPU's: its host side must be nearly free. With two
+    intra-op threads on two busy cores, the cross-entropy of the train step alone spins for
+    ~15 ms per step (measured here), which would make the 20 ms step a 35 ms one."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def rank_skewed(size: int = 64, fast: float = 0.0, slow: float = 0.03) -> Dataset[Any]:
+    """slow_read whose read costs `slow` per sample on rank 1 and `fast` elsewhere: one rank
+    with a slow disk. Built in the rank's process after the process group is up."""
+    import torch.distributed as dist
+
+    rank = dist.get_rank() if dist.is_initialized() else 0
+    return slow_read(size, slow if rank == 1 else fast)
+
+
+def _emulated_step(step_ms: float, first_step_s: float = 0.0) -> Callable[[Any], None]:
+    """The emulated accelerator's step; the first may be slow, as a GPU job's first step is
+    (CUDA context, cuDNN autotuning, compilation): the loader's workers fill their stock meanwhile."""
+    step = TrainStep(emulated(num_classes=10, step_ms=step_ms), torch.device("cpu"), non_blocking=False)
+    calls = [0]
+
+    def run(batch: Any) -> None:
+        calls[0] += 1
+        if calls[0] == 1:
+            time.sleep(first_step_s)
+        step.compute(batch)
+
+    return run
+
+
+def _window(steps: int, *, drain: bool, workers: int = 2, prefetch: int = 4) -> LoopTimes:
+    """A loader-bound rung: each worker makes a batch in 4 × 20 ms, so 2 workers deliver one
+    every 40 ms against a 20 ms step: half the step's demand."""
+    loader = LoaderSettings(num_workers=workers, prefetch_factor=prefetch)
+    stream = ladder.build_stream("full", slow_read(1024, 0.02), loader, 4, CPU)
+    try:
+        return timed_loop(
+            stream,
+            _emulated_step(20, first_step_s=0.4),
+            warmup_steps=1,
+            steps=steps,
+            stock=stream.stock if drain else 0,
+            sync=lambda: None,
+        )
+    finally:
+        stream.close()
+
+
+def _rate(times: LoopTimes) -> float:
+    return times.samples / times.training_time
+
+
+def test_a_short_window_is_not_flattered_by_the_workers_stock() -> None:
+    long = _window(200, drain=True)
+    short = _window(20, drain=True)
+    old_rule = _window(20, drain=False)
+    # The rule: a short window agrees with a long one, or says it is not steady.
+    assert abs(_rate(short) / _rate(long) - 1) < 0.07 or short.steady is False
+    assert short.warmup_steps >= 2 * 4  # the stock, at least, was used up before the window
+    # Without it, the batches stocked during the slow first step are served for free.
+    assert _rate(old_rule) / _rate(long) > 1.2
+    assert old_rule.warmup_steps == 1
+
+
+def _point_rows(tmp_path: Path, spec: str) -> list[dict[str, str]]:
+    (point,) = expand(parse_spec(textwrap.dedent(spec))).points
+    outcome = run_point(point, tmp_path, env=DistEnv())
+    assert outcome.ok == 1, outcome.rows[0].error
+    return results.read_rows(layout.rank_file(layout.point_dir(tmp_path, point.id), 0))
+
+
+def _epochs_spec(persistent: bool) -> str:
+    return f"""\
+        name: epochs
+        workload:
+          dataset: tests.fixtures.workloads:slow_read
+          dataset_args: {{size: 12, delay: 0.005}}
+          model: emulated
+          model_args: {{step_ms: 10}}
+          batch_size: 4
+          device: cpu
+        loader: {{num_workers: 2, persistent_workers: {str(persistent).lower()}}}
+        measure: {{warmup_steps: 1, steps: 10, repeats: 1}}
+        """
+
+
+def test_a_window_longer_than_an_epoch_counts_and_times_the_restarts(tmp_path: Path) -> None:
+    (fresh,) = _point_rows(tmp_path / "fresh", _epochs_spec(persistent=False))
+    (kept,) = _point_rows(tmp_path / "kept", _epochs_spec(persistent=True))
+    assert fresh["epoch_steps"] == "3"
+    assert int(fresh["epoch_restarts"]) >= 3 and float(fresh["epoch_restart_time"]) > 0
+    assert int(kept["epoch_restarts"]) >= 3
+
+    def per_restart(row: dict[str, str]) -> float:
+        return float(row["epoch_restart_time"]) / int(row["epoch_restarts"])
+
+    # New worker processes at every epoch cost more than waking the persistent ones.
+    assert per_restart(fresh) > per_restart(kept)
+
+
+class _Same:
+    """The same small batch at every step."""
+
+    epoch = 0
+    batch = (torch.zeros(2, 3, 4, 4), torch.tensor([0, 1]))
+
+    def next(self) -> Any:
+        return self.batch
+
+    def close(self) -> None:
+        pass
+
+
+def test_loading_time_includes_the_copy_call_and_next_time_does_not() -> None:
+    def slow_copy(batch: Any) -> Any:
+        time.sleep(0.03)
+        return batch
+
+    times = timed_loop(
+        _Same(), lambda b: None, warmup_steps=1, steps=5, sync=lambda: None, to_device=slow_copy
+    )
+    assert times.loading_time >= 0.03
+    assert times.next_time < 0.01
+    assert times.loading_time - times.next_time >= 0.025
+
+
+def test_a_slow_rank_shows_in_its_loading_time_not_in_its_training_time(tmp_path: Path) -> None:
+    spec = parse_spec(
+        textwrap.dedent(
+            """\
+            name: skew
+            workload:
+              dataset: tests.harness.execution.test_window:rank_skewed
+              dataset_args: {size: 256, slow: 0.025}
+              model: emulated
+              model_args: {step_ms: 20}
+              batch_size: 4
+              device: cpu
+            loader: {num_workers: 1, prefetch_factor: 2}
+            measure: {warmup_steps: 1, steps: 10, repeats: 1}
+            slurm: {tasks_per_node: 2, gpus_per_node: 0}
+            """
+        )
+    )
+    plan = expand(spec)
+    sweep = create_sweep(plan, tmp_path, backend="local", world_size=2)
+    assert run_local(plan.points, sweep, spec.slurm) == []
+    point_path = layout.point_dir(sweep, plan.points[0].id)
+    fast, slow = (results.read_rows(layout.rank_file(point_path, k))[0] for k in (0, 1))
+    assert fast["status"] == slow["status"] == "ok", (fast["error"], slow["error"])
+    # Rank 1 waits for its batches (4 × 25 ms each, against a 20 ms step); rank 0 waits for
+    # rank 1 in the gradient all-reduce, which is train step time, not loading time.
+    assert float(slow["loading_time"]) > 5 * float(fast["loading_time"])
+    assert float(slow["loading_time"]) > 0.05
+    ratio = float(slow["training_time"]) / float(fast["training_time"])
+    assert 0.8 < ratio < 1.25

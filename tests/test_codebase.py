@@ -1,0 +1,116 @@
+"""The codebase's own rules, checked: short functions, each setting declared once, a
+torch-free analysis (docs/architecture.md says why each matters)."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("harness", "analysis")
+MAX_FUNCTION_LINES = 60
+LOADER_SETTINGS = frozenset(
+    {"num_workers", "persistent_workers", "pin_memory", "non_blocking", "prefetch_factor", "drop_last"}
+)
+SETTINGS_MODULE = Path("harness/config/settings.py")
+
+
+def modules() -> list[Path]:
+    """Every Python file of the packages, relative to the repository."""
+    return sorted(p.relative_to(REPO) for package in PACKAGES for p in (REPO / package).rglob("*.py"))
+
+
+def parsed(path: Path) -> ast.Module:
+    return ast.parse((REPO / path).read_text(), filename=str(path))
+
+
+def test_no_function_is_longer_than_60_lines() -> None:
+    long = [
+        f"{path}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for path in modules()
+        for node in ast.walk(parsed(path))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno is not None
+        and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
+    ]
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines (split them):\n" + "\n".join(long)
+
+
+def _string_collections(tree: ast.Module) -> list[set[str]]:
+    """The string constants of each list, tuple or set literal."""
+    return [
+        {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set))
+    ]
+
+
+def _class_fields(tree: ast.Module) -> dict[str, set[str]]:
+    """Class name -> the names its body annotates (a dataclass's fields)."""
+    return {
+        node.name: {
+            s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
+        }
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef)
+    }
+
+
+def test_the_loader_settings_are_declared_in_one_place() -> None:
+    """A new DataLoader knob is one field in LoaderSettings: a module that lists the knobs
+    again (a literal, or fields of its own) would silently miss it."""
+    declared = {
+        name for name, names in _class_fields(parsed(SETTINGS_MODULE)).items() if names >= LOADER_SETTINGS
+    }
+    assert declared == {"LoaderSettings"}
+    again = [
+        f"{path}: {what}"
+        for path in modules()
+        if path != SETTINGS_MODULE
+        for what in (
+            *(
+                "a literal listing them all"
+                for strings in _string_collections(parsed(path))
+                if strings >= LOADER_SETTINGS
+            ),
+            *(
+                f"class {name} declares them all"
+                for name, names in _class_fields(parsed(path)).items()
+                if names >= LOADER_SETTINGS
+            ),
+        )
+    ]
+    assert not again, (
+        f"the loader settings are declared in {SETTINGS_MODULE} only (use LOADER_COLUMNS or "
+        "fields(LoaderSettings)); declared again in:\n" + "\n".join(again)
+    )
+
+
+IMPORT_ALL = """
+import importlib, sys
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+print(" ".join(m for m in ("torch", "torchvision") if m in sys.modules))
+"""
+
+
+def test_the_analysis_never_imports_torch() -> None:
+    """It runs on login nodes and laptops, from result folders alone."""
+    names = [
+        ".".join(path.with_suffix("").parts).removesuffix(".__init__")
+        for path in modules()
+        if path.parts[0] == "analysis"
+    ]
+    out = subprocess.run(
+        [sys.executable, "-c", IMPORT_ALL, *names],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), "MPLBACKEND": "Agg"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "", f"importing {', '.join(names)} imported {out.stdout.strip()}"
