@@ -161,7 +161,9 @@ def expand(spec: Spec) -> Plan:
                 continue
             seen[point.id] = len(points)
             points.append(point)
-    return Plan(spec=spec, points=tuple(points), notes=(*notes, *_exclude_notes(excluded, exclude_hits)))
+    return Plan(
+        spec=spec, points=tuple(points), notes=(*spec.notes, *notes, *_exclude_notes(excluded, exclude_hits))
+    )
 
 
 def _dimensions(spec: Spec) -> list[list[dict[str, Any]]]:
