@@ -17,7 +17,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from analysis.tables import FORMATS, GROUPINGS
+from analysis.aggregate import GROUPINGS
+from analysis.tables import FORMATS
 
 FORMAT_CHOICES = [*FORMATS, "csv"]
 COMPARE_FORMATS = ["terminal", "markdown", "csv", "latex"]
@@ -142,8 +143,9 @@ def _main(argv: list[str]) -> int:
         parser = argparse.ArgumentParser(
             prog="python -m analysis compare",
             description="Compare two sets of results, configuration by configuration (matched on "
-            "their settings, not point ids). A change counts when it exceeds the larger spread over "
-            "repeats of the two sides; with one run a side, a change beyond 10%% is marked '?'.",
+            "their settings, not point ids). A change is called faster or slower when its 95%% interval "
+            "from the runs of each side excludes no change and it is at least 3%%; with one run a side "
+            "it is shown as untested.",
         )
         add_compare_arguments(parser)
         return compare_main(parser.parse_args(argv[1:]))

@@ -6,9 +6,11 @@ dataset_args and model_args from plan.json, and the rung), never on point ids. A
 is constant in A and in B but differs between them (the change itself: batch_size 32 in A, 64
 in B) is left out of the match and named under "what changed".
 
-Significance: a change counts when it is larger than the noise, the larger spread over repeats
-(max - min) of the two sides. With one run on both sides there is no spread: a change beyond
-10 % is marked with a "?" (suggestive, not tested).
+Significance, by analysis.noise (the one noise model): the runs of a configuration on each side
+(its repeats, and every point that measured it) are independent runs; B over A is called faster
+or slower when its 95 % interval excludes no change and the change is at least noise.PRACTICAL.
+With one run on a side there is no interval: the change is shown, marked untested, and never
+called.
 """
 
 from __future__ import annotations
@@ -23,19 +25,22 @@ from typing import Any
 import pandas as pd
 from tabulate import tabulate
 
+from analysis import noise
+from analysis.aggregate import LOADER_COLUMNS, WORKLOAD_COLUMNS, summarize, type_label
 from analysis.load import Loaded, SweepPlan, load_meta, load_plan, load_results
-from analysis.tables import FORMATS, LOADER_COLUMNS, WORKLOAD_COLUMNS, summarize, type_label
+from analysis.tables import FORMATS
 
 MATCH_COLUMNS = [*WORKLOAD_COLUMNS, *LOADER_COLUMNS, "rung"]  # dataset_args, model_args included
 # Constant per side and different between them: named as what changed, not matched on.
-CONTEXT_COLUMNS = ["device", "world_size", "warmup_steps", "steps"]
+# Not warmup_steps: the rows hold the effective warmup, which the runner lengthens until the
+# loader's stock is drained, so it varies run to run; the spec's own value shows in its diff.
+CONTEXT_COLUMNS = ["device", "world_size", "steps"]
 SOFTWARE = {
     "torch_version": "torch",
     "cuda_version": "CUDA",
     "python_version": "Python",
     "git_commit": "harness commit",
 }
-UNTESTED_THRESHOLD = 0.10
 MAX_SPEC_DIFF_LINES = 30
 
 
@@ -113,7 +118,7 @@ def compare(a_paths: Sequence[str | Path], b_paths: Sequence[str | Path]) -> Com
     only_a = int((merged["_merge"] == "left_only").sum())
     only_b = int((merged["_merge"] == "right_only").sum())
     table = merged[merged["_merge"] == "both"].drop(columns="_merge").reset_index(drop=True)
-    table = _verdicts(table)
+    table = _judge_changes(table)
     notes = []
     if table.empty:
         notes.append(_no_match(keyed["A"], keyed["B"], key))
@@ -121,70 +126,58 @@ def compare(a_paths: Sequence[str | Path], b_paths: Sequence[str | Path]) -> Com
 
 
 def _per_config(frame: pd.DataFrame, key: list[str]) -> pd.DataFrame:
-    """One row per configuration: the median over the points (sweeps, nodes) that measured it;
-    the noise is the largest spread over repeats or between those points."""
+    """One row per configuration: the median over the points (sweeps, nodes) that measured it,
+    and the runs of all those points, for the test."""
     grouped = frame.groupby(key, sort=False)
     out = grouped.agg(
         samples_per_s=("samples_per_s", "median"),
         loading_time=("loading_time", "median"),
         runs=("runs", "sum"),
         points=("point_id", lambda s: ",".join(sorted(set(s)))),
+        run_samples_per_s=("run_samples_per_s", _pooled),
+        run_loading_time=("run_loading_time", _pooled),
     )
-    out["noise"] = pd.concat(
-        [grouped["throughput_spread"].max(), grouped["samples_per_s"].max() - grouped["samples_per_s"].min()],
-        axis=1,
-    ).max(axis=1)
-    out["loading_noise"] = pd.concat(
-        [grouped["loading_spread"].max(), grouped["loading_time"].max() - grouped["loading_time"].min()],
-        axis=1,
-    ).max(axis=1)
     return out.reset_index()
 
 
-def _verdicts(table: pd.DataFrame) -> pd.DataFrame:
+def _pooled(runs: pd.Series) -> tuple[float, ...]:
+    return tuple(v for point in runs for v in point)
+
+
+def _judge_changes(table: pd.DataFrame) -> pd.DataFrame:
+    """Per matched configuration: the change of B over A, its interval and what it is called,
+    for throughput and for the wait for data."""
     if table.empty:
         return table
     table = table.copy()
     table["change"] = table["samples_per_s_b"] / table["samples_per_s_a"] - 1
-    table["noise"] = table[["noise_a", "noise_b"]].max(axis=1)
-    table["tested"] = (table["runs_a"] > 1) | (table["runs_b"] > 1)
-    table["verdict"] = [
-        _verdict(b - a, noise, tested, change, "faster", "slower")
-        for a, b, noise, tested, change in zip(
-            table["samples_per_s_a"],
-            table["samples_per_s_b"],
-            table["noise"],
-            table["tested"],
-            table["change"],
-            strict=True,
-        )
+    judged = [
+        _judge(a, b, "faster", "slower")
+        for a, b in zip(table["run_samples_per_s_a"], table["run_samples_per_s_b"], strict=True)
     ]
+    table["interval"] = [interval for interval, _ in judged]
+    table["verdict"] = [word for _, word in judged]
+    table["tested"] = table["interval"] != ""
     table["loading_change"] = table["loading_time_b"] / table["loading_time_a"] - 1
-    loading_noise = table[["loading_noise_a", "loading_noise_b"]].max(axis=1)
     table["loading_verdict"] = [
-        _verdict(b - a, noise, tested, change, "longer", "shorter")
-        for a, b, noise, tested, change in zip(
-            table["loading_time_a"],
-            table["loading_time_b"],
-            loading_noise,
-            table["tested"],
-            table["loading_change"],
-            strict=True,
-        )
+        _judge(a, b, "longer", "shorter")[1]
+        for a, b in zip(table["run_loading_time_a"], table["run_loading_time_b"], strict=True)
     ]
     return table.sort_values("change", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def _verdict(diff: float, noise: float, tested: bool, change: float, up: str, down: str) -> str:
-    if pd.isna(diff):
-        return ""
-    if tested:
-        if abs(diff) <= noise:
-            return "same (within noise)"
-        return up if diff > 0 else down
-    if pd.isna(change) or abs(change) <= UNTESTED_THRESHOLD:
-        return "same?"
-    return f"{up if diff > 0 else down}?"
+def _judge(a: tuple[float, ...], b: tuple[float, ...], up: str, down: str) -> tuple[str, str]:
+    """(the interval of B over A, or "" when untested; the word for the change)."""
+    try:
+        ratio = noise.independent_ratio(a, b)
+    except ValueError:  # a side without a positive figure: nothing to compare
+        return "", ""
+    if not ratio.tested or ratio.low is None or ratio.high is None:
+        return "", "untested"
+    interval = f"{ratio.low - 1:+.1%} .. {ratio.high - 1:+.1%}"
+    if not ratio.called():
+        return interval, "same (within noise)"
+    return interval, up if ratio.estimate > 1 else down
 
 
 def _no_match(a: pd.DataFrame, b: pd.DataFrame, key: list[str]) -> str:
@@ -272,7 +265,7 @@ def comparison_table(c: Comparison) -> pd.DataFrame:
     out["A samples/s"] = t["samples_per_s_a"]
     out["B samples/s"] = t["samples_per_s_b"]
     out["change"] = t["change"]
-    out["noise"] = t["noise"].where(t["tested"])
+    out["interval"] = t["interval"]
     out["verdict"] = t["verdict"]
     out["A loading_time"] = t["loading_time_a"]
     out["B loading_time"] = t["loading_time_b"]
@@ -294,7 +287,7 @@ def render_comparison(c: Comparison, fmt: str = "terminal") -> str:
     parts.append("what changed from A to B:\n" + "\n".join(bullet + line for line in changed))
     if not table.empty:
         shown = table.copy()
-        for column in ("A samples/s", "B samples/s", "noise"):
+        for column in ("A samples/s", "B samples/s"):
             shown[column] = ["" if pd.isna(v) else f"{v:.2f}" for v in shown[column]]
         for column in ("A loading_time", "B loading_time"):
             shown[column] = ["" if pd.isna(v) else f"{v:.6f}" for v in shown[column]]
@@ -313,8 +306,9 @@ def render_comparison(c: Comparison, fmt: str = "terminal") -> str:
         ]
         parts.append("\n".join(lines))
     legend = [
-        "noise: the larger spread over repeats (max - min) of the two sides; a change within it is "
-        'not called. "?": one run on each side, so no spread: a change beyond 10% is suggestive only; '
+        "interval: 95% interval of the change of B over A from the runs of each side (Welch's t on the "
+        f"logs); faster or slower only where it excludes no change and the change is at least "
+        f"{noise.PRACTICAL:.0%}. untested: one run on a side, no interval, never called; "
         "set measure.repeats to 3 or more to know."
     ]
     if c.only_a or c.only_b:

@@ -24,9 +24,9 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from analysis.aggregate import WORKLOAD_COLUMNS, table_rows
 from analysis.load import SAMPLES_FILE, load_samples
 from analysis.recommend import Recommendation
-from analysis.tables import WORKLOAD_COLUMNS, table_rows
 from harness.config import rungs as rung_names
 from harness.storage.atomic import atomic_write_bytes
 
@@ -73,13 +73,13 @@ def make_plots(
 
     wanted: list[tuple[str, str, int | None]] = []
     for rec in recommendations:
-        rank = _slowest_rank(summary, rec.sweep_dir, rec.best.point_id)
+        rank = _waiting_rank(summary, rec.sweep_dir, rec.best.point_id)
         if rec.baseline is not None:
             wanted.append(
                 (
                     rec.sweep_dir,
                     rec.baseline.point_id,
-                    _slowest_rank(summary, rec.sweep_dir, rec.baseline.point_id),
+                    _waiting_rank(summary, rec.sweep_dir, rec.baseline.point_id),
                 )
             )
         wanted.append((rec.sweep_dir, rec.best.point_id, rank))
@@ -88,7 +88,7 @@ def make_plots(
         points = sorted(summary["point_id"].unique())
     for point_id in points:
         for sweep_dir in summary.loc[summary["point_id"] == point_id, "sweep_dir"].unique():
-            wanted.append((str(sweep_dir), point_id, _slowest_rank(summary, str(sweep_dir), point_id)))
+            wanted.append((str(sweep_dir), point_id, _waiting_rank(summary, str(sweep_dir), point_id)))
     seen: set[tuple[str, str]] = set()
     for sweep_dir, point_id, rank in wanted:
         if (sweep_dir, point_id) in seen:
@@ -115,15 +115,16 @@ def write_plots(plots: Iterable[Plot]) -> list[Plot]:
     return written
 
 
-def _slowest_rank(summary: pd.DataFrame, sweep_dir: str, point_id: str) -> int | None:
+def _waiting_rank(summary: pd.DataFrame, sweep_dir: str, point_id: str) -> int | None:
+    """The rank that waited most for data (loading_rank): its timeline shows the loader's trouble."""
     rows = summary[(summary["sweep_dir"] == sweep_dir) & (summary["point_id"] == point_id)]
-    if rows.empty or pd.isna(rows["slowest_rank"].iloc[0]):
+    if rows.empty or pd.isna(rows["loading_rank"].iloc[0]):
         return None
-    return int(rows["slowest_rank"].iloc[0])
+    return int(rows["loading_rank"].iloc[0])
 
 
 def _samples(point_path: Path, rank: int | None) -> tuple[pd.DataFrame, int] | None:
-    """The slowest rank's timeline, else the lowest rank's that has one."""
+    """The timeline of the rank that waited most, else the lowest rank's that has one."""
     ranks = [] if rank is None else [rank]
     pattern = re.compile(SAMPLES_FILE.replace("{rank}", r"(\d+)").replace(".", r"\."))
     if point_path.is_dir():
@@ -181,7 +182,8 @@ def throughput_png(rows: pd.DataFrame, title: str) -> bytes | None:
         points = pd.concat([zero, line]).sort_values("num_workers")
         # One y per x: the best of points that differ only in settings not on this line.
         points = points.loc[points.groupby("num_workers")["samples_per_s"].idxmax()]
-        spread = points["throughput_spread"].fillna(0) / 2
+        # ±1 robust standard deviation of the runs (analysis.noise.relative_spread).
+        spread = (points["relative_spread"] * points["samples_per_s"]).fillna(0)
         label = ", ".join(f"{k}={_text(v)}" for k, v in settings.items())
         ax.errorbar(
             points["num_workers"],
@@ -227,7 +229,9 @@ def ladder_png(rows: pd.DataFrame, title: str) -> bytes | None:
         x = [i + (n - (len(ids) - 1) / 2) * width for i in range(len(order))]
         first = bars.dropna(subset=["samples_per_s"]).iloc[0]
         label = f"{point_id} (num_workers={_text(first['num_workers'])}, pin_memory={first['pin_memory']})"
-        spread = bars["throughput_spread"].fillna(0) / 2 if (bars["runs"] > 1).any() else None
+        spread = (
+            (bars["relative_spread"] * bars["samples_per_s"]).fillna(0) if (bars["runs"] > 1).any() else None
+        )
         drawn = ax.bar(x, bars["samples_per_s"], width=width, label=label, yerr=spread, capsize=3)
         ax.bar_label(
             drawn, labels=[_text(round(v)) if pd.notna(v) else "" for v in bars["samples_per_s"]], fontsize=7

@@ -6,15 +6,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from analysis import html
+from analysis.aggregate import add_nodes, summarize, table_rows
 from analysis.load import SweepPlan, load_meta, load_plan, load_results
 from analysis.recommend import Recommendation, recommend, render_recommendations
 from analysis.stragglers import RULE, find_stragglers
-from analysis.tables import add_nodes, loader_tables, render, summarize, table_rows
+from analysis.tables import loader_tables, render
 from analysis.verdict import ladder_verdicts, render_verdict
 
 if TYPE_CHECKING:
@@ -61,27 +62,63 @@ def build_report(
         if plots or timeline:
             made = write_plots(made)
 
-    sections: list[tuple[str, str]] = []  # (title, rendered body)
     group_plots: dict[str, list[Plot]] = {}
     for plot in made:
         group_plots.setdefault(plot.group, []).append(plot)
-    recs_by_group: dict[str, list[Recommendation]] = {}
-    for rec in recs:
-        recs_by_group.setdefault(rec.group, []).append(rec)
-    shown = table_rows(summary)
-    for group, table in loader_tables(summary).items():
-        body = render(table, fmt)
-        if fmt != "csv" and recs_by_group.get(group):
-            sep = "\n" if fmt == "html" else "\n\n"
-            body += sep + render_recommendations(recs_by_group[group], fmt)
-        if fmt == "html":
-            body += "\n" + "\n".join(html.figure(p.png, _caption(p)) for p in group_plots.pop(group, []))
-        sections.append((_group_title(group, by, shown), body))
-
+    sections = _group_sections(summary, recs, group_plots, fmt, by)
     ladders = _ladder_verdicts(rows, fmt)
     if ladders:
         sections.append((LADDER, ladders))
 
+    failures = _failures(rows)
+    problems = loaded.problems + incomplete
+    written = [p for p in made if p.path is not None]
+    notes = _notes(rows, failures, problems, plans) + _plot_notes(written)
+    rest = [p for plots_of_group in group_plots.values() for p in plots_of_group]
+    return Report(
+        text=_text(paths, sections, notes, rest, written, fmt),
+        points=int(rows[["sweep_dir", "point_id"]].drop_duplicates().shape[0]) if not rows.empty else 0,
+        failed_points=0 if failures is None else int(failures["point_id"].nunique()),
+        problems=len(problems),
+        plots=tuple(p.path for p in written if p.path is not None),
+    )
+
+
+def _group_sections(
+    summary: pd.DataFrame,
+    recs: list[Recommendation],
+    group_plots: dict[str, list[Plot]],
+    fmt: str,
+    by: str,
+) -> list[tuple[str, str]]:
+    """(title, rendered body) per group: its table, the table's notes, its recommendations and,
+    in HTML, its plots (taken out of `group_plots`)."""
+    recs_by_group: dict[str, list[Recommendation]] = {}
+    for rec in recs:
+        recs_by_group.setdefault(rec.group, []).append(rec)
+    shown = table_rows(summary)
+    sections = []
+    for group, table in loader_tables(summary).items():
+        body = render(table, fmt)
+        sep = "\n" if fmt == "html" else "\n\n"
+        notes = table_notes(shown[shown["group"] == group])
+        if notes and fmt != "csv":
+            body += sep + _note_block(notes, fmt)
+        if fmt != "csv" and recs_by_group.get(group):
+            body += sep + render_recommendations(recs_by_group[group], fmt)
+        if fmt == "html":
+            body += "\n" + "\n".join(html.figure(p.png, _caption(p)) for p in group_plots.pop(group, []))
+        sections.append((_group_title(group, by, shown), body))
+    return sections
+
+
+def _notes(
+    rows: pd.DataFrame,
+    failures: pd.DataFrame | None,
+    problems: list[str],
+    plans: dict[Path, SweepPlan | None],
+) -> list[str]:
+    """The report's closing notes: caveats, stragglers, failures, problems, pending points, traces."""
     notes = _caveats(rows)
     stragglers = find_stragglers(rows) if not rows.empty else []
     if stragglers:
@@ -90,11 +127,9 @@ def build_report(
         if len(stragglers) > MAX_LISTED:
             notes.append(f"  … and {len(stragglers) - MAX_LISTED} more")
         notes.append(f"  (rule: {RULE})")
-    failures = _failures(rows)
     if failures is not None:
         notes.append(f"{failures['point_id'].nunique()} point(s) had failed rungs:")
         notes.extend(f"  {r.point_id} {r.rung} (rank {r.rank}): {r.error}" for r in failures.itertuples())
-    problems = loaded.problems + incomplete
     if problems:
         notes.append(f"{len(problems)} problem(s) with the result files:")
         notes.extend(f"  {p}" for p in problems)
@@ -102,29 +137,74 @@ def build_report(
     notes += _profiles(plans)
     if rows.empty and not problems:
         notes.append("no result rows found")
-    written = [p for p in made if p.path is not None]
-    if written:
-        notes.append("plots:")
-        notes.extend(f"  {p.path}" for p in written)
+    return notes
 
+
+def _plot_notes(written: list[Plot]) -> list[str]:
+    return ["plots:", *(f"  {p.path}" for p in written)] if written else []
+
+
+def _text(
+    paths: Sequence[str | Path],
+    sections: list[tuple[str, str]],
+    notes: list[str],
+    rest: list[Plot],
+    written: list[Plot],
+    fmt: str,
+) -> str:
     if fmt == "html":
-        rest = [p for plots_of_group in group_plots.values() for p in plots_of_group]
-        text = _html_page(paths, sections, notes, rest)
-    else:
-        # The verdicts carry their own titles.
-        parts = [body if title == LADDER else _title(title, fmt) + body for title, body in sections]
-        if fmt == "csv":
-            parts += [f"# plot: {p.path}" for p in written]
-        elif notes:
-            parts.append("\n".join(f"% {n}" for n in notes) if fmt == "latex" else "\n".join(notes))
-        text = "\n\n".join(parts)
-    return Report(
-        text=text,
-        points=int(rows[["sweep_dir", "point_id"]].drop_duplicates().shape[0]) if not rows.empty else 0,
-        failed_points=0 if failures is None else int(failures["point_id"].nunique()),
-        problems=len(problems),
-        plots=tuple(p.path for p in written if p.path is not None),
-    )
+        return _html_page(paths, sections, notes, rest)
+    # The verdicts carry their own titles.
+    parts = [body if title == LADDER else _title(title, fmt) + body for title, body in sections]
+    if fmt == "csv":
+        parts += [f"# plot: {p.path}" for p in written]
+    elif notes:
+        parts.append("\n".join(f"% {n}" for n in notes) if fmt == "latex" else "\n".join(notes))
+    return "\n\n".join(parts)
+
+
+def table_notes(shown: pd.DataFrame) -> list[str]:
+    """What a reader of a table must know to trust its rows: windows that drifted, and epochs
+    shorter than the window (the loader restarted inside it: its workers, unless persistent)."""
+    notes = []
+    unsteady = shown[shown["unsteady_runs"] > 0]
+    if not unsteady.empty:
+        listed = ", ".join(
+            f"{r.jobid} ({r.unsteady_runs:.0f} of {r.runs:.0f} runs)"
+            for r in unsteady.head(MAX_LISTED).itertuples()
+        )
+        more = f" … and {len(unsteady) - MAX_LISTED} more" if len(unsteady) > MAX_LISTED else ""
+        notes.append(
+            f"window not steady (step time drifted between its halves beyond the noise): {listed}{more}; "
+            "a longer measure.warmup_steps or measure.steps gives a steadier window"
+        )
+    short = shown[(shown["epoch_steps"] > 0) & (shown["epoch_steps"] < pd.to_numeric(shown["steps"]))]
+    for r in short.head(MAX_LISTED).itertuples():
+        restarts = "" if pd.isna(r.epoch_restarts) else f": {r.epoch_restarts:g} {_restart_kind(r)} inside it"
+        spent = "" if pd.isna(r.epoch_restart_time) else f" ({r.epoch_restart_time:.3f} s of the window)"
+        notes.append(
+            f"{r.jobid}: epoch shorter than the window ({r.epoch_steps:.0f} batches per rank, "
+            f"{int(r.steps)} steps measured){restarts}{spent}"
+        )
+    if len(short) > MAX_LISTED:
+        notes.append(f"… and {len(short) - MAX_LISTED} more point(s) whose epoch is shorter than the window")
+    return notes
+
+
+def _restart_kind(row: Any) -> str:
+    """Each epoch end starts a new iterator: new worker processes unless they persist."""
+    workers = not pd.isna(row.num_workers) and row.num_workers > 0 and not bool(row.persistent_workers)
+    return "worker restart(s)" if workers else "iterator restart(s)"
+
+
+def _note_block(notes: list[str], fmt: str) -> str:
+    if fmt == "markdown":
+        return "\n".join(f"- {n}" for n in notes)
+    if fmt == "latex":
+        return "\n".join(f"% {n}" for n in notes)
+    if fmt == "html":
+        return html.preformatted("\n".join(notes))
+    return "\n".join(notes)
 
 
 def _group_title(group: str, by: str, shown: pd.DataFrame) -> str:
@@ -234,7 +314,7 @@ def _incomplete(rows: pd.DataFrame, plans: dict[Path, SweepPlan | None]) -> list
             out.append(
                 f"{Path(sweep_dir) / 'points' / str(point_id)}: no rows from rank(s) "
                 f"{', '.join(map(str, missing))} of {world} ({names} missing or unreadable, "
-                f"run {run_id}); the slowest rank present decides"
+                f"run {run_id}); the figures are those of the ranks present"
             )
     expected: dict[tuple[str, str], int] = {}
     for sweep_dir, plan in plans.items():

@@ -1,51 +1,69 @@
-"""Stragglers: a rank, or a node, much slower than its peers on the same point.
+"""Stragglers: a rank that waits for data much longer than its peers, or a node much slower
+than the others on the same point.
 
-The rule (RULE is printed with the flags): a rank straggles when its training_time (median over
-repeats) exceeds the median of the other ranks of its run by more than 10 % and by more than
-the spread over repeats (the largest max - min of any of those ranks). A node straggles by the
-same rule, with the node's slowest rank, against the other nodes that measured the same point
-(of the same type): the nodes of one multi-node run, or separate runs of the point.
+Ranks of one run are in lockstep (DDP's all-reduce makes their training_time equal), so they are
+judged on the wait for data: a rank straggles when its loading_time (median over repeats)
+exceeds the median of the other ranks of its run by more than noise.STRAGGLER_SHARE of the
+run's median step time, and the repeats call the difference (analysis.noise, paired by repeat:
+the ranks of a repeat measured together). Separate runs of one point on different nodes (of
+the same type) are not in lockstep: a node straggles when its training_time is more than
+STRAGGLER_SHARE above the other nodes' and the runs call it (independent runs). With one run,
+a flag is shown as untested.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import statistics
 from dataclasses import dataclass
-from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from analysis.tables import add_nodes
+from analysis import noise
+from analysis.aggregate import add_nodes
 
-THRESHOLD = 0.10
 RULE = (
-    "a rank (node) straggles when its training_time, median over repeats, is more than 10% above "
-    "the median of the other ranks of its run (other nodes on the same point) and by more than "
-    "the spread over repeats"
+    f"a rank straggles when its wait for data (loading_time, median over repeats) exceeds the "
+    f"other ranks' of its run by more than {noise.STRAGGLER_SHARE:.0%} of the run's step time; a "
+    f"node when its training_time on a point is more than {noise.STRAGGLER_SHARE:.0%} above the "
+    "other nodes' that ran it separately; either beyond the noise of the repeats (95% interval), "
+    "or marked untested with one run"
 )
 
 
 @dataclass(frozen=True, slots=True)
 class Straggler:
     kind: str
-    """rank or node."""
+    """rank (judged on its wait for data) or node (on training_time)."""
     sweep_dir: str
     point_id: str
     rung: str
     who: str
     time: float
+    """The rank's loading_time, or the node's training_time (seconds; medians over repeats)."""
     others: float
+    step_time: float | None = None
+    """The run's median step time (ranks): the wait is judged against it."""
+    tested: bool = True
 
     @property
     def excess(self) -> float:
+        """A rank: its extra wait as a share of a step. A node: its extra training_time."""
+        if self.step_time:
+            return (self.time - self.others) / self.step_time
         return self.time / self.others - 1
 
     def line(self) -> str:
         sweep = "/".join(self.sweep_dir.replace("\\", "/").rstrip("/").split("/")[-2:])
+        untested = "" if self.tested else f" ({noise.UNTESTED})"
+        where = f"{sweep} point {self.point_id} ({self.rung}): {self.who}"
+        if self.step_time:
+            return (
+                f"{where} waited {self.time:.4f} s per step for data, the other ranks "
+                f"{self.others:.4f} s (+{self.excess:.0%} of a {self.step_time:.3f} s step){untested}"
+            )
         return (
-            f"{sweep} point {self.point_id} ({self.rung}): {self.who} took {self.time:.3f} s, "
-            f"the other {self.kind}s {self.others:.3f} s (+{self.excess:.0%})"
+            f"{where} took {self.time:.3f} s, the other {self.kind}s {self.others:.3f} s "
+            f"(+{self.excess:.0%}){untested}"
         )
 
 
@@ -60,66 +78,78 @@ def find_stragglers(rows: pd.DataFrame) -> list[Straggler]:
 
 
 def _ranks(ok: pd.DataFrame) -> list[Straggler]:
-    peers = ["sweep_dir", "point_id", "rung", "node"]
-    multi = ok[ok.groupby(peers, sort=False)["rank"].transform("nunique") > 1]
-    if multi.empty:
-        return []
-    per_rank = (
-        multi.groupby([*peers, "rank"], sort=False)
-        .agg(
-            time=("training_time", "median"),
-            low=("training_time", "min"),
-            high=("training_time", "max"),
-            host=("hostname", "first"),
-        )
-        .reset_index()
-    )
-    return _flag(per_rank, peers, "rank", lambda r: f"rank {int(r.rank)} on {r.host}")
+    """Ranks of one run, judged on their wait for data against the others of each repeat."""
+    run = ["sweep_dir", "point_id", "rung", "node"]
+    multi = ok[ok.groupby(run, sort=False)["rank"].transform("nunique") > 1]
+    found = []
+    for (sweep_dir, point_id, rung, _), rows in multi.groupby(run, sort=False):
+        step = rows["step_time"].median()
+        waits = rows.pivot_table(index="repeat", columns="rank", values="loading_time", aggfunc="median")
+        if pd.isna(step) or step <= 0 or waits.shape[1] < 2:
+            continue
+        hosts = rows.groupby("rank")["hostname"].first()
+        for rank in waits.columns:
+            mine = waits[rank].dropna()
+            others_per_repeat = waits.drop(columns=rank).median(axis=1).loc[mine.index]
+            wait = float(mine.median())
+            others = float(waits.drop(columns=rank).median().median())
+            if not wait - others > noise.STRAGGLER_SHARE * step:
+                continue
+            tested = _called_paired(others_per_repeat.tolist(), mine.tolist())
+            if tested is False:
+                continue
+            who = f"rank {int(rank)} on {hosts[rank]}"
+            found.append(
+                Straggler(
+                    "rank", str(sweep_dir), str(point_id), str(rung), who, wait, others, step, tested is True
+                )
+            )
+    return found
+
+
+def _called_paired(others: list[float], mine: list[float]) -> bool | None:
+    """True: the repeats call the difference; False: they do not; None: untested (one repeat,
+    or no positive wait to take a ratio of, such as an instant loader's 0)."""
+    try:
+        ratio = noise.paired_ratio(others, mine)
+    except ValueError:
+        return None
+    if not ratio.tested:
+        return None
+    return ratio.called()
 
 
 def _nodes(ok: pd.DataFrame) -> list[Straggler]:
-    # The node's time in each run is its slowest rank; then the median over repeats.
+    """Separate runs of one point on different nodes (not in lockstep), on training_time."""
+    # A run's time is its common window: the longest of its ranks'.
     per_run = (
-        ok.groupby(["sweep_dir", "point_id", "rung", "node_type", "node", "hostname", "repeat"], sort=False)[
+        ok.groupby(["sweep_dir", "point_id", "rung", "node_type", "node", "repeat"], sort=False)[
             "training_time"
         ]
         .max()
         .reset_index()
     )
     peers = ["sweep_dir", "point_id", "rung", "node_type"]
-    per_run = per_run[per_run.groupby(peers, sort=False)["hostname"].transform("nunique") > 1]
-    if per_run.empty:
-        return []
-    per_host = (
-        per_run.groupby([*peers, "hostname"], sort=False)
-        .agg(
-            time=("training_time", "median"),
-            low=("training_time", "min"),
-            high=("training_time", "max"),
-        )
-        .reset_index()
-    )
-    return _flag(per_host, peers, "node", lambda r: f"node {r.hostname}")
-
-
-def _flag(table: pd.DataFrame, peers: list[str], kind: str, who: Callable[[Any], str]) -> list[Straggler]:
+    per_run = per_run[per_run.groupby(peers, sort=False)["node"].transform("nunique") > 1]
     found = []
-    for _, group in table.groupby(peers, sort=False):
-        times = group["time"].to_numpy(dtype=float)
-        noise = float(np.nanmax(group["high"].to_numpy(dtype=float) - group["low"].to_numpy(dtype=float)))
-        for i, row in enumerate(group.itertuples(index=False)):
-            others = float(np.median(np.delete(times, i)))
-            excess = times[i] - others
-            if others > 0 and excess > THRESHOLD * others and excess > noise:
-                found.append(
-                    Straggler(
-                        kind=kind,
-                        sweep_dir=str(row.sweep_dir),
-                        point_id=str(row.point_id),
-                        rung=str(row.rung),
-                        who=who(row),
-                        time=float(times[i]),
-                        others=others,
-                    )
+    for (sweep_dir, point_id, rung, _), runs in per_run.groupby(peers, sort=False):
+        by_node = {str(n): list(t["training_time"]) for n, t in runs.groupby("node", sort=True)}
+        for node, times in by_node.items():
+            other_times = [t for n, ts in by_node.items() if n != node for t in ts]
+            ratio = noise.independent_ratio(other_times, times)
+            if ratio.estimate <= 1 + noise.STRAGGLER_SHARE or (ratio.tested and not ratio.called()):
+                continue
+            others = statistics.median(statistics.median(ts) for n, ts in by_node.items() if n != node)
+            found.append(
+                Straggler(
+                    "node",
+                    str(sweep_dir),
+                    str(point_id),
+                    str(rung),
+                    f"node {node}",
+                    statistics.median(times),
+                    others,
+                    tested=ratio.tested,
                 )
+            )
     return found

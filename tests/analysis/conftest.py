@@ -157,3 +157,40 @@ def real_sweep_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Pat
             run_point(point, sweep, env=DistEnv(hostname="node-a"), skip_done=False)
         sweeps.append(sweep)
     return sweeps[0], sweeps[1]
+
+
+def a_a_spec() -> str:
+    """One point whose step is a 50 ms sleep (the emulated accelerator: no core needed, so the
+    loaded test machine moves it less), in-process loading (no worker to starve); 3 repeats
+    give each side an interval."""
+    workload = TINY_WORKLOAD.replace("model: linear", "model: emulated\n  model_args: {step_ms: 50}")
+    workload = workload.replace("steps: 3, repeats: 1", "steps: 8, repeats: 3")
+    return "name: same\n" + workload + "loader: {num_workers: 0}\n" + UNSAMPLED
+
+
+@pytest.fixture(scope="session")
+def real_sweep_twice(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The same spec measured twice by the harness (an A/A pair): any call between them is a
+    false alarm of the noise model (at most 5 % of the time by the interval's design, less
+    with the PRACTICAL floor). The two sweeps are measured in turn, a repeat at a time (first,
+    second, first, ...), as a careful A/A is: a slow spell of this shared machine then falls on
+    either side at random, as the model assumes of independent runs, rather than on one sweep."""
+    root = tmp_path_factory.mktemp("twice")
+    plan = expand(parse_spec(a_a_spec()))
+    sides = {name: create_sweep(plan, root, sweep_id=name) for name in ("first", "second")}
+    once = expand(parse_spec(a_a_spec().replace("repeats: 3", "repeats: 1")))
+    measured: dict[str, list[dict[str, str]]] = {name: [] for name in sides}
+    for repeat in range(3):
+        for name, sweep in sides.items():
+            scratch = create_sweep(once, root / "scratch", sweep_id=f"{name}{repeat}")
+            (point,) = once.points
+            run_point(point, scratch, env=DistEnv(hostname="node-a"), skip_done=False)
+            for row in results.read_rows(scratch / "points" / point.id / "rank0.csv"):
+                measured[name].append(row | {"sweep_id": sweep.name, "repeat": str(repeat)})
+    (planned,) = plan.points
+    for name, sweep in sides.items():
+        rows = [row | {"point_id": planned.id} for row in measured[name]]
+        atomic_write_text(
+            layout.rank_file(sweep / "points" / planned.id, 0), results.csv_text(rows, results.ROW_COLUMNS)
+        )
+    return sides["first"], sides["second"]

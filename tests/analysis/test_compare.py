@@ -32,20 +32,23 @@ def config(
     )
 
 
-def test_configurations_match_on_settings_not_ids_and_wins_need_to_beat_the_spread(tmp_path: Path) -> None:
+def test_configurations_match_on_settings_not_ids_and_changes_need_the_runs_to_call_them(
+    tmp_path: Path,
+) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     config(a, "a0", 0, [100.0, 104.0, 102.0])
     config(a, "a2", 2, [150.0, 152.0, 151.0], loading=0.02)
     config(a, "a4", 4, [160.0, 161.0, 159.0])
-    config(b, "b0", 0, [103.0, 101.0, 102.0])  # within A's spread of 4
-    config(b, "b2", 2, [200.0, 201.0, 199.0], loading=0.005)  # +32 %, far beyond 2
+    config(b, "b0", 0, [103.0, 101.0, 102.0])  # the same as A's, as far as 3 runs can tell
+    config(b, "b2", 2, [200.0, 201.0, 199.0], loading=0.005)  # +32 %, far beyond the noise
     config(b, "b8", 8, [300.0, 300.0, 300.0])  # only in B
     c = compare([a], [b])
     assert c.matched == 2 and c.only_a == 1 and c.only_b == 1
     rows = comparison_table(c).set_index("num_workers")
     assert rows.loc["2", "verdict"] == "faster" and rows.loc["2", "change"] == pytest.approx(200 / 151 - 1)
     assert rows.loc["2", "loading"] == "shorter"
-    assert rows.loc["0", "verdict"] == "same (within noise)" and rows.loc["0", "noise"] == pytest.approx(4.0)
+    assert rows.loc["0", "verdict"] == "same (within noise)"
+    assert rows.loc["0", "interval"].startswith("-") and " .. +" in rows.loc["0", "interval"]
     text = render_comparison(c)
     assert "throughput of B: faster 1, same (within noise) 1" in text
     others = len(MATCH_COLUMNS) - 1  # every setting but num_workers is equal throughout
@@ -56,11 +59,28 @@ def test_configurations_match_on_settings_not_ids_and_wins_need_to_beat_the_spre
     assert "what changed from A to B:\n  nothing in settings" in text
 
 
-def test_with_one_run_a_side_a_large_change_is_only_suggestive(tmp_path: Path) -> None:
-    config(tmp_path / "a", "x", 2, [100.0])
+@pytest.mark.parametrize("runs_a", [[100.0], [100.0, 101.0, 99.0]])
+def test_with_one_run_on_a_side_even_a_large_change_is_untested(tmp_path: Path, runs_a: list[float]) -> None:
+    config(tmp_path / "a", "x", 2, runs_a)
     config(tmp_path / "b", "y", 2, [150.0])
+    (row,) = comparison_table(compare([tmp_path / "a"], [tmp_path / "b"])).itertuples()
+    assert row.verdict == "untested" and row.interval == "" and row.change == pytest.approx(0.5)
+
+
+def test_a_slower_configuration_is_called_slower(tmp_path: Path) -> None:
+    config(tmp_path / "a", "x", 2, [150.0, 151.0, 149.0])
+    config(tmp_path / "b", "y", 2, [100.0, 101.0, 99.0])
     (verdict,) = comparison_table(compare([tmp_path / "a"], [tmp_path / "b"]))["verdict"]
-    assert verdict == "faster?"
+    assert verdict == "slower"
+
+
+def test_the_same_sweep_measured_twice_calls_nothing(real_sweep_twice: tuple[Path, Path]) -> None:
+    """An A/A comparison: the harness measured one spec twice, 3 repeats each; its change may
+    not be called faster or slower, though the two sweeps' medians differ."""
+    first, second = real_sweep_twice
+    (row,) = comparison_table(compare([first], [second])).itertuples()
+    assert row.verdict == "same (within noise)", row
+    assert row.interval != ""  # tested, not merely untested
 
 
 def test_a_setting_changed_on_every_point_is_named_and_not_matched_on(tmp_path: Path) -> None:
@@ -96,7 +116,7 @@ def test_compare_cli_on_two_real_sweeps(
     for fmt in ("markdown", "latex", "csv"):
         assert main(["compare", str(before), str(after), "--format", fmt]) == 0
     csv = capsys.readouterr().out
-    assert "num_workers,A samples/s,B samples/s,change,noise,verdict" in csv
+    assert "num_workers,A samples/s,B samples/s,change,interval,verdict" in csv
 
 
 def test_compare_exits_1_when_nothing_matches(

@@ -29,7 +29,7 @@ def test_a_partial_rank_file_a_missing_rank_and_unrun_points_are_reported(tmp_pa
     points = sweep / "points"
     assert report.problems == 2 and report.points == 2
     assert (
-        f"  {points / ids[1]}: no rows from rank(s) 1 of 2 (rank1.csv missing or unreadable, run n1); the slowest rank present decides"
+        f"  {points / ids[1]}: no rows from rank(s) 1 of 2 (rank1.csv missing or unreadable, run n1); the figures are those of the ranks present"
         in report.text
     )
     assert (
@@ -78,3 +78,38 @@ def test_markdown_and_latex_carry_the_recommendation(real_sweep: Path) -> None:
     assert "% recommendation for node-a" in latex and "\\toprule" in latex
     csv = build_report([real_sweep], "csv").text
     assert "best" not in csv and csv.startswith("# node node-a\njobid,num_workers")
+
+
+def test_the_table_notes_say_when_an_epoch_is_shorter_than_the_window_and_windows_drifted(
+    tmp_path: Path,
+) -> None:
+    write_rows(
+        tmp_path,
+        *(
+            synthetic_row(
+                point_id="short",
+                repeat=r,
+                steps=20,
+                epoch_steps=6,
+                epoch_restarts=3,
+                epoch_restart_time=0.25,
+                window_steady=r != 2,
+            )
+            for r in range(3)
+        ),
+        synthetic_row(point_id="long", steps=20, epoch_steps=500, epoch_restarts=0, window_steady=True),
+    )
+    text = build_report([tmp_path]).text
+    assert (
+        "short: epoch shorter than the window (6 batches per rank, 20 steps measured): "
+        "3 worker restart(s) inside it (0.250 s of the window)"
+    ) in text
+    assert "long: epoch" not in text
+    assert (
+        "window not steady (step time drifted between its halves beyond the noise): short (1 of 3 runs)"
+        in text
+    )
+    # under the table, before the recommendation
+    assert text.index("epoch shorter") < text.index("recommendation for n1")
+    markdown = build_report([tmp_path], "markdown").text
+    assert "\n- short: epoch shorter than the window" in markdown

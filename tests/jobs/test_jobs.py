@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from analysis.aggregate import summarize
 from analysis.load import load_results
-from analysis.tables import loader_tables, summarize
+from analysis.tables import loader_tables
 from harness.backends.inline import run_inline
 from harness.config.plan import expand
 from harness.config.spec import load_spec, parse_spec

@@ -1,0 +1,243 @@
+"""Aggregate rows (ranks, repeats, nodes) into one summary row per point and rung.
+
+Aggregation rules, in order:
+1. A *run* is the ranks that measured one (point, rung, repeat) together: the same Slurm job
+   (several nodes for a multi-node point), or, outside Slurm, the same host.
+2. In a run, the ranks share one window (they leave the warmup together through a barrier):
+   the run's training_time is the longest of its ranks' (the common window), its samples are
+   all ranks' delivered samples, and samples_per_s is the one over the other. Under DDP the
+   gradient all-reduce makes every rank's training_time equal, so the slowest rank by
+   training_time says nothing about the loader: the run's loading_time is that of the rank that
+   *waited most* (`loading_rank` names it), and likewise next_time (`next_rank`). The spread of
+   training_time between ranks, (slowest - fastest) / median rank, is `rank_spread`.
+3. Over the runs of a point in a table group (its repeats; with --by gpu also the nodes of one
+   type), the median is reported, with `runs` and `relative_spread`: the robust spread of the
+   runs' samples_per_s from analysis.noise (MAD over median). The runs' own figures stay in
+   `run_samples_per_s` and `run_loading_time`, for the tests of analysis.noise (compare, the
+   recommendation).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis import noise
+from harness.config import rungs as rung_names
+from harness.config import settings
+
+# The settings a row carries, as declared once in harness/config/settings.py.
+WORKLOAD_COLUMNS = list(settings.WORKLOAD_COLUMNS)
+LOADER_COLUMNS = list(settings.LOADER_COLUMNS)
+SETTING_COLUMNS = ["sequence_step", *WORKLOAD_COLUMNS, *LOADER_COLUMNS, "device", "steps"]
+# Shown only where the sampler recorded them.
+SAMPLED_COLUMNS = ["gpu_util", "energy_per_sample_j", "loader_cores"]
+GROUPINGS = ("node", "gpu")
+KEY = ["group", "sweep_dir", "point_id", "rung"]
+RUN = [*KEY, "node", "repeat"]
+METRICS = [
+    "loading_time",
+    "next_time",
+    "training_time",
+    "first_step_loading_time",
+    "samples_per_s",
+    "steps_per_s",
+    "cpu_memory_gb",
+    "step_time",
+    "rank_spread",
+    "epoch_restarts",
+    "epoch_restart_time",
+    *SAMPLED_COLUMNS,
+    "gpu_power_w",
+    "peak_device_memory_gb",
+    "cpus_allotted",
+]
+# Per point, taken from its first run: the settings and where it ran.
+FIRST_COLUMNS = [*SETTING_COLUMNS, "point_index", "hostname", "sweep_id", "node", "node_type"]
+UNKNOWN_TYPE = "unknown node type"
+
+
+def add_nodes(rows: pd.DataFrame, meta: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Add `node` (the host, or hosts joined by + for a multi-node Slurm run) and `node_type`
+    (GPU count and model from meta-rank<k>.json, matched by sweep, point and rank)."""
+    rows = rows.copy()
+    node = rows["hostname"].astype(object)
+    slurm = rows["jobid"] != ""
+    if slurm.any():
+        run = ["sweep_dir", "point_id", "jobid"]
+        hosts = rows.groupby(run, sort=False)["hostname"].transform("nunique")
+        multi = slurm & (hosts > 1)
+        if multi.any():
+            joined = (
+                rows[multi]
+                .groupby(run, sort=False)["hostname"]
+                .transform(lambda s: "+".join(sorted(s.unique())))
+            )
+            node = node.where(~multi, joined)
+    rows["node"] = node
+    rows["node_type"] = node_types(rows, meta) if meta is not None else ""
+    return rows
+
+
+def node_types(rows: pd.DataFrame, meta: pd.DataFrame) -> pd.Series:
+    """`8× NVIDIA A100-SXM4-80GB`, `cpu`, or UNKNOWN_TYPE for each row."""
+    if meta.empty:
+        return pd.Series(UNKNOWN_TYPE, index=rows.index, dtype=object)
+    meta = meta.assign(
+        node_type=[type_label(d, c) for d, c in zip(meta["device_name"], meta["gpu_count"], strict=True)]
+    )
+    keys = ["sweep_dir", "point_id", "rank"]
+    joined = rows[[*keys, "hostname"]].merge(meta[[*keys, "meta_hostname", "node_type"]], on=keys, how="left")
+    joined.index = rows.index
+    # A resumed point rewrites meta-rank<k>.json on its new host: trust it for that host only.
+    same_host = (
+        joined["meta_hostname"].isna()
+        | joined["meta_hostname"].isin(["", None])
+        | (joined["meta_hostname"] == joined["hostname"])
+    )
+    types = joined["node_type"].where(same_host)
+    # The type of a host does not change: fill the rest from the host's other points.
+    known = meta[meta["meta_hostname"] != ""].drop_duplicates("meta_hostname")
+    by_host = dict(zip(known["meta_hostname"], known["node_type"], strict=True))
+    types = types.fillna(rows["hostname"].map(by_host))
+    return types.fillna(UNKNOWN_TYPE).astype(object)
+
+
+def type_label(device_name: object, gpu_count: object) -> str:
+    name = str(device_name or "")
+    try:
+        count = int(gpu_count)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        count = 0
+    if not name:
+        return UNKNOWN_TYPE
+    return f"{count}× {name}" if count > 0 and name != "cpu" else name
+
+
+def summarize(rows: pd.DataFrame, by: str = "node", meta: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per (group, sweep, point, rung): each run's ranks aggregated (rule 2 of the
+    module), then the median over runs. `by` is node (a table per host), gpu (per node type)
+    or all (one group)."""
+    ok = rows[rows["status"] == "ok"]
+    if ok.empty:
+        return pd.DataFrame(columns=[*KEY, *FIRST_COLUMNS, "jobid"])
+    if "node" not in ok.columns or (meta is not None and (ok["node_type"] == "").all()):
+        ok = add_nodes(ok, meta)
+    if by == "gpu":
+        group = ok["node_type"].replace("", UNKNOWN_TYPE)
+    else:
+        group = ok["node"] if by == "node" else pd.Series("all", index=ok.index)
+    return over_runs(per_run(ok.assign(group=group)))
+
+
+def per_run(ok: pd.DataFrame) -> pd.DataFrame:
+    """One row per run (RUN): the common window, all ranks' samples, the rank that waited most."""
+    grouped = ok.groupby(RUN, sort=False)
+    runs = grouped[[c for c in FIRST_COLUMNS if c != "node"] + ["jobid"]].first()
+    runs = runs.assign(
+        training_time=grouped["training_time"].max(),
+        samples=grouped["samples"].sum(),
+        # The slowest rank's steps over its window: the steps of the common window.
+        steps_per_s=grouped["steps_per_s"].min(),
+        step_time=grouped["step_time"].max(),
+        epoch_steps=grouped["epoch_steps"].min(),
+        epoch_restarts=grouped["epoch_restarts"].max(),
+        epoch_restart_time=grouped["epoch_restart_time"].max(),
+        window_steady=_all_true(ok, RUN, "window_steady"),
+        cpu_memory_gb=grouped["cpu_memory_gb"].sum(min_count=1),
+        first_step_loading_time=grouped["first_step_loading_time"].max(),
+        ranks=grouped["rank"].nunique(),
+        world_size=grouped["world_size"].max(),
+        gpu_util=grouped["gpu_util"].mean(),
+        gpu_power_w=grouped["gpu_power_w"].mean(),
+        loader_cores=grouped["loader_cores"].mean(),
+        energy_j=grouped["energy_j"].sum(min_count=1),
+        energy_per_sample_j=grouped["energy_per_sample_j"].mean(),
+        peak_device_memory_gb=grouped["peak_device_memory_gb"].max(),
+        cpus_allotted=grouped["cpus_allotted"].max(),
+    )
+    for column, rank_column in (("loading_time", "loading_rank"), ("next_time", "next_rank")):
+        runs[column], runs[rank_column] = _most_waiting(ok, column)
+    fastest, median_rank = grouped["training_time"].min(), grouped["training_time"].median()
+    runs["rank_spread"] = (runs["training_time"] - fastest) / median_rank
+    runs = runs.reset_index()
+    runs["samples_per_s"] = runs["samples"] / runs["training_time"]
+    # Energy over all ranks per sample over all ranks, where the sampler measured energy.
+    measured = runs["energy_j"].notna() & (runs["samples"] > 0)
+    runs.loc[measured, "energy_per_sample_j"] = runs.loc[measured, "energy_j"] / runs.loc[measured, "samples"]
+    return runs
+
+
+def _most_waiting(ok: pd.DataFrame, column: str) -> tuple[pd.Series, pd.Series]:
+    """Per run, the longest wait of its ranks and the rank that had it (NaN where none measured).
+    Not the rank slowest by training_time: under DDP those are all equal, and the pick would
+    be an accident."""
+    waits = ok[column].astype(float)
+    # idxmax needs a number in every group; a run with no figure gets NaN back below.
+    at = waits.fillna(float("-inf")).groupby([ok[c] for c in RUN], sort=False).idxmax()
+    longest = waits.loc[at.to_numpy()].to_numpy()
+    rank = ok.loc[at.to_numpy(), "rank"].astype(float).to_numpy()
+    measured = ~pd.isna(longest)
+    return (
+        pd.Series(longest, index=at.index),
+        pd.Series(rank, index=at.index).where(measured),
+    )
+
+
+def _all_true(frame: pd.DataFrame, by: list[str], column: str) -> pd.Series:
+    """Per group of `by`: False where one value is False, True where all known ones are True,
+    NaN where none is known (a window too short to judge)."""
+    known = frame[column].map({True: 1.0, False: 0.0})
+    lowest = known.groupby([frame[c] for c in by], sort=False).min()
+    return lowest.map({1.0: True, 0.0: False})
+
+
+def over_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per point (KEY): the median over its runs, the noise of the runs, their figures."""
+    by_point = runs.groupby(KEY, sort=False)
+    summary = by_point[METRICS].median()
+    rates = by_point["samples_per_s"]
+    summary["relative_spread"] = rates.agg(noise.relative_spread).astype(float)
+    summary["run_samples_per_s"] = rates.agg(tuple)
+    summary["run_loading_time"] = by_point["loading_time"].agg(tuple)
+    summary["runs"] = by_point.size()
+    summary["repeats"] = by_point["repeat"].nunique()
+    summary["nodes"] = by_point["node"].nunique()
+    summary["ranks"] = by_point["ranks"].min()
+    summary["world_size"] = by_point["world_size"].max()
+    summary["epoch_steps"] = by_point["epoch_steps"].min()
+    # False where a run's window was not steady; NaN (not shown) where no run could tell.
+    summary["steady"] = _all_true(runs, KEY, "window_steady")
+    summary["unsteady_runs"] = (
+        runs["window_steady"].eq(False).groupby([runs[c] for c in KEY], sort=False).sum()
+    )
+    for column in ("loading_rank", "next_rank"):
+        summary[column] = _usual(runs, column)
+    first = by_point[FIRST_COLUMNS].first()
+    jobid = runs.assign(jobid=runs["jobid"].replace("", None)).groupby(KEY, sort=False)["jobid"].first()
+    out = summary.join(first).join(jobid).reset_index()
+    out["jobid"] = out["jobid"].fillna(out["point_id"]).astype(object)
+    out["sweep"] = [_sweep_label(s) for s in out["sweep_dir"]]
+    return out
+
+
+def _usual(runs: pd.DataFrame, column: str) -> pd.Series:
+    """Per point, the value of `column` most runs had (the lowest on a tie); NaN where none."""
+    counts = runs.dropna(subset=[column]).groupby([*KEY, column], sort=True).size()
+    if counts.empty:
+        return pd.Series(dtype=float)
+    top = counts.sort_values(ascending=False, kind="stable").reset_index()
+    return top.drop_duplicates(KEY).set_index(KEY)[column]
+
+
+def _sweep_label(sweep_dir: str) -> str:
+    parts = sweep_dir.replace("\\", "/").rstrip("/").split("/")
+    return "/".join(parts[-2:])
+
+
+def table_rows(summary: pd.DataFrame) -> pd.DataFrame:
+    """The rows the tables show: per sweep, the rung closest to `full` (a sweep of the caching
+    ladder shows its full pipeline; a sweep of one rung shows that rung)."""
+    if summary.empty:
+        return summary
+    rungs = summary.groupby("sweep_dir")["rung"].agg(lambda s: max(set(s), key=rung_names.ladder_position))
+    return summary[summary["rung"] == summary["sweep_dir"].map(rungs)]

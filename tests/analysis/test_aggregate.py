@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from analysis.aggregate import UNKNOWN_TYPE, summarize
+from analysis.load import load_meta, load_results
+from tests.analysis.conftest import synthetic_row, write_node_meta, write_rows
+
+
+def test_a_run_is_its_common_window_and_its_samples_are_all_ranks(tmp_path: Path) -> None:
+    write_rows(
+        tmp_path,
+        synthetic_row(rank=0, world_size=2, training_time=1.0, loading_time=0.01),
+        synthetic_row(rank=1, world_size=2, training_time=2.0, loading_time=0.05),
+    )
+    (row,) = summarize(load_results([tmp_path]).rows).itertuples()
+    assert row.training_time == 2.0 and row.loading_time == 0.05 and row.loading_rank == 1
+    assert row.samples_per_s == pytest.approx(160 / 2.0)
+    assert row.ranks == 2
+
+
+def test_under_ddp_the_loading_time_is_the_rank_that_waited_most_not_the_slowest(tmp_path: Path) -> None:
+    """The all-reduce makes the ranks' training_time equal: rank 0 is "slowest" by a hair, but
+    rank 1 is the one that waited 69 ms a step for its data. That wait is the run's."""
+    write_rows(
+        tmp_path,
+        synthetic_row(rank=0, world_size=2, training_time=1.0001, loading_time=0.003, next_time=0.002),
+        synthetic_row(rank=1, world_size=2, training_time=1.0, loading_time=0.069, next_time=0.066),
+    )
+    (row,) = summarize(load_results([tmp_path]).rows).itertuples()
+    assert row.loading_time == 0.069 and row.loading_rank == 1
+    assert row.next_time == 0.066 and row.next_rank == 1
+    assert row.training_time == 1.0001 and row.samples_per_s == pytest.approx(160 / 1.0001)
+
+
+def test_a_rank_without_a_wait_figure_leaves_the_other_ranks_figure(tmp_path: Path) -> None:
+    write_rows(
+        tmp_path,
+        synthetic_row(rank=0, world_size=2, loading_time=None),
+        synthetic_row(rank=1, world_size=2, loading_time=0.02),
+    )
+    (row,) = summarize(load_results([tmp_path]).rows).itertuples()
+    assert row.loading_time == 0.02 and row.loading_rank == 1
+    assert row.next_time != row.next_time  # no rank measured next_time: NaN, no rank named
+
+
+def test_repeats_take_the_median_and_a_robust_relative_spread(tmp_path: Path) -> None:
+    write_rows(tmp_path, *(synthetic_row(repeat=r, training_time=t) for r, t in enumerate([1.0, 3.0, 1.2])))
+    (row,) = summarize(load_results([tmp_path]).rows).itertuples()
+    rates = (80 / 1.0, 80 / 3.0, 80 / 1.2)
+    assert row.training_time == 1.2 and row.runs == 3
+    assert row.run_samples_per_s == pytest.approx(rates)
+    # median absolute deviation (13.33) × 1.4826 over the median (66.67): the slow repeat
+    # weighs as one run among three, not as the whole range.
+    assert row.relative_spread == pytest.approx(1.4826 * (80 - 80 / 1.2) / (80 / 1.2))
+
+
+def test_one_run_has_no_spread(tmp_path: Path) -> None:
+    write_rows(tmp_path, synthetic_row())
+    (row,) = summarize(load_results([tmp_path]).rows).itertuples()
+    assert row.runs == 1 and row.relative_spread != row.relative_spread
+
+
+def test_steady_is_false_where_one_run_drifted_and_unknown_where_none_could_tell(tmp_path: Path) -> None:
+    write_rows(
+        tmp_path,
+        *(synthetic_row(point_id="drift", repeat=r, window_steady=r != 1) for r in range(3)),
+        synthetic_row(point_id="short", window_steady=None),
+        synthetic_row(point_id="fine", window_steady=True),
+    )
+    summary = summarize(load_results([tmp_path]).rows).set_index("point_id")
+    assert summary.loc["drift", "steady"] is False and summary.loc["drift", "unsteady_runs"] == 1
+    assert summary.loc["fine", "steady"] is True and summary.loc["fine", "unsteady_runs"] == 0
+    assert summary.loc["short", "steady"] != summary.loc["short", "steady"]  # NaN
+
+
+def test_epoch_restarts_are_the_median_over_runs(tmp_path: Path) -> None:
+    write_rows(
+        tmp_path,
+        *(
+            synthetic_row(repeat=r, epoch_steps=4, epoch_restarts=n, epoch_restart_time=0.1 * n)
+            for r, n in enumerate([2, 3, 2])
+        ),
+    )
+    (row,) = summarize(load_results([tmp_path]).rows).itertuples()
+    assert row.epoch_restarts == 2 and row.epoch_restart_time == pytest.approx(0.2) and row.epoch_steps == 4
+
+
+def test_a_node_without_meta_takes_its_type_from_its_other_points_else_unknown(tmp_path: Path) -> None:
+    write_rows(tmp_path, synthetic_row(point_id="p", hostname="n1", device="cuda:0"))
+    write_node_meta(tmp_path, "p", 0, "n1", "NVIDIA A100-SXM4-80GB", 8)
+    write_rows(tmp_path, synthetic_row(point_id="late", hostname="n1"))  # no meta of its own
+    write_rows(tmp_path, synthetic_row(point_id="lost", hostname="n9"))
+    rows = load_results([tmp_path]).rows
+    summary = summarize(rows, by="gpu", meta=load_meta(rows)).set_index("point_id")
+    assert summary.loc["late", "group"] == "8× NVIDIA A100-SXM4-80GB"
+    assert summary.loc["lost", "group"] == UNKNOWN_TYPE
