@@ -418,6 +418,15 @@ def _capacity_verdict(v: Verdict, lad: _Ladder, cap: _Capacity, steps: list[_Sta
                 f"over: {above} keeps up ({float(lad.capacity[above].median()):.1f} batches/s)"
             )
         v.sentence += missing
+    elif cap.vs_demand is not None and cap.vs_demand.estimate < 1:
+        # Below the demand, but not beyond the noise: neither "keeps up" nor "does not".
+        v.keeps_up = None
+        named = cap.named()
+        v.stages, v.costliest = [s.label for s in named], cap.costliest().label
+        v.sentence = (
+            f"the input pipeline is at the edge: {delivers}, short of it within the noise "
+            f"({cap.vs_demand.interval_text()}); {reach}. {_costs(cap, named)}{missing}"
+        )
     elif not cap.near:
         # The loader alone keeps up, yet steps are lost: to the copy of fresh batches, or to the
         # workers competing with the step for the CPU. The drops say where it shows.
