@@ -156,10 +156,10 @@ def _judge_changes(table: pd.DataFrame) -> pd.DataFrame:
         for a, b in zip(table["run_samples_per_s_a"], table["run_samples_per_s_b"], strict=True)
     ]
     table["interval"] = [interval for interval, _ in judged]
-    table["verdict"] = [word for _, word in judged]
+    table["judgement"] = [word for _, word in judged]
     table["tested"] = table["interval"] != ""
     table["loading_change"] = table["loading_time_b"] / table["loading_time_a"] - 1
-    table["loading_verdict"] = [
+    table["loading_judgement"] = [
         _judge(a, b, "longer", "shorter")[1]
         for a, b in zip(table["run_loading_time_a"], table["run_loading_time_b"], strict=True)
     ]
@@ -266,11 +266,11 @@ def comparison_table(c: Comparison) -> pd.DataFrame:
     out["B samples/s"] = t["samples_per_s_b"]
     out["change"] = t["change"]
     out["interval"] = t["interval"]
-    out["verdict"] = t["verdict"]
+    out["judgement"] = t["judgement"]
     out["A loading_time"] = t["loading_time_a"]
     out["B loading_time"] = t["loading_time_b"]
     out["loading change"] = t["loading_change"]
-    out["loading"] = t["loading_verdict"]
+    out["loading"] = t["loading_judgement"]
     return out
 
 
@@ -282,7 +282,7 @@ def render_comparison(c: Comparison, fmt: str = "terminal") -> str:
     parts = [_side_line(c.a) + "\n" + _side_line(c.b)]
     changed = c.changed or [
         "nothing in settings, nodes, node type, software or spec: differences are run-to-run variation "
-        "unless a verdict says otherwise"
+        "unless a judgement says otherwise"
     ]
     parts.append("what changed from A to B:\n" + "\n".join(bullet + line for line in changed))
     if not table.empty:
@@ -296,13 +296,13 @@ def render_comparison(c: Comparison, fmt: str = "terminal") -> str:
         parts.append(
             tabulate(shown, headers="keys", tablefmt=FORMATS[fmt], showindex=False, disable_numparse=True)
         )
-        counts = c.table["verdict"].value_counts()
-        verdicts = ", ".join(f"{v} {n}" for v, n in counts.items())
+        counts = c.table["judgement"].value_counts()
+        judgements = ", ".join(f"{v} {n}" for v, n in counts.items())
         varying = [k for k in table.columns if k in c.key]
         fixed = len(c.key) - len(varying)
         matched_on = ", ".join(varying) + (f" (and {fixed} settings equal throughout)" if fixed else "")
         lines = [
-            f"{c.matched} configuration(s) in both, matched on {matched_on}; throughput of B: {verdicts}"
+            f"{c.matched} configuration(s) in both, matched on {matched_on}; throughput of B: {judgements}"
         ]
         parts.append("\n".join(lines))
     legend = [

@@ -292,7 +292,8 @@ def timeline_png(samples: pd.DataFrame, title: str) -> bytes | None:
     for phase, start, end in phase_spans(samples):
         rung = phase.split("/")[0]
         color = colors_by_rung.setdefault(rung, next(palette))
-        warmup = phase.endswith("/warmup")
+        # Warmup and the loader-capacity pass are not the measured window: shade them lighter.
+        warmup = phase.endswith(("/warmup", "/capacity"))
         for ax in axes:
             ax.axvspan(start, end, color=color, alpha=0.06 if warmup else 0.15, lw=0)
         axes[0].annotate(

@@ -45,9 +45,9 @@ def test_configurations_match_on_settings_not_ids_and_changes_need_the_runs_to_c
     c = compare([a], [b])
     assert c.matched == 2 and c.only_a == 1 and c.only_b == 1
     rows = comparison_table(c).set_index("num_workers")
-    assert rows.loc["2", "verdict"] == "faster" and rows.loc["2", "change"] == pytest.approx(200 / 151 - 1)
+    assert rows.loc["2", "judgement"] == "faster" and rows.loc["2", "change"] == pytest.approx(200 / 151 - 1)
     assert rows.loc["2", "loading"] == "shorter"
-    assert rows.loc["0", "verdict"] == "same (within noise)"
+    assert rows.loc["0", "judgement"] == "same (within noise)"
     assert rows.loc["0", "interval"].startswith("-") and " .. +" in rows.loc["0", "interval"]
     text = render_comparison(c)
     assert "throughput of B: faster 1, same (within noise) 1" in text
@@ -64,14 +64,14 @@ def test_with_one_run_on_a_side_even_a_large_change_is_untested(tmp_path: Path, 
     config(tmp_path / "a", "x", 2, runs_a)
     config(tmp_path / "b", "y", 2, [150.0])
     (row,) = comparison_table(compare([tmp_path / "a"], [tmp_path / "b"])).itertuples()
-    assert row.verdict == "untested" and row.interval == "" and row.change == pytest.approx(0.5)
+    assert row.judgement == "untested" and row.interval == "" and row.change == pytest.approx(0.5)
 
 
 def test_a_slower_configuration_is_called_slower(tmp_path: Path) -> None:
     config(tmp_path / "a", "x", 2, [150.0, 151.0, 149.0])
     config(tmp_path / "b", "y", 2, [100.0, 101.0, 99.0])
-    (verdict,) = comparison_table(compare([tmp_path / "a"], [tmp_path / "b"]))["verdict"]
-    assert verdict == "slower"
+    (judgement,) = comparison_table(compare([tmp_path / "a"], [tmp_path / "b"]))["judgement"]
+    assert judgement == "slower"
 
 
 def test_the_same_sweep_measured_twice_calls_nothing(real_sweep_twice: tuple[Path, Path]) -> None:
@@ -79,7 +79,7 @@ def test_the_same_sweep_measured_twice_calls_nothing(real_sweep_twice: tuple[Pat
     not be called faster or slower, though the two sweeps' medians differ."""
     first, second = real_sweep_twice
     (row,) = comparison_table(compare([first], [second])).itertuples()
-    assert row.verdict == "same (within noise)", row
+    assert row.judgement == "same (within noise)", row
     assert row.interval != ""  # tested, not merely untested
 
 
@@ -116,7 +116,7 @@ def test_compare_cli_on_two_real_sweeps(
     for fmt in ("markdown", "latex", "csv"):
         assert main(["compare", str(before), str(after), "--format", fmt]) == 0
     csv = capsys.readouterr().out
-    assert "num_workers,A samples/s,B samples/s,change,interval,verdict" in csv
+    assert "num_workers,A samples/s,B samples/s,change,interval,judgement" in csv
 
 
 def test_compare_exits_1_when_nothing_matches(
