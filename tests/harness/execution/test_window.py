@@ -196,3 +196,15 @@ def test_a_slow_rank_shows_in_its_loading_time_not_in_its_training_time(tmp_path
     assert float(slow["loading_time"]) > 0.05
     ratio = float(slow["training_time"]) / float(fast["training_time"])
     assert 0.8 < ratio < 1.25
+    # What a user reads: the table takes the waiting rank's figure and names it, and the
+    # stragglers name the rank that waits for data, not an accident of training_time.
+    from analysis.aggregate import summarize
+    from analysis.load import load_results
+    from analysis.stragglers import find_stragglers
+
+    loaded = load_results([sweep]).rows
+    (row,) = summarize(loaded).to_dict("records")
+    assert row["loading_rank"] == 1
+    assert row["loading_time"] == pytest.approx(float(slow["loading_time"]))
+    (straggler,) = find_stragglers(loaded)
+    assert straggler.who.startswith("rank 1")
