@@ -281,6 +281,13 @@ def _caveats(rows: pd.DataFrame) -> list[str]:
             "device cpu: pin_memory and non_blocking have no effect here (nothing is copied to a "
             "GPU); device_batch and host_batch measure the same thing."
         )
+    amp = set(ok["amp"].astype(str)) if not ok.empty and "amp" in ok else set()
+    if "fp16" in amp and len(amp) > 1:
+        notes.append(
+            "amp fp16: the GradScaler reads its found-inf flag with .item() every step (one "
+            "host-device sync per step); bf16 and fp32 rows do not sync, so their waits for data "
+            "against compute are not comparable with the fp16 rows."
+        )
     return notes
 
 

@@ -115,6 +115,11 @@ class RungRow:
     cpus_allotted: int | None = None
     """Cores this process may run on (Slurm's --cpus-per-task, via the affinity mask)."""
     peak_host_memory_gb: float | None = None
+    max_memory_allocated_gb: float | None = None
+    """This rank's most memory allocated by its tensors on its GPU during the rung (PyTorch's
+    count: unlike NVML's `used`, no other context and no cached-but-free blocks)."""
+    max_memory_reserved_gb: float | None = None
+    """What PyTorch's caching allocator held on this rank's GPU at most during the rung."""
     # --- what the caching ladder's verdict needs to know about the pipeline ---
     transform_names: str = ""
     """The dataset's Compose steps, comma-separated (names the stage a transform:<k> rung adds)."""

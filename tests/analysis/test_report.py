@@ -113,3 +113,15 @@ def test_the_table_notes_say_when_an_epoch_is_shorter_than_the_window_and_window
     assert text.index("epoch shorter") < text.index("recommendation for n1")
     markdown = build_report([tmp_path], "markdown").text
     assert "\n- short: epoch shorter than the window" in markdown
+
+
+def test_fp16_rows_beside_others_carry_the_grad_scaler_caveat(tmp_path: Path) -> None:
+    write_rows(
+        tmp_path,
+        synthetic_row(point_id="a", device="cuda:0", amp="fp16"),
+        synthetic_row(point_id="b", point_index=1, device="cuda:0", amp="bf16"),
+    )
+    text = build_report([tmp_path]).text
+    assert "amp fp16: the GradScaler reads its found-inf flag with .item() every step" in text
+    write_rows(tmp_path / "bf16", synthetic_row(point_id="c", device="cuda:0", amp="bf16"))
+    assert "GradScaler" not in build_report([tmp_path / "bf16"]).text
