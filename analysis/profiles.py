@@ -1,7 +1,8 @@
 """What the profiler traces of a sweep say: HolisticTraceAnalysis's time breakdown per rank.
 
 Torch-free like the rest of analysis/: HTA reads the Chrome-trace JSON files that
-harness/profiling.py writes under points/<id>/profile/.
+harness/execution/profiling.py writes under points/<id>/profile/ (and profile/cycle<k>/ with
+a profiler repeat > 1: one folder per cycle, since HTA keeps one trace per rank and folder).
 """
 
 from __future__ import annotations
@@ -14,13 +15,18 @@ import pandas as pd
 log = logging.getLogger(__name__)
 
 
-def trace_dirs(sweep_dir: Path) -> list[Path]:
-    """The points' profile folders that hold at least one trace."""
-    return sorted(
-        d
-        for d in Path(sweep_dir).glob("points/*/profile")
-        if any(p.name.endswith((".json", ".json.gz")) and not p.name.startswith(".") for p in d.iterdir())
+def _has_traces(folder: Path) -> bool:
+    return folder.is_dir() and any(
+        p.name.endswith((".json", ".json.gz")) and not p.name.startswith(".") for p in folder.iterdir()
     )
+
+
+def trace_dirs(sweep_dir: Path) -> list[Path]:
+    """The folders that hold a set of traces (one per rank): each point's `profile/`, or with a
+    profiler `repeat` > 1 each of its `profile/cycle<k>/` (HTA reads one trace per rank and
+    folder, so every cycle is a folder of its own)."""
+    folders = [*Path(sweep_dir).glob("points/*/profile"), *Path(sweep_dir).glob("points/*/profile/cycle*")]
+    return sorted(d for d in folders if _has_traces(d))
 
 
 def time_breakdown(trace_dir: Path) -> pd.DataFrame | None:
@@ -28,9 +34,7 @@ def time_breakdown(trace_dir: Path) -> pd.DataFrame | None:
     of the traces in `trace_dir`; None, with the reason logged, when HTA is not installed (it is
     not a dependency) or cannot analyse them (it needs GPU kernels: CPU-only traces fail)."""
     trace_dir = Path(trace_dir)
-    if not trace_dir.is_dir() or not any(
-        not p.name.startswith(".") and p.name.endswith((".json", ".json.gz")) for p in trace_dir.iterdir()
-    ):
+    if not _has_traces(trace_dir):
         log.info("time breakdown skipped: no trace in %s", trace_dir)
         return None
     try:
@@ -41,6 +45,15 @@ def time_breakdown(trace_dir: Path) -> pd.DataFrame | None:
     try:
         frame: pd.DataFrame = TraceAnalysis(trace_dir=str(trace_dir)).get_temporal_breakdown(visualize=False)
     except Exception as e:
+        if "distributedInfo" in str(e):
+            # Traces of a rank without a process group, from a harness before it wrote one.
+            log.warning(
+                "time breakdown skipped: the traces in %s carry no distributedInfo (a single rank "
+                'profiled without a process group); HTA needs {"distributedInfo": {"rank": k}} '
+                "in each: profile again with this harness, which writes it",
+                trace_dir,
+            )
+            return None
         log.warning(
             "time breakdown skipped: HolisticTraceAnalysis cannot analyse %s (%s: %s)",
             trace_dir,

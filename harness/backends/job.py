@@ -1,5 +1,9 @@
 """What a submitted job runs: one point, on every task (rank) of the job.
 
+Also what `python -m harness.backends.worker` runs on each rank, whoever started it: a
+submitit job, srun, or torchrun (`torchrun --nproc-per-node N -m harness.backends.worker SWEEP
+--index K`); `rank_environment` reads the ranks from the one that did.
+
 Checkpointable: when Slurm signals the time limit, submitit requeues the job with the same
 arguments, and run_point goes on with the rungs not yet finished by every rank.
 """
@@ -22,12 +26,12 @@ class PointJob(submitit.helpers.Checkpointable):
 
     def __call__(self, point_json: dict[str, Any]) -> dict[str, Any]:
         from harness.config.plan import Point
-        from harness.execution.dist import destroy_process_group, environment_in_job
+        from harness.execution.dist import destroy_process_group, rank_environment
         from harness.execution.runner import run_point
 
         _job_logging()
         _threads_from_allocation()
-        env = environment_in_job()
+        env = rank_environment()
         point = Point.from_json(point_json)
         log.info("point %s on %s, rank %d of %d", point.id, env.hostname, env.rank, env.world_size)
         try:

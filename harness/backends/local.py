@@ -1,13 +1,20 @@
 """Points as local subprocesses through submitit's LocalExecutor, for machines without Slurm.
 
-`tasks_per_node` processes per point emulate the ranks of a multi-GPU node (gloo on the CPU).
-Points run one after the other: concurrent points would share the cores and spoil each
-other's timings.
+`tasks_per_node` processes per point are the ranks of one node: DDP over NCCL across the GPUs
+of a multi-GPU workstation or cloud instance, or over gloo on the CPU. Points run one after
+the other: concurrent points would share the cores and spoil each other's timings.
+
+The GPUs: submitit's LocalExecutor sets the tasks' CUDA_VISIBLE_DEVICES to the GPUs it is
+given (`visible_gpus`, the first `gpus_per_node` of them) and to "" when given none, which
+hides every GPU. So the tasks get the first `slurm.gpus_per_node` of the GPUs this process
+sees, every task all of them, and each rank takes the one of its local rank (dist.py), as on a
+Slurm node. Points that cannot use a GPU (device: cpu) get none.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,27 +24,35 @@ from harness.config.spec import SlurmConfig
 log = logging.getLogger(__name__)
 
 
+class LocalBackendError(ValueError):
+    """The spec asks the local backend for what this machine cannot give; nothing ran."""
+
+
 def run_local(points: Sequence[Point], sweep_dir: Path, cfg: SlurmConfig) -> list[str]:
     """Run each point with `cfg.tasks_per_node` ranks; return the points whose job crashed."""
     import submitit
 
     from harness.backends.job import PointJob
     from harness.backends.slurm import time_seconds
+    from harness.execution.dist import TORCHRUN_VARIABLES
     from harness.storage.sweep import record_jobs
 
-    if cfg.nodes != 1:
-        raise ValueError(f"the local backend runs on one node; slurm.nodes is {cfg.nodes}")
+    gpus = local_gpus(points, cfg)
     executor = submitit.LocalExecutor(folder=sweep_dir / "local" / "%j")
     executor.update_parameters(
         tasks_per_node=cfg.tasks_per_node,
         nodes=1,
         timeout_min=max(1, time_seconds(cfg.time) // 60),
-        gpus_per_node=0,  # the ranks pick their device themselves (auto: the CPU here)
+        gpus_per_node=len(gpus),
+        visible_gpus=gpus,
     )
     crashed: list[str] = []
     for n, point in enumerate(points, 1):
         log.info("[%d/%d] point %s: %d local task(s)", n, len(points), point.id, cfg.tasks_per_node)
-        job = executor.submit(PointJob(str(sweep_dir)), point.to_json())
+        # A shell started by torchrun or srun has RANK, MASTER_ADDR, SLURM_*...: the tasks
+        # would inherit them, and they are not the tasks' (submitit's clean_env, for this case).
+        with submitit.helpers.clean_env(extra_names=TORCHRUN_VARIABLES):
+            job = executor.submit(PointJob(str(sweep_dir)), point.to_json())
         record_jobs(sweep_dir, [point], [str(job.job_id)], "local")
         try:
             job.results()
@@ -45,3 +60,67 @@ def run_local(points: Sequence[Point], sweep_dir: Path, cfg: SlurmConfig) -> lis
             log.error("point %s: its job failed: %s", point.id, str(e).strip().splitlines()[-1][:300])
             crashed.append(point.id)
     return crashed
+
+
+def local_gpus(points: Sequence[Point], cfg: SlurmConfig) -> tuple[int, ...]:
+    """The CUDA indices (as this process numbers them) to hand the tasks: the first
+    `slurm.gpus_per_node` of those visible here, or none for points that cannot use one.
+
+    Raises LocalBackendError, before anything runs, when the spec asks for more than the
+    machine has, or for more ranks than GPUs (NCCL refuses two ranks on one GPU)."""
+    if cfg.nodes != 1:
+        raise LocalBackendError(f"the local backend runs on one node; slurm.nodes is {cfg.nodes}")
+    devices = {p.workload.device for p in points}
+    needs_gpu = "cuda" in devices
+    if devices == {"cpu"}:
+        return ()
+    wanted = cfg.gpus_per_node
+    if wanted == 0:
+        if needs_gpu:
+            raise LocalBackendError(
+                "device cuda, but slurm.gpus_per_node is 0: the local backend gives its tasks the "
+                "GPUs slurm.gpus_per_node asks for (all others are hidden from them)"
+            )
+        return ()
+    visible = visible_gpu_indices()
+    if not visible:
+        if needs_gpu:
+            raise LocalBackendError(f"device cuda, but no GPU is visible here ({_shown()})")
+        return ()  # device auto on a machine without GPUs: the CPU, as inline
+    if wanted > len(visible):
+        raise LocalBackendError(
+            f"slurm.gpus_per_node is {wanted}, but {len(visible)} GPU(s) are visible here "
+            f"({_shown()}); set slurm.gpus_per_node to {len(visible)} or fewer"
+        )
+    if cfg.tasks_per_node > wanted:
+        raise LocalBackendError(
+            f"slurm.tasks_per_node is {cfg.tasks_per_node}, but slurm.gpus_per_node is {wanted}: "
+            "NCCL needs a GPU of its own for every rank; set slurm.tasks_per_node to "
+            f"{wanted} or fewer"
+        )
+    return tuple(visible[:wanted])
+
+
+def visible_gpu_indices() -> list[int]:
+    """The GPUs this process sees, by the index submitit writes into the tasks'
+    CUDA_VISIBLE_DEVICES: this process's own CUDA_VISIBLE_DEVICES entries when it has one
+    (so `CUDA_VISIBLE_DEVICES=2,3 harness run` runs on GPUs 2 and 3), else 0..count-1."""
+    import torch
+
+    count = torch.cuda.device_count()
+    shown = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if shown is None:
+        return list(range(count))
+    entries = [e.strip() for e in shown.split(",") if e.strip()][:count]
+    if not all(e.isdigit() for e in entries):
+        # submitit takes integers only (its visible_gpus), so UUIDs cannot be passed on.
+        raise LocalBackendError(
+            f"CUDA_VISIBLE_DEVICES={shown!r} names GPUs by UUID; the local backend can pass GPUs "
+            "to its tasks by index only (submitit's visible_gpus): use indices, or unset it"
+        )
+    return [int(e) for e in entries]
+
+
+def _shown() -> str:
+    shown = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return "CUDA_VISIBLE_DEVICES unset" if shown is None else f"CUDA_VISIBLE_DEVICES={shown!r}"

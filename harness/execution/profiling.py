@@ -8,13 +8,21 @@
 
 Traces are Chrome-trace JSON files named rank<k>.<ns>.pt.trace.json (TensorBoard and HTA read
 them), written to a hidden temporary name and renamed into place like every result file.
+
+HolisticTraceAnalysis reads a folder as one trace per rank, keyed by the trace's
+`distributedInfo.rank`. So with `repeat > 1` each cycle's traces go to a folder of their own
+(`profile/cycle<k>/`; with one cycle, `profile/` itself), and a rank without a process group
+(one GPU, inline) writes the `distributedInfo` the profiler only writes under one, else HTA
+refuses the trace.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -73,6 +81,7 @@ class TraceCapture:
         self.config = config if isinstance(config, ProfileConfig) else ProfileConfig.from_mapping(config)
         self.out_dir, self.rank = Path(out_dir), rank
         self.traces: list[Path] = []
+        self.cycles = 0
         activities = [torch.profiler.ProfilerActivity.CPU]
         if torch.cuda.is_available():
             activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -82,6 +91,11 @@ class TraceCapture:
             schedule=torch.profiler.schedule(wait=c.wait, warmup=c.warmup, active=c.active, repeat=c.repeat),
             on_trace_ready=self._save,
         )
+        if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+            # The profiler writes distributedInfo only under a process group; HTA needs it.
+            self._profiler.preset_metadata_json(
+                "distributedInfo", json.dumps({"rank": rank, "world_size": 1, "backend": ""})
+            )
 
     def __enter__(self) -> TraceCapture:
         self._profiler.__enter__()
@@ -94,18 +108,28 @@ class TraceCapture:
         self._profiler.__exit__(exc_type, exc, tb)
 
     def step(self) -> None:
-        self._profiler.step()
+        with warnings.catch_warnings():
+            # Each cycle's trace is saved as the cycle ends: clearing events between cycles
+            # (what torch warns about when repeat > 1) is what we want.
+            warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
+            self._profiler.step()
+
+    def cycle_dir(self, cycle: int) -> Path:
+        """Where cycle `cycle`'s traces go: HTA keeps one trace per rank and folder."""
+        return self.out_dir if self.config.repeat == 1 else self.out_dir / f"cycle{cycle}"
 
     def _save(self, prof: torch.profiler.profile) -> None:
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        out_dir = self.cycle_dir(self.cycles)
+        self.cycles += 1
+        out_dir.mkdir(parents=True, exist_ok=True)
         # The rank in the name: every rank of a point writes into the same folder.
         name = f"rank{self.rank}.{time.time_ns()}.pt.trace.json"
-        tmp = self.out_dir / f".{name}.tmp"
+        tmp = out_dir / f".{name}.tmp"
         try:
             prof.export_chrome_trace(str(tmp))
-            os.replace(tmp, self.out_dir / name)
+            os.replace(tmp, out_dir / name)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-        self.traces.append(self.out_dir / name)
-        log.info("rank %d: profiler trace %s", self.rank, self.out_dir / name)
+        self.traces.append(out_dir / name)
+        log.info("rank %d: profiler trace %s", self.rank, out_dir / name)

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
+import types
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
-from analysis.profiles import time_breakdown
+from analysis.profiles import time_breakdown, trace_dirs
 from harness.execution.profiling import ProfileConfig, TraceCapture
 
 
@@ -65,3 +68,65 @@ def test_time_breakdown_of_an_empty_folder_is_none(tmp_path: Path, caplog: pytes
     with caplog.at_level(logging.INFO, logger="analysis.profiles"):
         assert time_breakdown(tmp_path / "nothing") is None
     assert caplog.messages == [f"time breakdown skipped: no trace in {tmp_path / 'nothing'}"]
+
+
+def test_each_profiler_cycle_gets_its_own_folder(tmp_path: Path) -> None:
+    # HTA keeps one trace per rank and folder: two cycles in one folder would lose one.
+    profile = tmp_path / "points" / "p1" / "profile"
+    config = ProfileConfig(rung="full", wait=0, warmup=1, active=1, repeat=2)
+    with TraceCapture(config, profile, rank=0) as capture:
+        train_steps(capture, config.steps)
+    assert [t.parent for t in capture.traces] == [profile / "cycle0", profile / "cycle1"]
+    assert trace_dirs(tmp_path) == [profile / "cycle0", profile / "cycle1"]
+
+
+def test_a_rank_without_process_group_names_its_rank_for_hta(tmp_path: Path) -> None:
+    with TraceCapture({"wait": 0, "warmup": 1, "active": 1}, tmp_path, rank=0) as capture:
+        train_steps(capture, 2)
+    (trace,) = capture.traces
+    assert json.loads(trace.read_text())["distributedInfo"]["rank"] == 0
+
+
+class FakeTraceAnalysis:
+    """hta.trace_analysis.TraceAnalysis as HTA 0.2 behaves: one trace per rank and folder,
+    keyed by distributedInfo.rank, which it requires."""
+
+    def __init__(self, trace_dir: str) -> None:
+        self.ranks: dict[int, str] = {}
+        for path in Path(trace_dir).glob("*.json"):
+            data = json.loads(path.read_text())
+            if "distributedInfo" not in data:
+                raise ValueError(
+                    "The distributedInfo key does not exist in the trace. Trace cannot be processed."
+                )
+            self.ranks[data["distributedInfo"]["rank"]] = path.name
+
+    def get_temporal_breakdown(self, visualize: bool = False) -> pd.DataFrame:
+        return pd.DataFrame({"rank": sorted(self.ranks), "idle_time_pctg": [10.0] * len(self.ranks)})
+
+
+@pytest.fixture
+def fake_hta(monkeypatch: pytest.MonkeyPatch) -> None:
+    package, module = types.ModuleType("hta"), types.ModuleType("hta.trace_analysis")
+    module.TraceAnalysis = FakeTraceAnalysis  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "hta", package)
+    monkeypatch.setitem(sys.modules, "hta.trace_analysis", module)
+
+
+def test_hta_reads_a_single_rank_trace(tmp_path: Path, fake_hta: None) -> None:
+    with TraceCapture({"wait": 0, "warmup": 1, "active": 1}, tmp_path, rank=0) as capture:
+        train_steps(capture, 2)
+    frame = time_breakdown(tmp_path)
+    assert frame is not None and list(frame["rank"]) == [0]
+
+
+def test_a_trace_without_distributed_info_says_why_hta_skips_it(
+    tmp_path: Path, fake_hta: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "rank0.1.pt.trace.json").write_text(json.dumps({"traceEvents": []}))
+    assert time_breakdown(tmp_path) is None
+    assert caplog.messages == [
+        f"time breakdown skipped: the traces in {tmp_path} carry no distributedInfo (a single rank "
+        'profiled without a process group); HTA needs {"distributedInfo": {"rank": k}} in each: '
+        "profile again with this harness, which writes it"
+    ]

@@ -3,7 +3,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.execution.train_step import DeviceError, TrainStep, choose_device, device_sync
+from harness.execution.train_step import (
+    DeviceError,
+    TrainStep,
+    choose_device,
+    device_sync,
+    peak_memory_gb,
+    reset_peak_memory,
+)
 from harness.workloads.contract import Normalization
 from harness.workloads.fake_cifar import FakeCIFAR
 from harness.workloads.models import linear, toy_conv
@@ -77,3 +84,56 @@ def test_devices_without_a_gpu() -> None:
         ):
             choose_device("cuda")
     device_sync(CPU)()  # a no-op on the CPU, and it must not fail
+
+
+class RecordingCompile:
+    """torch.compile's stand-in: records its options and the shapes the compiled model sees."""
+
+    def __init__(self) -> None:
+        self.options: dict[str, object] = {}
+        self.shapes: list[tuple[int, ...]] = []
+
+    def __call__(self, model: torch.nn.Module, **options: object):
+        self.options = options
+
+        def compiled(inputs: torch.Tensor) -> torch.Tensor:
+            self.shapes.append(tuple(inputs.shape))
+            return model(inputs)
+
+        return compiled
+
+
+def test_compile_keeps_a_partial_last_batch_out_of_the_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = RecordingCompile()
+    monkeypatch.setattr(torch, "compile", fake)
+    step = TrainStep(linear(num_classes=10), CPU, non_blocking=False, compile=True)
+    for n in (8, 8, 3, 8):  # an epoch's partial last batch (drop_last: false) between full ones
+        step(batch(n))
+    assert fake.options == {"dynamic": False}  # no switch to a dynamic-shape graph either
+    assert fake.shapes == [(8, 3, 8, 8)] * 3  # no recompile for the 3-sample batch
+    assert step.uncompiled_steps == 1
+
+
+def test_without_compile_every_batch_runs_the_model() -> None:
+    step = TrainStep(linear(num_classes=10), CPU, non_blocking=False)
+    step(batch(3))
+    assert step.compiled is None and step.uncompiled_steps == 0
+
+
+def test_only_fp16_says_its_step_synchronises() -> None:
+    for amp in (False, "bf16"):
+        assert TrainStep(linear(num_classes=10), CPU, non_blocking=False, amp=amp).syncs_per_step == 0
+    # fp16 (GradScaler: 1 sync per step) needs a GPU: tests/gpu/test_precision.py.
+
+
+def test_peak_memory_reads_the_caching_allocator_of_the_rank_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    cuda1 = torch.device("cuda", 1)
+    reset: list[torch.device] = []
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", reset.append)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda d: 2_500_000_000 if d == cuda1 else 0)
+    monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda d: 4_000_000_000 if d == cuda1 else 0)
+    reset_peak_memory(cuda1)
+    assert reset == [cuda1]
+    assert peak_memory_gb(cuda1) == (2.5, 4.0)
+    reset_peak_memory(CPU)
+    assert reset == [cuda1] and peak_memory_gb(CPU) == (None, None)

@@ -1,0 +1,35 @@
+"""torchrun starts the worker: each rank reads torchrun's variables and writes its rows (gloo
+on the CPU here; tests/gpu/test_ddp.py runs the same command over NCCL)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from harness.config.plan import expand
+from harness.config.spec import parse_spec
+from harness.storage import layout
+from harness.storage import rows as results
+from harness.storage.sweep import create_sweep
+from tests.conftest import TINY_WORKLOAD
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_torchrun_runs_a_point_as_its_ranks(tmp_path: Path) -> None:
+    plan = expand(parse_spec("name: tr\n" + TINY_WORKLOAD + "slurm: {tasks_per_node: 2, gpus_per_node: 0}\n"))
+    sweep = create_sweep(plan, tmp_path, backend="sbatch", world_size=2)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SUBMITIT_"))}
+    env.update(PYTHONPATH=str(REPO), HARNESS_DIST_TIMEOUT_S="60")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    command += ["-m", "harness.backends.worker", str(sweep), "--index", "0"]
+    out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    point_path = layout.point_dir(sweep, plan.points[0].id)
+    rows = [results.read_rows(point_path / f"rank{k}.csv")[0] for k in (0, 1)]
+    assert [(r["rank"], r["world_size"], r["status"]) for r in rows] == [("0", "2", "ok"), ("1", "2", "ok")]
+    metas = [json.loads((point_path / f"meta-rank{k}.json").read_text()) for k in (0, 1)]
+    assert [(m["local_rank"], m["local_world_size"]) for m in metas] == [(0, 2), (1, 2)]
