@@ -5,8 +5,9 @@ table in harness.plan_table, the backends and the wait loop in harness.backends,
 analysis). Everything heavy is imported inside the verb that needs it: `harness --help` imports
 neither torch nor pandas, and `harness plan` no pandas.
 
-Exit status: 0 all well; 1 some points failed (the others completed); 2 bad input (spec,
-arguments), with one line on stderr and nothing run.
+Exit status: 0 all well; 1 some points failed or did not finish (the others completed); 2 bad
+input (spec, arguments), with one line on stderr and nothing run; 130 interrupted (Ctrl-C):
+what was measured is kept, and `harness resume SWEEP` goes on.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeAlias
 
-from harness.config.plan import Plan, expand
-from harness.config.spec import SpecError, load_spec
+from harness.config.plan import Plan, Point, expand
+from harness.config.spec import SlurmConfig, Spec, SpecError, load_spec
 
 log = logging.getLogger("harness")
 
-EXIT_OK, EXIT_FAILED_POINTS, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_FAILED_POINTS, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 DEFAULT_RESULTS = Path(os.environ.get("HARNESS_RESULTS", "results"))
 RESULTS_HELP = "results root (default: ./results, or $HARNESS_RESULTS)"
 ANALYSIS_VERBS = ("report", "compare")
@@ -45,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("harness: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # `harness plan spec.yaml | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
@@ -106,9 +107,13 @@ def _add_slurm_verbs(verbs: Verbs) -> None:
     status.add_argument("sweep", type=Path)
     status.set_defaults(func=cmd_status)
 
-    resume = verbs.add_parser("resume", help="resubmit only the points without complete results")
+    resume = verbs.add_parser(
+        "resume",
+        help="run again only the points without complete results and without a live job "
+        "(resubmitted to Slurm, or run here for an inline or local sweep)",
+    )
     resume.add_argument("sweep", type=Path)
-    resume.add_argument("--wait", action="store_true", help=wait_help)
+    resume.add_argument("--wait", action="store_true", help=wait_help + " (Slurm sweeps)")
     resume.set_defaults(func=cmd_resume)
 
     sbatch = verbs.add_parser("sbatch", help="write a standalone sbatch script for the sweep")
@@ -251,17 +256,46 @@ def cmd_run(args: argparse.Namespace) -> int:
                 f"{args.spec}: the local backend runs one node; slurm.nodes is {plan.spec.slurm.nodes}"
             )
         world = plan.spec.slurm.tasks_per_node
+        _check_local_gpus(args.spec, plan)
     sweep_dir = create_sweep(plan, args.results, backend=args.backend, world_size=world)
     log.info("sweep %s: %d point(s), results in %s", plan.spec.name, len(plan.points), sweep_dir)
-    if args.backend == "local":
-        from harness.backends.local import run_local
-
-        run_local(plan.points, sweep_dir, plan.spec.slurm)
-    else:
-        from harness.backends.inline import run_inline
-
-        run_inline(plan.points, sweep_dir)
+    if not _run_here(args.backend, plan.points, sweep_dir, plan.spec.slurm):
+        return EXIT_INTERRUPTED
     return _finish(sweep_dir, args.format)
+
+
+def _check_local_gpus(spec_path: Path, plan: Plan) -> None:
+    """The local backend's refusals (GPUs asked for and not there) before anything is written."""
+    from harness.backends.local import LocalBackendError, local_gpus
+
+    try:
+        local_gpus(plan.points, plan.spec.slurm)
+    except LocalBackendError as e:
+        raise UsageError(f"{spec_path}: {e}") from e
+
+
+def _run_here(backend: str, points: Sequence[Point], sweep_dir: Path, cfg: SlurmConfig) -> bool:
+    """Run the points in this process (inline) or its subprocesses (local); False when
+    interrupted (Ctrl-C), after saying how to go on: the units measured so far are kept."""
+    from harness.storage.sweep import owned
+
+    try:
+        with owned(sweep_dir):
+            if backend == "local":
+                from harness.backends.local import run_local
+
+                run_local(points, sweep_dir, cfg)
+            else:
+                from harness.backends.inline import run_inline
+
+                run_inline(points, sweep_dir)
+    except KeyboardInterrupt:
+        print(
+            f"harness: interrupted; what was measured is kept; go on with: harness resume {sweep_dir}",
+            file=sys.stderr,
+        )
+        return False
+    return True
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
@@ -290,46 +324,60 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from harness.backends.follow import counts, status_table
-    from harness.backends.status import sweep_status
+    from harness.backends.status import advice, sweep_status
+    from harness.storage.sweep import load_info
 
     sweep_dir = _open_sweep(args.sweep)
     statuses = sweep_status(sweep_dir)
     print(status_table(statuses))
     print(f"\n{counts(statuses)}")
-    missing = [st for st in statuses if st.needs_resubmit]
-    if missing:
-        print(f"resubmit the {len(missing)} point(s) without complete results: harness resume {sweep_dir}")
+    for line in advice(statuses, sweep_dir, load_info(sweep_dir).backend):
+        print(line)
     done = all(st.complete and not st.failed_units for st in statuses)
     return EXIT_OK if done else EXIT_FAILED_POINTS
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from harness.backends.slurm import SubmissionError, submit_array
-    from harness.backends.status import sweep_status
+    """Run again the points without complete results and without a live job, as `status`
+    advises: resubmitted for a Slurm sweep, run here for an inline or local one."""
+    from harness.backends.follow import counts
+    from harness.backends.status import SCHEDULED, sweep_status
     from harness.config.spec import parse_spec
-    from harness.storage.sweep import load_info, record_jobs
+    from harness.storage.sweep import load_info
 
     sweep_dir = _open_sweep(args.sweep)
-    info = load_info(sweep_dir)
-    if info.backend not in ("slurm", "sbatch"):
-        raise UsageError(f"{sweep_dir}: a {info.backend} sweep; resume resubmits Slurm sweeps only")
+    backend = load_info(sweep_dir).backend
     spec = parse_spec((sweep_dir / "spec.yaml").read_text(), file=str(sweep_dir / "spec.yaml"))
     statuses = sweep_status(sweep_dir)
     active = [st for st in statuses if st.active]
     todo = [st.point for st in statuses if st.needs_resubmit]
     if active:
-        print(f"{len(active)} point(s) still pending or running: left alone")
+        print(f"{len(active)} point(s) with a live job ({counts(active)}): left alone")
     if not todo:
-        print("nothing to resubmit: every other point has complete results")
+        print("nothing to resume: every other point has complete results")
+        if args.wait and active and backend in SCHEDULED:
+            return _wait_and_finish(sweep_dir)
         return EXIT_OK
+    if backend not in SCHEDULED:
+        print(f"running the {len(todo)} point(s) without complete results here ({backend})")
+        if not _run_here(backend, todo, sweep_dir, spec.slurm):
+            return EXIT_INTERRUPTED
+        return _finish(sweep_dir)
+    return _resubmit(todo, sweep_dir, spec, args.wait)
+
+
+def _resubmit(todo: Sequence[Point], sweep_dir: Path, spec: Spec, wait: bool) -> int:
+    from harness.backends.slurm import SubmissionError, submit_array
+    from harness.storage.sweep import record_jobs
+
     try:
         job_ids = submit_array(todo, sweep_dir, spec.slurm, f"harness-{spec.name}")
     except SubmissionError as e:
         raise UsageError(str(e)) from e
-    record_jobs(sweep_dir, todo, job_ids, "slurm")
+    record_jobs(sweep_dir, list(todo), job_ids, "slurm")
     ids = ", ".join(p.id for p in todo)
     print(f"resubmitted {len(todo)} point(s) ({ids}) as jobs {job_ids[0]} .. {job_ids[-1]}")
-    if args.wait:
+    if wait:
         return _wait_and_finish(sweep_dir)
     return EXIT_OK
 

@@ -1,24 +1,38 @@
 """Following a sweep while its jobs run: the one-line count of where its points stand, the
-status table, and the loop that waits for the last job (`harness submit --wait`, `status`).
+status table, the progress line (done/total, time left) and the loop that waits for the last
+job (`harness submit --wait`, `resume --wait`).
 
-Torch-free and pandas-free: it runs on a login node, between polls of the scheduler.
+The loop asks the scheduler less and less often (FIRST_ASK_S, growing by BACKOFF up to
+MAX_ASK_S, as submitit's own watcher does) and reads the result files, which cost the
+scheduler nothing, between two questions: a sweep whose points all have their results ends
+at once, without waiting for the next question.
+
+Torch-free and pandas-free: it runs on a login node.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TextIO
 
 from tabulate import tabulate
 
-from harness.backends.status import PointStatus, sweep_status
+from harness.backends.status import PointStatus, advice, scheduler_view, sweep_status
+from harness.storage.sweep import load_info
 
 log = logging.getLogger(__name__)
 
-POLL_S = 3.0
-"""Seconds between two looks at the scheduler: sacct and squeue answer in well under that."""
+FIRST_ASK_S = 3.0
+"""Seconds to the second question to the scheduler: a fresh array starts within seconds."""
+MAX_ASK_S = 60.0
+"""The longest wait between two questions (sacct and squeue): a minute late at most."""
+BACKOFF = 1.5
+LOOK_S = 5.0
+"""Seconds between two readings of the result files, between the scheduler's answers."""
 
 
 def counts(statuses: Sequence[PointStatus]) -> str:
@@ -36,7 +50,7 @@ def status_table(statuses: Sequence[PointStatus]) -> str:
             "#": st.point.index,
             "point": st.point.id,
             "job": st.job_id or "-",
-            "slurm state": st.state,
+            "slurm state": st.state_text,
             "status": st.progress,
             "results": f"{st.units_done}/{st.units_total}",
             "error": st.error[:160],
@@ -46,18 +60,99 @@ def status_table(statuses: Sequence[PointStatus]) -> str:
     return tabulate(rows, headers="keys", tablefmt="simple", disable_numparse=True)
 
 
-def wait_for_sweep(sweep_dir: Path, poll_s: float = POLL_S) -> list[PointStatus]:
-    """Follow the sweep's jobs until none is pending or running; log a line per change.
+def time_left(done: float, total: float, elapsed_s: float) -> str:
+    """ "about 4 min left" at the pace so far (`done` of `total` in `elapsed_s`), or "" before
+    anything is done."""
+    if done <= 0 or elapsed_s <= 0:
+        return ""
+    left = max(0.0, total - done) * elapsed_s / done
+    if left < 90:
+        return f"about {max(1, round(left))} s left"
+    if left < 90 * 60:
+        return f"about {round(left / 60)} min left"
+    return f"about {int(left // 3600)} h {round(left % 3600 / 60)} min left"
 
-    Returns the last statuses seen (every point settled).
-    """
-    last = ""
-    while True:
-        statuses = sweep_status(sweep_dir)
-        line = counts(statuses)
-        if line != last:
+
+class Progress:
+    """done/total points and the time left: a live line (redrawn with \\r) on a terminal, a log
+    line per change of the counts otherwise (a file or a pipe keeps every line)."""
+
+    def __init__(
+        self,
+        statuses: Sequence[PointStatus],
+        *,
+        stream: TextIO | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.live = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.clock = clock
+        self.started = clock()
+        self.units_at_start = _units_done(statuses)
+        self.last_counts = ""
+        self.last_advice: list[str] = []
+
+    def show(self, statuses: Sequence[PointStatus], advice_lines: Sequence[str] = ()) -> None:
+        line_counts = counts(statuses)
+        done = sum(st.complete for st in statuses)
+        # The pace of this wait, in (rung, repeat) units, over what live jobs still have to do.
+        remaining = sum(st.units_total - st.units_done for st in statuses if st.active)
+        ran = _units_done(statuses) - self.units_at_start
+        left = time_left(ran, ran + remaining, self.clock() - self.started) if remaining else ""
+        text = f"{done}/{len(statuses)} points done: {line_counts}" + (f"; {left}" if left else "")
+        if list(advice_lines) != self.last_advice:
+            self._log_lines(advice_lines)
+            self.last_advice = list(advice_lines)
+        if self.live:
+            self.stream.write(f"\r{text}\033[K")
+            self.stream.flush()
+        elif line_counts != self.last_counts:
+            log.info("%s", text)
+        self.last_counts = line_counts
+
+    def close(self) -> None:
+        if self.live:
+            self.stream.write("\n")
+            self.stream.flush()
+
+    def _log_lines(self, lines: Sequence[str]) -> None:
+        if self.live and lines:
+            self.stream.write("\r\033[K")  # the log lines go above the live line
+        for line in lines:
             log.info("%s", line)
-            last = line
-        if not any(st.active for st in statuses):
+
+
+def _units_done(statuses: Sequence[PointStatus]) -> int:
+    return sum(st.units_done for st in statuses)
+
+
+def wait_for_sweep(
+    sweep_dir: Path,
+    *,
+    first_s: float = FIRST_ASK_S,
+    max_s: float = MAX_ASK_S,
+    look_s: float = LOOK_S,
+    stream: TextIO | None = None,
+    ask: Callable[[Path], Mapping[str, object]] = scheduler_view,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[PointStatus]:
+    """Follow the sweep's jobs until none is live (or every point has its results); show the
+    progress as it goes. Returns the last statuses seen. `ask` is the scheduler's answer."""
+    backend = load_info(sweep_dir).backend
+    delay, next_ask = first_s, clock()
+    states: Mapping[str, object] = {}
+    progress: Progress | None = None
+    while True:
+        asked = clock() >= next_ask
+        if asked:
+            states = ask(sweep_dir)
+            next_ask = clock() + delay
+            delay = min(max_s, delay * BACKOFF)
+        statuses = sweep_status(sweep_dir, states)
+        progress = progress or Progress(statuses, stream=stream, clock=clock)
+        progress.show(statuses, advice(statuses, sweep_dir, backend, resume=False))
+        if all(st.complete for st in statuses) or (asked and not any(st.active for st in statuses)):
+            progress.close()
             return statuses
-        time.sleep(poll_s)
+        sleep(max(0.0, min(look_s, next_ask - clock())))

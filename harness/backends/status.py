@@ -1,24 +1,52 @@
-"""Where each point of a sweep stands: its job's state in Slurm accounting, and its results.
+"""Where each point of a sweep stands: its job's state (the scheduler's, or this machine's for a
+sweep run here), and its results; and what a user should do about the points not done.
 
 Results decide "done": a point is complete when every rank wrote a row for every (rung,
-repeat). The scheduler's state says why one is not (pending, running, cancelled, timed out).
+repeat). The job's state, classified once in `slurm.classify`, says why one is not (queued,
+held, running, suspended, cancelled, timed out) and whether it may still write results: a
+point with a live job is never run again by `harness resume`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
+from harness.backends.slurm import LIVE, StateClass, classify, job_list
 from harness.config.plan import Point
 from harness.storage import layout
 from harness.storage import rows as results
-from harness.storage.sweep import latest_job_entries, load_info, load_points
+from harness.storage.sweep import latest_job_entries, live_owner, load_info, load_points
 
 # A job neither queued nor in accounting this long after its submission was cancelled before
 # it started (Slurm does not account never-started array tasks); before that, accounting lags.
 ACCOUNTING_LAG_S = 60
+
+SCHEDULED = ("slurm", "sbatch")
+"""Backends whose jobs a scheduler knows; the others (inline, local) run in a process here."""
+
+_ENDED_WORD = {
+    "TIMEOUT": "timed-out",
+    "DEADLINE": "timed-out",
+    "FAILED": "failed",
+    "NODE_FAIL": "failed",
+    "OUT_OF_MEMORY": "failed",
+    "BOOT_FAIL": "failed",
+    "LAUNCH_FAILED": "failed",
+    "PREEMPTED": "preempted",
+}
+"""The progress word of a job that ended badly; any other (CANCELLED...) is "cancelled"."""
+
+_LIVE_WORD = {
+    StateClass.QUEUED: "pending",
+    StateClass.HELD: "held",
+    StateClass.RUNNING: "running",
+    StateClass.SUSPENDED: "suspended",
+    StateClass.UNKNOWN: "unknown",
+}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -26,81 +54,98 @@ class PointStatus:
     point: Point
     job_id: str
     state: str
-    """Scheduler state (PENDING, RUNNING, COMPLETED, FAILED, TIMEOUT, CANCELLED...) or "-"."""
+    """Scheduler state (PENDING, RUNNING, SUSPENDED, COMPLETED, TIMEOUT, CANCELLED...) or "-"."""
     units_done: int
     units_total: int
     failed_units: int
     error: str
+    reason: str = ""
+    """Why a queued job waits (squeue's JobHeldUser, Resources...), or which process runs it."""
 
     @property
     def complete(self) -> bool:
         return self.units_done == self.units_total
 
     @property
+    def kind(self) -> StateClass | None:
+        """The class of its job's state; None without a job state."""
+        return None if self.state == "-" else classify(self.state, self.reason)
+
+    @property
     def progress(self) -> str:
         """One word for the table: where the point stands, so what a user needs to do about it
-        (completed, failed, pending, running, timed-out, cancelled, not run, partial)."""
+        (completed, failed, pending, held, running, suspended, timed-out, preempted, cancelled,
+        unknown, not run, partial)."""
         if self.complete:
             return "failed" if self.failed_units else "completed"
-        if self.state in ("PENDING", "REQUEUED", "SUBMITTED"):
-            return "pending"
-        if self.state in ("RUNNING", "COMPLETING", "CONFIGURING"):
-            return "running"
-        if self.state == "TIMEOUT":
-            return "timed-out"
-        if self.state in ("FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL"):
-            return "failed"
-        if self.state.startswith("CANCELLED") or self.state == "NEVER_STARTED":
-            return "cancelled"
+        kind = self.kind
+        if kind in _LIVE_WORD:
+            return _LIVE_WORD[kind]
+        if kind is StateClass.ENDED_BAD:
+            return _ENDED_WORD.get(self.state.split()[0], "cancelled")
         return "not run" if self.units_done == 0 else "partial"
 
     @property
     def active(self) -> bool:
         """Its job may still write results: resume leaves it alone, --wait waits for it."""
-        return self.progress in ("pending", "running")
+        return not self.complete and self.kind in LIVE
 
     @property
     def needs_resubmit(self) -> bool:
-        """Results missing and no job left to write them: what `harness resume` resubmits."""
+        """Results missing and no job left to write them: what `harness resume` runs again."""
         return not self.complete and not self.active
+
+    @property
+    def state_text(self) -> str:
+        """The state as the table shows it, with squeue's reason when it says something."""
+        return f"{self.state} ({self.reason})" if self.reason and self.reason != "None" else self.state
+
+
+def scheduler_view(sweep_dir: Path) -> dict[str, Any]:
+    """Job id -> its state (an object with .state and .reason), asked of the scheduler for a
+    Slurm sweep; empty for a sweep run here (its process is looked at by sweep_status)."""
+    if load_info(sweep_dir).backend not in SCHEDULED:
+        return {}
+    jobs = sorted({entry["job_id"] for entry in latest_job_entries(sweep_dir).values()})
+    if not jobs:
+        return {}
+    from harness.backends.slurm import scheduler_states
+
+    return dict(scheduler_states(jobs))
 
 
 def sweep_status(sweep_dir: Path, states: Mapping[str, object] | None = None) -> list[PointStatus]:
-    """`states` maps job id -> an object with .state (sacct's); queried when not given."""
+    """`states` maps job id -> an object with .state (and .reason); asked of the scheduler when
+    not given (see scheduler_view)."""
     info = load_info(sweep_dir)
-    points = load_points(sweep_dir)
     entries = latest_job_entries(sweep_dir)
-    jobs = {point: entry["job_id"] for point, entry in entries.items()}
     if states is None:
-        states = {}
-        if info.backend in ("slurm", "sbatch") and jobs:
-            from harness.backends.slurm import scheduler_states
-
-            states = scheduler_states(sorted(set(jobs.values())))
+        states = scheduler_view(sweep_dir)
+    owner = live_owner(sweep_dir) if info.backend not in SCHEDULED else ""
     out = []
-    for point in points:
+    for point in load_points(sweep_dir):
         path = layout.point_dir(sweep_dir, point.id)
         units = results.completed_units(path, info.world_size)
         wanted = {(r, k) for r in point.rungs for k in range(point.measure.repeats)}
         failed, error = _failures(path)
-        job = jobs.get(point.id, "")
-        state = "-"
-        if job and job in states:
+        entry = entries.get(point.id)
+        job = entry["job_id"] if entry else ""
+        state, reason = "-", ""
+        if owner:
+            state, reason = "RUNNING", owner  # this machine's process runs the sweep still
+        elif job and job in states:
             state = str(getattr(states[job], "state", "-"))
-        elif job and info.backend == "slurm":
-            # Not queued and not accounted: cancelled before it started if Slurm knows other
-            # tasks of its array (accounting has caught up), else a submission not yet seen.
-            array = job.split("_")[0] + "_"
-            known = "_" in job and any(other.startswith(array) for other in states)
-            age = (datetime.now() - datetime.fromisoformat(entries[point.id]["submitted"])).total_seconds()
-            state = "NEVER_STARTED" if known or age > ACCOUNTING_LAG_S else "SUBMITTED"
-        if not error and state in ("FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL") and job:
+            reason = str(getattr(states[job], "reason", ""))
+        elif entry and info.backend == "slurm":
+            state = _unseen_state(job, entry, states)
+        if not error and job and state.split(" ")[0] in _ENDED_WORD:
             error = _log_tail(sweep_dir, job)
         out.append(
             PointStatus(
                 point=point,
                 job_id=job,
-                state=str(state),
+                state=state,
+                reason=reason,
                 units_done=len(units & wanted),
                 units_total=len(wanted),
                 failed_units=failed,
@@ -108,6 +153,42 @@ def sweep_status(sweep_dir: Path, states: Mapping[str, object] | None = None) ->
             )
         )
     return out
+
+
+def _unseen_state(job: str, entry: Mapping[str, Any], states: Mapping[str, object]) -> str:
+    """Not queued and not accounted: cancelled before it started if Slurm knows other tasks of
+    its array (accounting has caught up), else a submission not yet seen."""
+    array = job.split("_")[0] + "_"
+    known = "_" in job and any(other.startswith(array) for other in states)
+    age = (datetime.now() - datetime.fromisoformat(entry["submitted"])).total_seconds()
+    return "NEVER_STARTED" if known or age > ACCOUNTING_LAG_S else "SUBMITTED"
+
+
+def advice(
+    statuses: Sequence[PointStatus], sweep_dir: Path, backend: str, *, resume: bool = True
+) -> list[str]:
+    """What to do about the points not done, a line each; what it advises is what the named
+    commands do (`harness resume` runs exactly the points counted in its line, which comes
+    last, and only with `resume`)."""
+    lines: list[str] = []
+    for word, what in (
+        ("held", "held: release them with: scontrol release {ids} (harness resume leaves them alone)"),
+        (
+            "suspended",
+            "suspended: let them go on with: scontrol resume {ids} (harness resume leaves them alone)",
+        ),
+        ("unknown", "in a state this harness does not know: left alone; see: scontrol show job {ids}"),
+    ):
+        jobs = [st.job_id for st in statuses if st.progress == word and st.job_id]
+        if jobs:
+            lines.append(f"{len(jobs)} point(s) {what.format(ids=job_list(jobs))}")
+    missing = [st for st in statuses if st.needs_resubmit]
+    if missing and resume:
+        verb = "resubmit" if backend in SCHEDULED else "run here"
+        lines.append(
+            f"{verb} the {len(missing)} point(s) without complete results: harness resume {sweep_dir}"
+        )
+    return lines
 
 
 def _failures(point_path: Path) -> tuple[int, str]:

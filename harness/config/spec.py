@@ -10,6 +10,7 @@ fields) happen here too, so that they can point at a line.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import Field, dataclass, field, fields
 from pathlib import Path
@@ -57,7 +58,10 @@ TOP_LEVEL = (
     "profile",
 )
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+"""fullmatch only: `$` would let a trailing line break through, into the job's name."""
+
+_LINE_SAFE = "a single line without control characters"
 
 # Rungs whose code exists. A rung that is named but not built is refused, never ignored.
 BUILT_RUNGS: frozenset[str] = frozenset({*rung_names.LADDER, "transform:<k>"})
@@ -101,7 +105,9 @@ class _Checker:
         self.loaded, self.file = loaded, file
 
     def fail(self, dotted: str, message: str) -> SpecError:
-        return SpecError(message, file=self.file, line=self.loaded.line_of(dotted), field=dotted)
+        # A key may hold a line break too: the field is shown escaped, so the error is one line.
+        shown = "".join(repr(ch)[1:-1] if _is_control(ch) else ch for ch in dotted)
+        return SpecError(message, file=self.file, line=self.loaded.line_of(dotted), field=shown)
 
     def mapping(self, value: Any, dotted: str) -> Mapping[str, Any]:
         if value is None:
@@ -212,6 +218,8 @@ def parse_spec(text: str, *, file: str | None = None, path: Path | None = None) 
         raise SpecError(str(e), file=file, line=e.line) from e
     c = _Checker(loaded, file)
     top = loaded.data
+    if top is None:
+        raise SpecError(f"the spec is empty; expected a mapping with keys {', '.join(TOP_LEVEL)}", file=file)
     if not isinstance(top, Mapping):
         raise SpecError(f"the spec must be a mapping with keys {', '.join(TOP_LEVEL)}", file=file, line=1)
     c.known_keys(top, "", TOP_LEVEL)
@@ -244,7 +252,7 @@ def parse_spec(text: str, *, file: str | None = None, path: Path | None = None) 
 
 def _name_and_description(c: _Checker, top: Mapping[str, Any]) -> tuple[str, str]:
     name = top.get("name")
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise c.fail("name", f"{_show(name)} is not allowed; expected letters, digits, '.', '_' or '-'")
     description = top.get("description", "")
     if not isinstance(description, str):
@@ -254,10 +262,35 @@ def _name_and_description(c: _Checker, top: Mapping[str, Any]) -> tuple[str, str
 
 def _slurm(c: _Checker, raw: Any) -> SlurmConfig:
     values = c.section(SlurmConfig, raw, "slurm")
+    _check_sbatch_lines(c, values)
     if values["tasks_per_node"] is None:
         values["tasks_per_node"] = max(1, values["gpus_per_node"])
     values["setup"] = tuple(values["setup"])
     return SlurmConfig(**values)
+
+
+def _check_sbatch_lines(c: _Checker, values: Mapping[str, Any]) -> None:
+    """Every value that becomes a line of the sbatch script holds one line: a line break would
+    start a directive or a shell command of the value's choosing. Checked here, before anything
+    is rendered, written or submitted."""
+    for key in ("partition", "account", "qos", "constraint", "hint", "mem", "time"):
+        _line_safe(c, values[key], f"slurm.{key}")
+    for i, line in enumerate(values["setup"]):
+        _line_safe(c, line, f"slurm.setup[{i}]")
+    for key, value in values["extra"].items():
+        _line_safe(c, key, f"slurm.extra.{key}")
+        _line_safe(c, value, f"slurm.extra.{key}")
+
+
+def _line_safe(c: _Checker, value: Any, dotted: str) -> None:
+    if isinstance(value, str) and any(_is_control(ch) for ch in value):
+        raise c.fail(dotted, f"{_show(value)} is not allowed; expected {_LINE_SAFE}")
+
+
+def _is_control(ch: str) -> bool:
+    """Control characters (line feed, carriage return, tab, escape...) and Unicode's line and
+    paragraph separators, which some tools also take for line breaks."""
+    return unicodedata.category(ch) in ("Cc", "Zl", "Zp")
 
 
 def _profile(c: _Checker, raw: Any, rungs: tuple[str, ...]) -> ProfileSpec | None:
@@ -378,8 +411,7 @@ def _check_factories(c: _Checker, axes: dict[str, tuple[Any, ...]]) -> tuple[str
     axes["workload.model_args"] = resolved.args
     if True in axes["workload.gpu_normalize"]:
         for name in axes["workload.dataset"]:
-            factory = registry.resolve(name, registry.DATASETS, "dataset")
-            if isinstance(factory, type) and not hasattr(factory, "to_uint8"):
+            if not _yields_uint8(name):
                 raise c.fail(
                     "workload.gpu_normalize",
                     f"dataset {name!r} cannot yield uint8 images (it has no to_uint8() method); "
@@ -391,16 +423,37 @@ def _check_factories(c: _Checker, axes: dict[str, tuple[Any, ...]]) -> tuple[str
     ):
         for i, name in enumerate(axes[f"workload.{kind}"]):
             path = f"workload.{kind}" if len(axes[f"workload.{kind}"]) == 1 else f"workload.{kind}[{i}]"
-            try:
-                factory = registry.resolve(name, table, kind)
-            except registry.FactoryError as e:
-                raise c.fail(path, str(e)) from e
-            for args in axes[args_field]:
-                call_args = dict(args)
-                if kind == "model":
-                    call_args.setdefault("num_classes", 10)
-                try:
-                    registry.check_arguments(factory, call_args)
-                except registry.FactoryError as e:
-                    raise c.fail(args_field, f"does not fit {kind} {name!r}: {e}") from e
+            _check_factory(c, (kind, table, path, args_field), name, axes[args_field])
     return resolved.notes
+
+
+def _yields_uint8(name: str) -> bool:
+    if name in registry.DATASETS:  # a built-in: known without importing it (and torch)
+        return name in registry.UINT8_DATASETS
+    factory = registry.resolve(name, registry.DATASETS, "dataset")
+    return not isinstance(factory, type) or hasattr(factory, "to_uint8")
+
+
+def _check_factory(
+    c: _Checker, where: tuple[str, Mapping[str, str], str, str], name: str, all_args: tuple[Any, ...]
+) -> None:
+    """Each of the spec's argument mappings binds to the factory: a built-in's signature is
+    data (registry.BUILTIN_PARAMETERS); a user's factory is imported."""
+    kind, table, path, args_field = where
+    factory: Any = None
+    if name not in table:
+        try:
+            factory = registry.resolve(name, table, kind)
+        except registry.FactoryError as e:
+            raise c.fail(path, str(e)) from e
+    for args in all_args:
+        call_args = dict(args)
+        if kind == "model":
+            call_args.setdefault("num_classes", 10)
+        try:
+            if factory is None:
+                registry.check_builtin(name, table, kind, call_args)
+            else:
+                registry.check_arguments(factory, call_args)
+        except registry.FactoryError as e:
+            raise c.fail(args_field, f"does not fit {kind} {name!r}: {e}") from e

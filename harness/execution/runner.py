@@ -21,9 +21,15 @@ from harness.execution.dist import DistEnv, agreement, barrier, init_process_gro
 from harness.execution.loop import capacity_loop, timed_loop
 from harness.execution.meta import collect_meta
 from harness.execution.record import RowMaker, now
-from harness.execution.train_step import TrainStep, choose_device, device_sync
+from harness.execution.train_step import (
+    TrainStep,
+    choose_device,
+    device_sync,
+    peak_memory_gb,
+    reset_peak_memory,
+)
 from harness.sampling.host import process_tree_memory_bytes
-from harness.sampling.timeline import Phase, RankSampler, timeline_name
+from harness.sampling.timeline import Phase, RankSampler, TimelineFile, timeline_name
 from harness.storage import layout
 from harness.storage import rows as results
 from harness.workloads.build import build_dataset, build_model
@@ -70,18 +76,11 @@ def run_point(
     env = env or DistEnv.from_environ()
     point_path = layout.point_dir(sweep_dir, point.id)
     point_path.mkdir(parents=True, exist_ok=True)
-    writer = results.RankWriter(point_path, env.rank)
-    done: set[tuple[str, int]] = set()
-    if skip_done and writer.path.exists():
-        # A requeued or resumed point keeps what it measured and goes on with the rest. What
-        # counts as done is what *every* rank finished, so that all ranks run the same rungs.
-        writer.rows = [dict(r) for r in results.read_rows(writer.path)]
-        done = results.completed_units(point_path, env.world_size)
-
+    writer, done = _writer(point_path, env, skip_done)
     context = RowMaker(point, sweep_dir.name, env)
     rows: list[results.RungRow] = []
     try:
-        device = choose_device(point.workload.device, env.local_rank)
+        device = choose_device(point.workload.device, env.local_rank, env.local_world_size)
         context.device = str(device)
         init_process_group(env, device.type)
         layout.write_meta(point_path, env.rank, collect_meta(device, env))
@@ -101,6 +100,8 @@ def run_point(
     sampler = RankSampler(
         hz=point.sampler.hz, host=point.sampler.host, gpu=point.sampler.gpu, device=device, rank=env.rank
     )
+    # A requeued or resumed point appends to the timeline of its earlier runs (TimelineFile).
+    timeline = TimelineFile(point_path / timeline_name(env.rank), keep_earlier=skip_done)
     rank = _Rank(
         rows=context,
         dataset=dataset,
@@ -109,6 +110,7 @@ def run_point(
         sampler=sampler,
         agree=agreement(env, device.type),
         barrier=barrier(env),
+        flush=lambda: timeline.write(sampler) if sampler.enabled else None,
     )
     sampler.start()
     try:
@@ -117,9 +119,22 @@ def run_point(
             _profile(point, dataset, step, rank.where, point_path / "profile", env.rank)
     finally:
         sampler.stop()
-        if sampler.enabled:
-            sampler.write_timeline(point_path / timeline_name(env.rank))
+        rank.flush()
     return _outcome(point, rows)
+
+
+def _writer(
+    point_path: Path, env: DistEnv, skip_done: bool
+) -> tuple[results.RankWriter, set[tuple[str, int]]]:
+    """The rank's row writer, and the units (rung, repeat) that are done already."""
+    writer = results.RankWriter(point_path, env.rank)
+    done: set[tuple[str, int]] = set()
+    if skip_done and writer.path.exists():
+        # A requeued or resumed point keeps what it measured and goes on with the rest. What
+        # counts as done is what *every* rank finished, so that all ranks run the same rungs.
+        writer.rows = [dict(r) for r in results.read_rows(writer.path)]
+        done = results.completed_units(point_path, env.world_size)
+    return writer, done
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -133,6 +148,9 @@ class _Rank:
     sampler: RankSampler
     agree: Callable[[bool], bool]
     barrier: Callable[[], None]
+    flush: Callable[[], None]
+    """Writes the timeline so far: after each rung, so that a rank torn down mid-point (a
+    collective's watchdog, a node lost) leaves its samples up to its last rung."""
 
     @property
     def point(self) -> Point:
@@ -160,6 +178,7 @@ def _run_rungs(
                     stop_reason = f"not run: {rung} failed on rank {env.rank} of a distributed point"
             writer.append(row)
             rows.append(row)
+            rank.flush()
 
 
 def _measure_rung(rank: _Rank, rung: str, repeat: int) -> results.RungRow:
@@ -170,6 +189,7 @@ def _measure_rung(rank: _Rank, rung: str, repeat: int) -> results.RungRow:
     step.input_shapes.clear()
     try:
         stream = ladder.build_stream(rung, rank.dataset, point.loader, point.workload.batch_size, rank.where)
+        reset_peak_memory(rank.where.device)
         times = timed_loop(
             stream,
             step.compute,
@@ -182,6 +202,7 @@ def _measure_rung(rank: _Rank, rung: str, repeat: int) -> results.RungRow:
             barrier=rank.barrier,
             mark=phases.mark,
         )
+        peaks = peak_memory_gb(rank.where.device)
         # Taken while the workers are still alive: what the loader really holds.
         memory_gb = process_tree_memory_bytes() / 1e9
         capacity = _capacity(rank, rung, stream, phases)
@@ -198,6 +219,7 @@ def _measure_rung(rank: _Rank, rung: str, repeat: int) -> results.RungRow:
             stream.close()
     row = rank.rows.measured(rung, repeat, times, started=started)
     row.cpu_memory_gb, row.loader_capacity = memory_gb, capacity
+    row.max_memory_allocated_gb, row.max_memory_reserved_gb = peaks
     row.epoch_steps = stream.epoch_steps
     row.input_shapes = len(step.input_shapes)
     if phases.measured is not None:

@@ -2,11 +2,13 @@
 and the timeline written as samples-rank<k>.csv.
 
     sampler = RankSampler(hz=10.0, device=device, rank=env.rank)
+    timeline = TimelineFile(point_dir / timeline_name(rank))  # keeps the earlier runs' samples
     with sampler:                              # start() ... stop()
         with sampler.phase("full/0") as ph:    # a sample at each boundary, so short phases work
             ...measured work...
         row_fields = ph.summary(samples=n)     # SUMMARY_KEYS -> value or None
-    sampler.write_timeline(point_dir / timeline_name(rank))
+        timeline.write(sampler)                # the timeline so far (after each rung)
+    timeline.write(sampler)
 
 The thread and the phase boundaries take samples under one lock, so the timeline is in order.
 Every figure in a sample is cumulative (CPU seconds, energy) or instantaneous (power, memory);
@@ -15,6 +17,7 @@ rates are differences between two samples, computed when asked, never in the thr
 
 from __future__ import annotations
 
+import csv
 import itertools
 import logging
 import math
@@ -52,10 +55,12 @@ SAMPLE_COLUMNS: tuple[str, ...] = (
     "loader_cpu_percent",
     "system_cpu_percent",
     "host_memory_gb",
+    "run",
 )
-"""Columns of samples-rank<k>.csv. t: seconds since start; phase: innermost open phase or "";
-*_cpu_percent: percent of one core; gpu_energy_j: since the first sample; host_memory_gb only on
-the samples where it was read (see host.DEFAULT_MEMORY_INTERVAL_S)."""
+"""Columns of samples-rank<k>.csv. t: seconds since the first run's start; phase: innermost open
+phase or ""; *_cpu_percent: percent of one core; gpu_energy_j: since the run's first sample;
+host_memory_gb only on the samples where it was read (see host.DEFAULT_MEMORY_INTERVAL_S); run:
+0 for the point's first run on this rank, 1, 2... for each run after a requeue or a resume."""
 
 SUMMARY_KEYS: tuple[str, ...] = (
     "gpu_util",
@@ -330,6 +335,54 @@ class RankSampler:
     def write_timeline(self, path: Path) -> None:
         """Writes the timeline so far (atomically: a reader never sees half a file)."""
         atomic_write_text(Path(path), csv_text(self.rows(), SAMPLE_COLUMNS))
+
+
+class TimelineFile:
+    """samples-rank<k>.csv of one rank of one point, across the point's runs.
+
+    A requeued or resumed point's rank appends its samples after those of the earlier runs,
+    with the next `run` number, and never rewrites them: the interrupted run's timeline is
+    what shows why it was slow or where it stopped. `t` goes on from the first run's start (by
+    the wall clock), so one plot shows every run and the gap between them. Each write is the
+    whole file, atomically: a rank torn down between two writes leaves the last one whole.
+    """
+
+    def __init__(self, path: Path, *, keep_earlier: bool = True) -> None:
+        self.path = Path(path)
+        self.earlier: list[dict[str, Any]] = []
+        self.run = 0
+        self.origin: float | None = None
+        """Wall-clock time of the first run's t = 0."""
+        if keep_earlier and self.path.is_file():
+            self._read_earlier()
+
+    def _read_earlier(self) -> None:
+        try:
+            with self.path.open(newline="") as f:
+                self.earlier = [row for row in csv.DictReader(f) if row.get("t")]
+        except (OSError, csv.Error, UnicodeDecodeError) as e:
+            log.warning("%s: unreadable (%s); its earlier samples are not kept", self.path, e)
+            self.earlier = []
+        runs = [int(row["run"]) for row in self.earlier if (row.get("run") or "").isdigit()]
+        self.run = max(runs, default=0) + 1 if self.earlier else 0
+        for row in self.earlier:
+            row["run"] = row.get("run") or 0  # a file written before runs were numbered
+        try:
+            self.origin = float(self.earlier[0]["wall_time"]) - float(self.earlier[0]["t"])
+        except (IndexError, KeyError, ValueError):
+            self.origin = None
+
+    def write(self, sampler: RankSampler) -> None:
+        """The earlier runs' samples, then this run's so far."""
+        rows = sampler.rows()
+        if rows:
+            shift = 0.0
+            if self.origin is not None:
+                shift = (rows[0]["wall_time"] - rows[0]["t"]) - self.origin
+            for row in rows:
+                row["t"] = round(row["t"] + shift, 4)
+                row["run"] = self.run
+        atomic_write_text(self.path, csv_text([*self.earlier, *rows], SAMPLE_COLUMNS))
 
 
 def _gpu_sampler(device: Any) -> tuple[GpuSampler | None, str]:

@@ -2,6 +2,7 @@
 
 results/<spec name>/<sweep id>/
   spec.yaml  plan.csv  plan.json  sweep.json  jobs.json
+  owner.json                       only while an inline or local sweep runs (the process's pid)
   points/<point id>/rank<k>.csv  meta-rank<k>.json  samples-rank<k>.csv  profile/
 
 Torch-free: the analysis reads the same layout.

@@ -1,8 +1,17 @@
-"""A sweep folder: the resolved spec and plan, written before any point runs."""
+"""A sweep folder: the resolved spec and plan, written before any point runs, and who runs it.
+
+A sweep run here (inline or local) names its process in `owner.json` while it runs, so that
+`harness status` tells a sweep still running from one that was interrupted, and `harness
+resume` never runs a point twice at once.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
@@ -115,3 +124,47 @@ def plan_csv(plan: Plan) -> str:
 def load_points(sweep_dir: Path) -> list[Point]:
     data = json.loads((sweep_dir / "plan.json").read_text())
     return [Point.from_json(p) for p in data["points"]]
+
+
+OWNER_FILE = "owner.json"
+
+
+@contextmanager
+def owned(sweep_dir: Path) -> Iterator[None]:
+    """While the block runs, owner.json names this process as the one running the sweep."""
+    layout.write_json(
+        sweep_dir / OWNER_FILE,
+        {"host": socket.gethostname(), "pid": os.getpid(), "started": _process_start(os.getpid())},
+    )
+    try:
+        yield
+    finally:
+        (sweep_dir / OWNER_FILE).unlink(missing_ok=True)
+
+
+def live_owner(sweep_dir: Path) -> str:
+    """ "pid 123 on host h" when a process of this machine is running the sweep now, else "".
+
+    A process that died without cleaning up (Ctrl-C'd hard, killed) leaves the file: its pid
+    must still be alive, and be the same process (same start time: pids are reused). A process
+    on another machine cannot be checked from here: it is not taken as running.
+    """
+    path = sweep_dir / OWNER_FILE
+    try:
+        owner = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return ""
+    if owner.get("host") != socket.gethostname() or not isinstance(owner.get("pid"), int):
+        return ""
+    if _process_start(owner["pid"]) != owner.get("started"):
+        return ""
+    return f"pid {owner['pid']} on {owner['host']}"
+
+
+def _process_start(pid: int) -> float | None:
+    import psutil
+
+    try:
+        return float(psutil.Process(pid).create_time())
+    except (psutil.Error, OSError):
+        return None

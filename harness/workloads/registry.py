@@ -1,7 +1,10 @@
 """Names of the built-in datasets and models, and loading of a user's `package.module:factory`.
 
 The tables hold import paths, not objects, so that validating a spec does not import torch
-until a factory is actually needed.
+until a factory is actually needed. What a built-in accepts is kept here as data too
+(BUILTIN_PARAMETERS, UINT8_DATASETS), so that `harness plan` and `submit` check a spec's
+arguments without importing torch or torchvision (seconds on a login node); a test holds the
+data equal to the real signatures. A user's own factory is imported to be checked.
 """
 
 from __future__ import annotations
@@ -26,6 +29,34 @@ MODELS: dict[str, str] = {
     "linear": "harness.workloads.models:linear",
     "emulated": "harness.workloads.emulated:emulated",
 }
+
+BUILTIN_PARAMETERS: dict[str, tuple[tuple[str, bool], ...]] = {
+    # name -> its keyword-only parameters, each (name, has a default), in signature order
+    "fake_cifar": (
+        ("size", True),
+        ("image_size", True),
+        ("resize", True),
+        ("num_classes", True),
+        ("seed", True),
+    ),
+    "starved": (
+        ("size", True),
+        ("input_size", True),
+        ("crop", True),
+        ("mask_ratio", True),
+        ("num_classes", True),
+    ),
+    "image_folder": (("root", False), ("image_size", True), ("augment", True), ("page_cache", True)),
+    "image_shards": (("root", False), ("image_size", True), ("augment", True), ("page_cache", True)),
+    "resnet18": (("num_classes", False),),
+    "resnet50": (("num_classes", False),),
+    "toy_conv": (("num_classes", False), ("width", True), ("depth", True)),
+    "linear": (("num_classes", False), ("pool", True)),
+    "emulated": (("num_classes", False), ("step_ms", True)),
+}
+
+UINT8_DATASETS: frozenset[str] = frozenset({"fake_cifar", "image_folder", "image_shards"})
+"""The built-in datasets that have a to_uint8() method (what gpu_normalize needs)."""
 
 FACTORY_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
@@ -59,12 +90,36 @@ def resolve(name: str, table: Mapping[str, str], kind: str) -> Callable[..., Any
     return factory
 
 
-def check_arguments(factory: Callable[..., Any], args: Mapping[str, Any]) -> None:
+def builtin_signature(name: str) -> inspect.Signature:
+    """The signature of a built-in factory, from BUILTIN_PARAMETERS: nothing imported."""
+    return inspect.Signature(
+        [
+            inspect.Parameter(
+                param,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=None if has_default else inspect.Parameter.empty,
+            )
+            for param, has_default in BUILTIN_PARAMETERS[name]
+        ]
+    )
+
+
+def check_builtin(name: str, table: Mapping[str, str], kind: str, args: Mapping[str, Any]) -> None:
+    """check_arguments for a name of `table`, without importing its factory."""
+    if name not in table:
+        raise FactoryError(f"{name!r} is not a built-in {kind}")
+    check_arguments(builtin_signature(name), args)
+
+
+def check_arguments(factory: Callable[..., Any] | inspect.Signature, args: Mapping[str, Any]) -> None:
     """Raise FactoryError if `factory(**args)` would not bind, naming the accepted arguments."""
-    try:
-        signature = inspect.signature(factory)
-    except (TypeError, ValueError):
-        return  # builtins without a signature: let the call itself decide
+    if isinstance(factory, inspect.Signature):
+        signature = factory
+    else:
+        try:
+            signature = inspect.signature(factory)
+        except (TypeError, ValueError):
+            return  # builtins without a signature: let the call itself decide
     try:
         signature.bind(**args)
     except TypeError as e:

@@ -1,10 +1,15 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
+
+from harness.storage import rows as results
 from tests.conftest import TINY_WORKLOAD
 
 REPO = Path(__file__).resolve().parents[2]
@@ -134,3 +139,138 @@ def test_a_failing_point_is_recorded_and_the_others_complete(write_spec, tmp_pat
         == ["completed"] * 2 + ["failed"] * 2
     )
     assert status.stdout.rstrip().endswith("2 completed, 2 failed")
+
+
+PLAN_IMPORTS = """
+import sys
+from harness.cli import main
+main(["plan", sys.argv[1]])
+print(sorted(m for m in ("pandas", "torch", "torchvision") if m in sys.modules), file=sys.stderr)
+"""
+
+
+def test_plan_of_builtin_workloads_imports_neither_pandas_nor_torch(write_spec, tmp_path: Path) -> None:
+    spec = write_spec("name: grid\n" + TINY_WORKLOAD + "loader: {num_workers: [0, 2]}\n")
+    out = subprocess.run(
+        [sys.executable, "-c", PLAN_IMPORTS, str(spec)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_an_empty_spec_says_so(write_spec, tmp_path: Path) -> None:
+    spec = write_spec("# to be written\n")
+    out = harness("plan", str(spec), cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr.startswith(f"harness: {spec}: the spec is empty; expected a mapping with keys name, ")
+
+
+def test_a_line_break_in_an_sbatch_value_is_refused_before_anything_is_written(
+    write_spec, tmp_path: Path
+) -> None:
+    spec = write_spec(
+        "name: grid\n" + TINY_WORKLOAD + 'slurm: {partition: gpu, extra: {mail-type: "END\\nrm -rf ~"}}\n'
+    )
+    for verb in ("plan", "submit", "sbatch"):
+        out = harness(verb, str(spec), cwd=tmp_path)
+        assert out.returncode == 2, out.stderr
+        assert out.stdout == ""
+        assert out.stderr == (
+            f"harness: {spec}:9: slurm.extra.mail-type: 'END\\nrm -rf ~' is not allowed; "
+            "expected a single line without control characters\n"
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]  # no results, no script
+
+
+SLOW = """\
+name: slow
+workload:
+  dataset: fake_cifar
+  dataset_args: {size: 48, image_size: 8, resize: null}
+  model: "tests.fixtures.workloads:slow_model"
+  model_args: {delay: 0.25}
+  batch_size: [4, 6, 8]
+  device: cpu
+measure: {warmup_steps: 0, steps: 6}
+slurm: {tasks_per_node: 1, gpus_per_node: 0}
+"""
+
+
+def start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group: the test signals it alone
+    )
+
+
+def first_rows(cwd: Path, timeout: float = 240) -> Path:
+    """The sweep folder, once one point has its rows."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        done = list(cwd.glob("results/slow/*/points/*/rank0.csv"))
+        if done:
+            return done[0].parents[2]
+        time.sleep(0.1)
+    raise TimeoutError("no point finished")
+
+
+def rows_by_point(sweep: Path) -> dict[str, list[dict[str, str]]]:
+    return {p.parent.name: results.read_rows(p) for p in sweep.glob("points/*/rank0.csv")}
+
+
+@pytest.mark.parametrize(
+    ("backend", "stop"), [("inline", signal.SIGINT), ("local", signal.SIGKILL)], ids=["ctrl-c", "killed"]
+)
+def test_an_interrupted_sweep_is_completed_by_resume_each_point_measured_once(
+    backend: str, stop: signal.Signals, tmp_path: Path
+) -> None:
+    (tmp_path / "slow.yaml").write_text(SLOW)
+    run = start(["run", "slow.yaml", "--backend", backend], tmp_path)
+    sweep = first_rows(tmp_path)
+    os.killpg(run.pid, stop)  # Ctrl-C in a terminal signals the whole group; so does a kill of it
+    _, stderr = run.communicate(timeout=120)
+    if stop == signal.SIGINT:
+        assert run.returncode == 130
+        assert f"go on with: harness resume {sweep.relative_to(tmp_path)}" in stderr
+    before = {point: rows for point, rows in rows_by_point(sweep).items() if rows}
+    assert 1 <= len(before) < 3
+
+    status = harness("status", str(sweep), cwd=tmp_path)
+    assert status.returncode == 1
+    left = 3 - len(before)
+    assert f"run here the {left} point(s) without complete results: harness resume {sweep}" in status.stdout
+
+    resumed = harness("resume", str(sweep), cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"running the {left} point(s) without complete results here ({backend})" in resumed.stdout
+    after = rows_by_point(sweep)
+    assert len(after) == 3 and all(len(rows) == 1 for rows in after.values())  # one row per unit
+    for point, rows in before.items():
+        assert after[point] == rows  # measured once: the rows of before the stop are kept as they were
+    table = resumed.stdout.split("\n", 1)[1].split("\n\n")[0].splitlines()
+    assert len(table) == 3 + 3  # title, header, rule, each point once
+    assert harness("resume", str(sweep), cwd=tmp_path).stdout.startswith("nothing to resume")
+
+
+def test_the_local_backend_refuses_gpus_it_cannot_give_before_anything_is_written(tmp_path: Path) -> None:
+    spec = tmp_path / "gpu.yaml"
+    text = "name: gpu\n" + TINY_WORKLOAD.replace("device: cpu", "device: cuda")
+    spec.write_text(text + "slurm: {gpus_per_node: 0, tasks_per_node: 2}\n")
+    out = harness("run", str(spec), "--backend", "local", cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr.strip().endswith(
+        "device cuda, but slurm.gpus_per_node is 0: the local backend gives its tasks the GPUs "
+        "slurm.gpus_per_node asks for (all others are hidden from them)"
+    )
+    assert not (tmp_path / "results").exists()

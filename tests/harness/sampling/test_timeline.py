@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.sampling.timeline import SAMPLE_COLUMNS, SUMMARY_KEYS, RankSampler, timeline_name
+from harness.sampling.timeline import SAMPLE_COLUMNS, SUMMARY_KEYS, RankSampler, TimelineFile, timeline_name
 
 
 def test_timeline_csv_has_the_columns_and_labels_phases(tmp_path: Path) -> None:
@@ -160,3 +160,38 @@ def test_bad_phase_name_and_sample_count_are_refused() -> None:
         pass
     with pytest.raises(ValueError, match=r"samples must be a number of data samples >= 0 \(got -1\)"):
         ph.summary(samples=-1)
+
+
+def run_of(path: Path, phase: str, pause: float = 0.0, keep_earlier: bool = True) -> list[dict[str, str]]:
+    """One run of a rank on a point: a phase, its timeline written; the file's rows after it."""
+    timeline = TimelineFile(path, keep_earlier=keep_earlier)
+    time.sleep(pause)
+    sampler = RankSampler(hz=0.001, gpu=False)
+    with sampler, sampler.phase(phase):
+        sampler.sample()
+    timeline.write(sampler)
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_a_requeued_run_appends_its_samples_after_the_interrupted_runs(tmp_path: Path) -> None:
+    path = tmp_path / timeline_name(0)
+    first = run_of(path, "full/0")
+    after = run_of(path, "full/0", pause=0.3)  # the requeued run, a moment later
+    assert after[: len(first)] == first  # the interrupted run's samples, untouched
+    assert {r["run"] for r in first} == {"0"} and {r["run"] for r in after[len(first) :]} == {"1"}
+    times = [float(r["t"]) for r in after]
+    assert times == sorted(times)  # t goes on from the first run's start: the gap shows
+    assert float(after[len(first)]["t"]) - float(first[-1]["t"]) >= 0.3
+    third = run_of(path, "full/1")
+    assert [r["run"] for r in third].count("2") == len(third) - len(after)
+    assert [r["run"] for r in run_of(path, "full/0", keep_earlier=False)] == ["0"] * len(first)
+
+
+def test_a_timeline_written_before_runs_were_numbered_is_run_0(tmp_path: Path) -> None:
+    path = tmp_path / timeline_name(0)
+    run_of(path, "full/0")
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(line.rsplit(",", 1)[0] for line in lines) + "\n")  # no run column
+    rows = run_of(path, "full/0")
+    assert [r["run"] for r in rows] == ["0"] * (len(lines) - 1) + ["1"] * (len(rows) - len(lines) + 1)

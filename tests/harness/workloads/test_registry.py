@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import inspect
+import subprocess
+import sys
+
 import pytest
 
 from harness.config.plan import WorkloadSettings
@@ -46,3 +50,55 @@ def test_a_factory_that_raises_is_named() -> None:
 def test_a_model_factory_must_return_a_module() -> None:
     with pytest.raises(WorkloadError, match=r"returned str, not a torch.nn.Module"):
         build_model(settings(model="tests.fixtures.workloads:not_a_model"), num_classes=10)
+
+
+@pytest.mark.parametrize("name", [*registry.DATASETS, *registry.MODELS])
+def test_the_builtins_accepted_arguments_are_their_real_signatures(name: str) -> None:
+    """The data that lets a spec be checked without importing torch, against the code itself."""
+    table = registry.DATASETS if name in registry.DATASETS else registry.MODELS
+    factory = registry.resolve(name, table, "x")
+    real = inspect.signature(factory)
+
+    def shape(signature: inspect.Signature) -> list[tuple[str, object, bool]]:
+        return [(p.name, p.kind, p.default is not p.empty) for p in signature.parameters.values()]
+
+    assert shape(registry.builtin_signature(name)) == shape(real), (
+        f"update registry.BUILTIN_PARAMETERS[{name!r}] to {name}'s signature: {real}"
+    )
+    if table is registry.DATASETS:
+        assert (name in registry.UINT8_DATASETS) == hasattr(factory, "to_uint8")
+
+
+def test_a_builtin_is_checked_with_the_words_of_its_real_signature() -> None:
+    with pytest.raises(
+        registry.FactoryError,
+        match=r"got an unexpected keyword argument 'widht'; accepted: num_classes, width, depth",
+    ):
+        registry.check_builtin("toy_conv", registry.MODELS, "model", {"num_classes": 10, "widht": 3})
+    with pytest.raises(registry.FactoryError, match=r"missing a required argument: 'root'"):
+        registry.check_builtin("image_folder", registry.DATASETS, "dataset", {})
+
+
+VALIDATE_IMPORTS = """
+import sys
+from harness.config.plan import expand
+from harness.config.spec import parse_spec
+spec = parse_spec('''
+name: t
+workload:
+  dataset: [fake_cifar, starved]
+  dataset_args: {size: 4}
+  model: [resnet50, toy_conv, emulated]
+  gpu_normalize: false
+''')
+expand(spec)
+print(sorted(m for m in ("torch", "torchvision", "pandas") if m in sys.modules))
+"""
+
+
+def test_a_spec_of_builtins_is_validated_without_importing_torch() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", VALIDATE_IMPORTS], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,31 @@
+"""The inline backend: points in this process, with a progress line per point."""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import pytest
+
+from harness.backends import inline
+from harness.config.plan import expand
+from harness.config.spec import parse_spec
+from harness.storage import rows as results
+from tests.conftest import TINY_WORKLOAD
+
+
+def test_each_point_says_how_many_are_done_and_the_time_left(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    plan = expand(parse_spec("name: t\n" + TINY_WORKLOAD + "loader: {num_workers: [0, 1, 2]}\n"))
+    with caplog.at_level(logging.INFO, logger=inline.__name__):
+        outcomes = inline.run_inline(plan.points, tmp_path)
+    assert [o.ok for o in outcomes] == [1, 1, 1]
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0].startswith(f"[1/3] point {plan.points[0].id} batch_size=8, num_workers=0")
+    assert lines[0].endswith("(0/3 done)")  # no pace yet, no estimate
+    assert re.search(r"^\[2/3\] point .* \(1/3 done, about \d+ s left\)$", lines[1])
+    assert re.search(r"^\[3/3\] point .* \(2/3 done, about \d+ s left\)$", lines[2])
+    for point in plan.points:
+        assert len(results.read_rows(tmp_path / "points" / point.id / "rank0.csv")) == 1
