@@ -213,6 +213,13 @@ def init_process_group(env: DistEnv, device: torch.device | str) -> None:
     if dist.is_initialized():
         return
     arguments = process_group_arguments(env, device)
+    if arguments["backend"] == "nccl":
+        # When a rank fails, NCCL's watchdog times the others out. Its default (3, SkipCleanUp)
+        # then kills them, so they write no row for the rungs after it; 2 (CleanUpOnly) aborts
+        # the communicators and lets the collective raise, so each rank records its failed
+        # rungs and its timeline (ProcessGroupNCCL.hpp, ErrorHandlingMode). A user's own
+        # setting is kept.
+        os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2")
     log.info(
         "rank %d/%d joining %s process group at %s:%d",
         env.rank,

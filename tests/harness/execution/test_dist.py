@@ -36,6 +36,10 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(key)
     for key in ("MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES"):
         monkeypatch.delenv(key, raising=False)
+    # init_process_group sets this one for NCCL: set then delete, so that monkeypatch
+    # restores the shell's value (or its absence) after the test.
+    monkeypatch.setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "unset")
+    monkeypatch.delenv("TORCH_NCCL_ASYNC_ERROR_HANDLING")
 
 
 class FakeGpus:
@@ -135,6 +139,8 @@ def test_each_rank_binds_its_gpu_before_joining_nccl(
         ("init_process_group", dict(backend="nccl", rank=5, world_size=8, device_id=cuda1)),
     ]
     assert choose_device("cuda", local_rank=1, local_world_size=4) == cuda1
+    # A failing rank must let the others record their failed rungs, not be killed by NCCL.
+    assert os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "2"
 
 
 def test_a_single_gpu_rank_is_bound_too(monkeypatch: pytest.MonkeyPatch, clean_environ: None) -> None:
