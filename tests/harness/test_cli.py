@@ -28,6 +28,14 @@ def harness(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def python_code(code: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """A fresh interpreter running `code`: what it imports is what a user's command would."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
 HELP_IMPORTS = """
 import contextlib, io, sys
 from harness.cli import main
@@ -44,14 +52,7 @@ print(shown.getvalue())
 
 
 def test_help_imports_neither_pandas_nor_torch(tmp_path: Path) -> None:
-    out = subprocess.run(
-        [sys.executable, "-c", HELP_IMPORTS],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = python_code(HELP_IMPORTS, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     imported, shown = out.stdout.split("\n", 1)
     assert imported == "[]"
@@ -151,14 +152,7 @@ print(sorted(m for m in ("pandas", "torch", "torchvision") if m in sys.modules),
 
 def test_plan_of_builtin_workloads_imports_neither_pandas_nor_torch(write_spec, tmp_path: Path) -> None:
     spec = write_spec("name: grid\n" + TINY_WORKLOAD + "loader: {num_workers: [0, 2]}\n")
-    out = subprocess.run(
-        [sys.executable, "-c", PLAN_IMPORTS, str(spec)],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = python_code(PLAN_IMPORTS, str(spec), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stderr.strip().splitlines()[-1] == "[]"
 
