@@ -1,1 +1,47 @@
-"""Read result folders and print the tables. Never imports torch: runs on a login node."""
+"""Read result folders and answer from them: the Python API for notebooks. Never imports torch:
+runs on a login node or a laptop with a plain `pip install pipeline-harness`.
+
+    import analysis
+
+    frame = analysis.tidy(["results/grid"])   # one row per rank, rung and repeat: settings,
+                                              # figures, node, node_type, versions, git commit
+    loaded = analysis.load_results(["results/grid"])   # .rows (the rows alone), .problems
+    summary = analysis.summarize(loaded.rows)          # one row per point and rung (by="gpu":
+                                                       # per node type, with load_meta)
+    tables = analysis.loader_tables(summary)           # the course's table per node
+    recs = analysis.recommend(summary)                 # per node: best and cheapest tied
+    verdicts = analysis.ladder_verdicts(loaded.rows)   # the caching ladder, per point and host
+    comparison = analysis.compare(["results/a"], ["results/b"])
+    timeline = analysis.load_samples(point_folder, rank=0)   # the sampler's timeline, or None
+    print(analysis.build_report(["results/grid"]).text)      # the report `harness report` prints
+
+The names are imported here rather than on first use because two of them (`compare`,
+`recommend`) are also modules of this package: a lazy name would be replaced by the module as
+soon as anything imported `analysis.compare`. The cost is pandas (about half a second), which
+every use of the package pays anyway; matplotlib is imported only to draw.
+"""
+
+from analysis.aggregate import add_nodes, summarize
+from analysis.compare import compare
+from analysis.export import tidy
+from analysis.load import load_meta, load_results, load_samples
+from analysis.recommend import recommend
+from analysis.report import build_report
+from analysis.stragglers import find_stragglers
+from analysis.tables import loader_tables
+from analysis.verdict import ladder_verdicts
+
+__all__ = [
+    "add_nodes",
+    "build_report",
+    "compare",
+    "find_stragglers",
+    "ladder_verdicts",
+    "load_meta",
+    "load_results",
+    "load_samples",
+    "loader_tables",
+    "recommend",
+    "summarize",
+    "tidy",
+]

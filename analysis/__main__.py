@@ -1,12 +1,14 @@
 """Answers from result folders alone (no torch, no GPU: runs on a login node).
 
     python -m analysis RESULTS... [--by node|gpu] [--format F] [-o FILE] [--plots] [--timeline ID]
+    python -m analysis RESULTS... --format parquet|json -o FILE
     python -m analysis compare A B [--format F] [-o FILE]
 
-The first prints the per-node tables with the recommendation; the second compares two sets of
-results configuration by configuration. RESULTS, A and B are sweep folders, spec folders, results
-roots or globs (quote a glob to give it to one side of compare). A results folder that is
-literally named "compare" is given as ./compare.
+The first prints the per-node tables with the recommendation; the second writes the tidy rows
+(one per rank, rung and repeat, with settings and provenance: analysis/export.py) for a
+notebook; the third compares two sets of results configuration by configuration. RESULTS, A
+and B are sweep folders, spec folders, results roots or globs (quote a glob to give it to one
+side of compare). A results folder that is literally named "compare" is given as ./compare.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from analysis.aggregate import GROUPINGS
+from analysis.export import EXPORT_FORMATS
 from analysis.tables import FORMATS
 
-FORMAT_CHOICES = [*FORMATS, "csv"]
+FORMAT_CHOICES = [*FORMATS, "csv", *EXPORT_FORMATS]
 COMPARE_FORMATS = ["terminal", "markdown", "csv", "latex"]
 DEFAULT_HTML = Path("report.html")
 
@@ -37,7 +40,9 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         choices=FORMAT_CHOICES,
         default="terminal",
         help="terminal (default), markdown, csv, latex, or html: one self-contained page with the "
-        f"tables and plots, written to -o (default ./{DEFAULT_HTML})",
+        f"tables and plots, written to -o (default ./{DEFAULT_HTML}); parquet or json (records): "
+        "the tidy rows for a notebook, one per rank, rung and repeat, with every setting and "
+        "provenance, written to -o (required)",
     )
     parser.add_argument(
         "-o",
@@ -72,6 +77,8 @@ def report_main(args: argparse.Namespace) -> int:
     from analysis.report import build_report
 
     fmt = args.format
+    if fmt in EXPORT_FORMATS:
+        return export_main(args.paths, fmt, getattr(args, "output", None))
     report = build_report(
         args.paths,
         fmt,
@@ -93,6 +100,34 @@ def report_main(args: argparse.Namespace) -> int:
         print(report.text)
     if report.points == 0:
         return 1
+    if report.expectations_failed:
+        return 3  # harness.config.expect.EXIT_EXPECTATION_FAILED: a CI job or nightly sbatch acts on it
+    return 0
+
+
+def export_main(paths: Sequence[str], fmt: str, output: Path | None) -> int:
+    """Write the tidy rows to `output`: exit 0, 1 when there are no rows, 2 without -o or when
+    the file cannot be written. Reading problems go to stderr, as warnings."""
+    from analysis.export import tidy, tidy_bytes
+    from harness.storage.atomic import atomic_write_bytes
+
+    if output is None:
+        print(f"analysis: --format {fmt} writes a file: give it with -o FILE", file=sys.stderr)
+        return 2
+    problems: list[str] = []
+    frame = tidy(paths, problems)
+    for problem in problems:
+        print(f"analysis: {problem}", file=sys.stderr)
+    if frame.empty:
+        print(f"analysis: no rows to export; {output} not written", file=sys.stderr)
+        return 1
+    try:
+        atomic_write_bytes(Path(output), tidy_bytes(frame, fmt))
+    except OSError as e:
+        print(f"analysis: cannot write {output}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    points = frame[["sweep_dir", "point_id"]].drop_duplicates().shape[0]
+    print(f"export: {output} ({len(frame)} row(s) of {points} point(s), {fmt})")
     return 0
 
 

@@ -23,6 +23,7 @@ matplotlib.use("Agg")
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from analysis.aggregate import WORKLOAD_COLUMNS, table_rows
 from analysis.load import SAMPLES_FILE, load_samples
@@ -260,8 +261,14 @@ def phase_spans(samples: pd.DataFrame) -> list[tuple[str, float, float]]:
 
 
 def timeline_png(samples: pd.DataFrame, title: str) -> bytes | None:
+    fig = timeline_figure(samples, title)
+    return None if fig is None else _png(fig)
+
+
+def timeline_figure(samples: pd.DataFrame, title: str) -> Figure | None:
     """GPU utilization (when sampled) and the CPU of the main process and of the loader workers
-    against time, each phase shaded and named (a warmup lighter than its measured part)."""
+    against time, each rung's phases shaded in its colour and named in a legend under the plot
+    (a warmup lighter than its measured part). None without GPU or CPU samples."""
     samples = samples.sort_values("t")
     has_gpu = "gpu_util" in samples and samples["gpu_util"].notna().any()
     cpu = [c for c in ("main_cpu_percent", "loader_cpu_percent") if c in samples and samples[c].notna().any()]
@@ -287,25 +294,40 @@ def timeline_png(samples: pd.DataFrame, title: str) -> bytes | None:
         axes.append(ax)
     axes[-1].set_xlabel("t (s since the sampler started)")
     axes[0].set_title(title, fontsize=10)
-    palette = itertools.cycle(["tab:blue", "tab:red", "tab:purple", "tab:brown", "tab:cyan", "tab:pink"])
-    colors_by_rung: dict[str, str] = {}
-    for phase, start, end in phase_spans(samples):
-        rung = phase.split("/")[0]
-        color = colors_by_rung.setdefault(rung, next(palette))
-        # Warmup and the loader-capacity pass are not the measured window: shade them lighter.
-        warmup = phase.endswith(("/warmup", "/capacity"))
-        for ax in axes:
-            ax.axvspan(start, end, color=color, alpha=0.06 if warmup else 0.15, lw=0)
-        axes[0].annotate(
-            phase,
-            xy=((start + end) / 2, 0.98),
-            xycoords=("data", "axes fraction"),
-            ha="center",
-            va="top",
-            fontsize=6,
-            rotation=90 if len(colors_by_rung) > 3 or warmup else 0,
-        )
+    _shade_phases(fig, axes, phase_spans(samples))
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return _png(fig)
+    return fig
+
+
+# Shades of the phases: colours apart from the lines' (green, olive, blue, orange).
+PHASE_COLORS = ["tab:red", "tab:purple", "tab:brown", "tab:cyan", "tab:pink", "tab:gray", "gold", "navy"]
+
+
+def _shade_phases(fig: Figure, axes: list[Axes], spans: list[tuple[str, float, float]]) -> None:
+    """Each rung's phases shaded in its colour (warmup and the loader-capacity pass lighter:
+    they are not the measured window) and named once, in a legend under the plot: names
+    written on the spans themselves overlap into a band when a ladder has many short phases."""
+    colors: dict[str, str] = {}
+    palette = itertools.cycle(PHASE_COLORS)
+    for phase, start, end in spans:
+        rung = phase.split("/")[0]
+        color = colors.setdefault(rung, next(palette))
+        light = phase.endswith(("/warmup", "/capacity"))
+        for ax in axes:
+            ax.axvspan(start, end, color=color, alpha=0.07 if light else 0.2, lw=0)
+    if not colors:
+        return
+    handles = [Patch(color=c, alpha=0.35, label=rung) for rung, c in colors.items()]
+    handles.append(Patch(color="0.5", alpha=0.1, label="lighter: warmup, loader capacity"))
+    fig.legend(
+        handles=handles,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=min(len(handles), 4),
+        fontsize=8,
+        title="phases, shaded per rung",
+        title_fontsize=8,
+        frameon=False,
+    )

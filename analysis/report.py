@@ -12,11 +12,12 @@ import pandas as pd
 
 from analysis import html
 from analysis.aggregate import add_nodes, summarize, table_rows
+from analysis.expect import check_expectations, failed, render_expectations
 from analysis.load import SweepPlan, load_meta, load_plan, load_results
 from analysis.recommend import Recommendation, recommend, render_recommendations
 from analysis.stragglers import RULE, find_stragglers
 from analysis.tables import loader_tables, render
-from analysis.verdict import ladder_verdicts, render_verdict
+from analysis.verdict import Verdict, ladder_verdicts, render_verdict
 
 if TYPE_CHECKING:
     from analysis.plots import Plot
@@ -33,6 +34,8 @@ class Report:
     problems: int
     plots: tuple[Path, ...] = field(default=())
     """PNG files written (with plots=True)."""
+    expectations_failed: int = 0
+    """Expectations of the sweeps' `expect:` sections not met (analysis/expect.py)."""
 
 
 def build_report(
@@ -69,6 +72,9 @@ def build_report(
     ladders = _ladder_verdicts(rows, fmt)
     if ladders:
         sections.append((LADDER, ladders))
+    checked = check_expectations(loaded.rows, loaded.sweep_dirs())
+    if checked:
+        sections.append(("expectations (each sweep's expect:)", render_expectations(checked, fmt)))
 
     failures = _failures(rows)
     problems = loaded.problems + incomplete
@@ -81,6 +87,7 @@ def build_report(
         failed_points=0 if failures is None else int(failures["point_id"].nunique()),
         problems=len(problems),
         plots=tuple(p.path for p in written if p.path is not None),
+        expectations_failed=failed(checked),
     )
 
 
@@ -99,12 +106,14 @@ def _group_sections(
     shown = table_rows(summary)
     sections = []
     for group, table in loader_tables(summary).items():
-        body = render(table, fmt)
+        body = html.scroll(render(table, fmt)) if fmt == "html" else render(table, fmt)
         sep = "\n" if fmt == "html" else "\n\n"
         notes = table_notes(shown[shown["group"] == group])
         if notes and fmt != "csv":
             body += sep + _note_block(notes, fmt)
-        if fmt != "csv" and recs_by_group.get(group):
+        if fmt == "html" and recs_by_group.get(group):
+            body += sep + "\n".join(_recommendation_html(r) for r in recs_by_group[group])
+        elif fmt != "csv" and recs_by_group.get(group):
             body += sep + render_recommendations(recs_by_group[group], fmt)
         if fmt == "html":
             body += "\n" + "\n".join(html.figure(p.png, _caption(p)) for p in group_plots.pop(group, []))
@@ -203,7 +212,7 @@ def _note_block(notes: list[str], fmt: str) -> str:
     if fmt == "latex":
         return "\n".join(f"% {n}" for n in notes)
     if fmt == "html":
-        return html.preformatted("\n".join(notes))
+        return "\n".join(html.paragraph(n) for n in notes)
     return "\n".join(notes)
 
 
@@ -244,6 +253,31 @@ def _html_page(
     return html.page("pipeline-harness report: " + " ".join(str(p) for p in paths), parts)
 
 
+def _recommendation_html(rec: Recommendation) -> str:
+    """The recommendation as a table: one row per choice (best, cheapest, baseline), its
+    configuration and its figures; the one-run caveat under it."""
+    rows, after = [], []
+    for line in rec.lines():
+        role, _, rest = line.partition(": ")
+        if not role.startswith(("best", "cheapest", "baseline")):
+            after.append(html.paragraph(line))
+            continue
+        configuration, _, figures = rest.partition(": ")
+        rows.append([role, configuration, figures])
+    table = html.table(["", "configuration", "samples/s and against the baseline"], rows, "text")
+    return "\n".join([html.heading(rec.title()), table, *after])
+
+
+def _verdict_html(verdict: Verdict) -> str:
+    """The verdict's table as an HTML table (its cells as the terminal shows them, through the
+    tab-separated rendering), its title above, its sentence and caveats below."""
+    lines = render_verdict(verdict, "csv").split("\n")
+    size = len(verdict.table) + 1  # the header and one line per rung
+    cells = [[c.strip() for c in line.split("\t")] for line in lines[1 : 1 + size]]
+    rest = [html.paragraph(line, "verdict" if n == 0 else "note") for n, line in enumerate(lines[1 + size :])]
+    return "\n".join([html.heading(lines[0]), html.table(cells[0], cells[1:], "ladder"), *rest])
+
+
 def _ladder_verdicts(rows: pd.DataFrame, fmt: str) -> str:
     """The caching ladder's verdict (analysis.verdict) of every point that measured two rungs."""
     if rows.empty or fmt == "csv":
@@ -253,7 +287,7 @@ def _ladder_verdicts(rows: pd.DataFrame, fmt: str) -> str:
         return ""
     verdicts = ladder_verdicts(ladder)
     if fmt == "html":
-        return "\n".join(html.preformatted(render_verdict(v, "terminal")) for v in verdicts)
+        return "\n".join(_verdict_html(v) for v in verdicts)
     return "\n\n".join(render_verdict(v, fmt) for v in verdicts)
 
 

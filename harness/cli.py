@@ -6,8 +6,12 @@ analysis). Everything heavy is imported inside the verb that needs it: `harness 
 neither torch nor pandas, and `harness plan` no pandas.
 
 Exit status: 0 all well; 1 some points failed or did not finish (the others completed); 2 bad
-input (spec, arguments), with one line on stderr and nothing run; 130 interrupted (Ctrl-C):
-what was measured is kept, and `harness resume SWEEP` goes on.
+input (spec, arguments, overrides), with one line on stderr and nothing run; 3 every point ran
+but an expectation of the spec's `expect:` failed (run, submit --wait, report); 130 interrupted
+(Ctrl-C): what was measured is kept, and `harness resume SWEEP` goes on.
+
+`plan`, `run`, `submit` and `sbatch` take overrides after the spec, `key=value` with a dotted
+key and a YAML value (harness/config/overrides.py): `harness run x.yaml loader.num_workers=[0,4]`.
 """
 
 from __future__ import annotations
@@ -20,8 +24,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeAlias
 
+from harness.config.expect import EXIT_EXPECTATION_FAILED
+from harness.config.overrides import OVERRIDE_SHAPE
 from harness.config.plan import Plan, Point, expand
 from harness.config.spec import SlurmConfig, Spec, SpecError, load_spec
+from harness.extras import MissingExtra
 
 log = logging.getLogger("harness")
 
@@ -37,11 +44,17 @@ class UsageError(Exception):
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = _parser(analysis=any(verb in argv for verb in ANALYSIS_VERBS)).parse_args(argv)
+    parser = _parser(analysis=any(verb in argv for verb in ANALYSIS_VERBS))
+    args, rest = parser.parse_known_args(argv)
+    # Overrides after an option (`run x.yaml --backend local a=1`) are left over by argparse.
+    if rest and hasattr(args, "overrides") and all(OVERRIDE_SHAPE.fullmatch(r) for r in rest):
+        args.overrides += rest
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     _setup_logging(args.verbose)
     try:
         return int(args.func(args))
-    except (SpecError, UsageError) as e:
+    except (SpecError, UsageError, MissingExtra) as e:
         print(f"harness: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
@@ -78,12 +91,14 @@ Verbs: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 def _add_here_verbs(verbs: Verbs) -> None:
     plan = verbs.add_parser("plan", help="print the expanded points of a spec; run nothing")
     plan.add_argument("spec", type=Path)
+    _add_overrides(plan)
     plan.set_defaults(func=cmd_plan)
 
     run = verbs.add_parser(
         "run", help="run every point here (inline, or local subprocesses) and print the table"
     )
     run.add_argument("spec", type=Path)
+    _add_overrides(run)
     run.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help=RESULTS_HELP)
     run.add_argument(
         "--backend",
@@ -99,6 +114,7 @@ def _add_slurm_verbs(verbs: Verbs) -> None:
     wait_help = "follow the jobs to their end, then print the table"
     submit = verbs.add_parser("submit", help="submit the sweep to Slurm as one job array")
     submit.add_argument("spec", type=Path)
+    _add_overrides(submit)
     submit.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help=RESULTS_HELP)
     submit.add_argument("--wait", action="store_true", help=wait_help)
     submit.set_defaults(func=cmd_submit)
@@ -118,9 +134,26 @@ def _add_slurm_verbs(verbs: Verbs) -> None:
 
     sbatch = verbs.add_parser("sbatch", help="write a standalone sbatch script for the sweep")
     sbatch.add_argument("spec", type=Path)
+    _add_overrides(sbatch)
     sbatch.add_argument("-o", "--output", type=Path, default=Path("sbatch"), help="folder for the script")
     sbatch.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help=RESULTS_HELP)
+    sbatch.add_argument(
+        "--portable",
+        action="store_true",
+        help="a script to keep in git (sbatch/): paths relative to the clone's root; "
+        "its sweep is made when it runs",
+    )
     sbatch.set_defaults(func=cmd_sbatch)
+
+
+def _add_overrides(verb: argparse.ArgumentParser) -> None:
+    verb.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="change the spec without editing it: a dotted key and a YAML value, e.g. "
+        "loader.num_workers=8, loader.num_workers=[0,4,8] (an axis), slurm.partition=gpu",
+    )
 
 
 def _add_analysis_verbs(verbs: Verbs, with_arguments: bool) -> None:
@@ -164,8 +197,8 @@ def _setup_logging(verbose: bool) -> None:
 # --- what the verbs share ---------------------------------------------------------------------
 
 
-def _load_plan(spec_path: Path) -> Plan:
-    plan = expand(load_spec(spec_path))
+def _load_plan(spec_path: Path, overrides: Sequence[str] = ()) -> Plan:
+    plan = expand(load_spec(spec_path, overrides))
     if not plan.points:
         raise UsageError(f"{spec_path}: no points to run: every combination is excluded")
     return plan
@@ -199,7 +232,8 @@ def _check_sbatch_parameters(plan: Plan) -> None:
 
 
 def _finish(sweep_dir: Path, fmt: str = "terminal") -> int:
-    """Print the tables; the exit status says whether some points failed or did not finish."""
+    """Print the tables; the exit status says whether some points failed or did not finish,
+    else whether an expectation of the spec failed."""
     from analysis.report import build_report
     from harness.backends.status import sweep_status
 
@@ -215,6 +249,9 @@ def _finish(sweep_dir: Path, fmt: str = "terminal") -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED_POINTS
+    if report.expectations_failed:
+        print(f"harness: {report.expectations_failed} expectation(s) not met", file=sys.stderr)
+        return EXIT_EXPECTATION_FAILED
     return EXIT_OK
 
 
@@ -232,10 +269,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from harness.backends.slurm import job_folder, render_sbatch, submitit_command
     from harness.plan_table import plan_table
 
-    plan = _load_plan(args.spec)
+    plan = _load_plan(args.spec, args.overrides)
     print(plan_table(plan))
     for note in plan.notes:
         print(f"note: {note}")
+    if args.overrides:
+        print(f"overrides: {' '.join(args.overrides)}")
+    for expectation in plan.spec.expect:
+        print(f"expect: {expectation.label()}")
     sweep_dir = DEFAULT_RESULTS.resolve() / plan.spec.name / "<sweep id>"
     folder = job_folder(sweep_dir)
     script = render_sbatch(
@@ -246,9 +287,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from harness.extras import require_run_extra
     from harness.storage.sweep import create_sweep  # torch is imported only to run
 
-    plan = _load_plan(args.spec)
+    require_run_extra("run")  # before anything is written: a login node without PyTorch
+    plan = _load_plan(args.spec, args.overrides)
     world = 1
     if args.backend == "local":
         if plan.spec.slurm.nodes != 1:
@@ -302,7 +345,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from harness.backends.slurm import SubmissionError, submit_array
     from harness.storage.sweep import create_sweep, record_jobs
 
-    plan = _load_plan(args.spec)
+    plan = _load_plan(args.spec, args.overrides)
     _check_sbatch_parameters(plan)
     sweep_dir = create_sweep(plan, args.results, backend="slurm", world_size=_world_size(plan))
     try:
@@ -387,7 +430,9 @@ def cmd_sbatch(args: argparse.Namespace) -> int:
     from harness.storage.atomic import atomic_write_text
     from harness.storage.sweep import create_sweep
 
-    plan = _load_plan(args.spec)
+    if args.portable:
+        return _portable_sbatch(args)
+    plan = _load_plan(args.spec, args.overrides)
     _check_sbatch_parameters(plan)
     sweep_dir = create_sweep(plan, args.results.resolve(), backend="sbatch", world_size=_world_size(plan))
     folder = standalone_folder(sweep_dir)
@@ -399,6 +444,27 @@ def cmd_sbatch(args: argparse.Namespace) -> int:
     atomic_write_text(target, script)
     print(f"wrote {target}: {len(plan.points)} point(s) as one array; results in {sweep_dir}")
     print(f"submit it with: sbatch {target}")
+    return EXIT_OK
+
+
+def _portable_sbatch(args: argparse.Namespace) -> int:
+    """A script that re-reads its spec when the job runs, to keep in git (sbatch/)."""
+    from harness.backends.slurm import portable_script
+    from harness.storage.atomic import atomic_write_text
+
+    if args.overrides:
+        # The committed script reads the spec file when it runs: an override would be lost.
+        raise UsageError(f"{args.spec}: --portable takes no KEY=VALUE overrides; edit the spec instead")
+    try:
+        script, count = portable_script(args.spec)
+    except ValueError as e:
+        if isinstance(e, SpecError):
+            raise
+        raise UsageError(f"{args.spec}: {str(e).splitlines()[0]}") from e
+    target = args.output / f"{args.spec.stem}.sbatch"
+    atomic_write_text(target, script)
+    print(f"wrote {target}: {count} point(s) as one array; its sweep is made under results/ when it runs")
+    print(f"submit it from the clone's root with: sbatch {target}")
     return EXIT_OK
 
 

@@ -25,6 +25,11 @@ class PointJob(submitit.helpers.Checkpointable):
         self.sweep_dir = sweep_dir
 
     def __call__(self, point_json: dict[str, Any]) -> dict[str, Any]:
+        from harness.extras import require_run_extra
+
+        # A compute node without torch: the job's error (in its log)
+        # names the extra to install, not an ImportError from deep inside the runner.
+        require_run_extra("a submitted job")
         from harness.config.plan import Point
         from harness.execution.dist import destroy_process_group, rank_environment
         from harness.execution.runner import run_point

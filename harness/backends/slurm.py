@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import shlex
+import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -19,7 +22,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from harness.config.plan import Point
+from harness.config.plan import Plan, Point
 from harness.config.spec import SlurmConfig
 
 log = logging.getLogger(__name__)
@@ -105,6 +108,77 @@ def submitit_command(folder: Path) -> str:
 def worker_command(sweep_dir: Path, python: str = sys.executable) -> str:
     sweep = shlex.quote(str(sweep_dir))
     return f"{shlex.quote(python)} -u -m harness.backends.worker {sweep} --index $SLURM_ARRAY_TASK_ID"
+
+
+# A script kept in git (sbatch/) runs from a clone anywhere: every path in it is relative to the
+# directory it is submitted from (the clone's root, Slurm's default working directory), and the
+# sweep folder is made when the job runs, named after the array's job id.
+PORTABLE_RESULTS = Path("results")
+PORTABLE_PYTHON = "${HARNESS_PYTHON:-.venv/bin/python}"
+"""The clone's venv unless the user names another Python (a cluster's PyTorch module)."""
+
+
+def portable_sweep_dir(spec_name: str) -> str:
+    """The sweep folder of a committed script's job, relative to the submit directory."""
+    return f"{PORTABLE_RESULTS}/{spec_name}/sbatch-$SLURM_ARRAY_JOB_ID"
+
+
+def render_portable_sbatch(
+    cfg: SlurmConfig, job_name: str, spec_name: str, spec_path: Path, count: int
+) -> str:
+    """The standalone script of `harness sbatch --portable`: no absolute path, no sweep folder
+    made in advance; each task makes the sweep from `spec_path` if no task has yet
+    (`python -m harness.backends.worker SWEEP --spec SPEC`) and runs its point. Slurm logs go
+    to results/ (kept in a clone by its README: Slurm does not create an --output folder)."""
+    if spec_path.is_absolute():
+        raise ValueError(f"{spec_path}: a committed script needs the spec's path relative to the clone")
+    command = (
+        f"{PORTABLE_PYTHON} -u -m harness.backends.worker {portable_sweep_dir(spec_name)} "
+        f"--spec {shlex.quote(spec_path.as_posix())} --index $SLURM_ARRAY_TASK_ID"
+    )
+    # submitit makes the log folder absolute: render under a placeholder root, then drop it.
+    placeholder = Path("/submit-dir")
+    script = render_sbatch(cfg, job_name, placeholder / PORTABLE_RESULTS, command, count)
+    script = script.replace(f"{placeholder}/", "")
+    header = (
+        f"# Written by `harness sbatch {spec_path.as_posix()} --portable`: do not edit, regenerate.\n"
+        f"# Submit from the clone's root: sbatch {Path('sbatch') / (spec_path.stem + '.sbatch')}\n"
+    )
+    first, _, rest = script.partition("\n")  # after the #!/bin/bash line
+    return f"{first}\n{header}{rest}"
+
+
+def portable_script(spec_path: Path) -> tuple[str, int]:
+    """The committed script of a spec (sbatch/<spec file's stem>.sbatch) and its point count;
+    raises SpecError on a bad spec, ValueError on an sbatch parameter sbatch does not know."""
+    from harness.config.plan import expand
+    from harness.config.spec import load_spec
+
+    plan = expand(load_spec(spec_path))
+    name = plan.spec.name
+    return render_portable_sbatch(plan.spec.slurm, f"harness-{name}", name, spec_path, len(plan.points)), len(
+        plan.points
+    )
+
+
+def create_sweep_once(plan: Plan, sweep_dir: Path, world_size: int) -> Path:
+    """The sweep folder of a portable script's job, made by whichever task comes first: made
+    aside, then renamed into place (atomic on one file system), so that a task never reads a
+    half-written plan; the others find it made."""
+    from harness.storage.sweep import create_sweep
+
+    if (sweep_dir / "plan.json").exists():
+        return sweep_dir
+    aside = f".{sweep_dir.name}.{socket.gethostname()}.{os.getpid()}"
+    made = create_sweep(
+        plan, sweep_dir.parent.parent, backend="sbatch", world_size=world_size, sweep_id=aside
+    )
+    (made / "slurm").mkdir()
+    try:
+        made.rename(sweep_dir)
+    except OSError:  # another task's folder is in place (rename onto a non-empty folder fails)
+        shutil.rmtree(made, ignore_errors=True)
+    return sweep_dir
 
 
 def job_folder(sweep_dir: Path) -> Path:

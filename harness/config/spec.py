@@ -18,6 +18,8 @@ from typing import Any
 
 from harness.config import rungs as rung_names
 from harness.config import settings, step_source
+from harness.config.expect import Expectation, parse_expect
+from harness.config.overrides import Override, OverrideError, apply_overrides, dump_merged, parse_override
 from harness.config.settings import REQUIRED, Measure, ProfileSpec, SamplerConfig, SlurmConfig
 from harness.config.yaml_lines import LoadedYaml, YamlSyntaxError, load_yaml_with_lines
 from harness.workloads import registry
@@ -56,6 +58,7 @@ TOP_LEVEL = (
     "slurm",
     "sampler",
     "profile",
+    "expect",
 )
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -95,6 +98,8 @@ class Spec:
     slurm: SlurmConfig
     sampler: SamplerConfig
     profile: ProfileSpec | None = None
+    expect: tuple[Expectation, ...] = field(default=())
+    """Bounds the results must meet (harness/config/expect.py); checked after run and report."""
     notes: tuple[str, ...] = field(default=())
 
 
@@ -201,14 +206,60 @@ def _freeze(value: Any) -> Any:
     return value
 
 
-def load_spec(path: str | Path) -> Spec:
-    """Read and validate a spec file."""
+def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> Spec:
+    """Read and validate a spec file, with the command line's `key=value` overrides applied
+    (harness/config/overrides.py); the Spec's text is then the merged spec."""
     p = Path(path)
     try:
         text = p.read_text()
     except OSError as e:
         raise SpecError(f"cannot read spec: {e.strerror}", file=str(path)) from e
-    return parse_spec(text, file=str(path), path=p)
+    if not overrides:
+        return parse_spec(text, file=str(path), path=p)
+    return _with_overrides(text, str(path), p, overrides)
+
+
+def _with_overrides(text: str, file: str, path: Path, given: Sequence[str]) -> Spec:
+    """The file's own YAML errors keep their lines; the merged spec is validated as a whole, and
+    an error in it names the override that caused it (without a line: it is not in the file)."""
+    try:
+        parsed = [parse_override(o) for o in given]
+        top = load_yaml_with_lines(text).data
+        if not isinstance(top, Mapping):  # empty or not a mapping: the file's own error
+            return parse_spec(text, file=file, path=path)
+        merged = apply_overrides(top, parsed)
+    except YamlSyntaxError as e:
+        raise SpecError(str(e), file=file, line=e.line) from e
+    except OverrideError as e:
+        raise SpecError(str(e), file=file) from e
+    try:
+        return parse_spec(dump_merged(merged, file, parsed), file=file, path=path)
+    except SpecError as e:
+        raise _blame(e, text, file, path, top, parsed) from e
+
+
+def _blame(
+    error: SpecError, text: str, file: str, path: Path, top: Mapping[str, Any], given: Sequence[Override]
+) -> SpecError:
+    """Name the override an error of the merged spec comes from: the last one whose key the
+    error's field is about; else the file's own error (with its line), if the file alone has
+    one; else the first override whose addition makes the spec fail (an axis that no longer
+    fits a zip, say)."""
+    culprit = next((o for o in reversed(given) if error.field and o.touches(error.field)), None)
+    if culprit is None:
+        for k in range(len(given) + 1):
+            try:
+                if k == 0:
+                    parse_spec(text, file=file, path=path)
+                else:
+                    parse_spec(dump_merged(apply_overrides(top, given[:k]), file, given[:k]), file=file)
+            except SpecError as e:
+                if k == 0:
+                    return e
+                culprit = given[k - 1]
+                break
+    where = f"override {culprit.text}" if culprit else "overrides " + " ".join(o.text for o in given)
+    return SpecError(error.message, file=f"{file}: {where}", field=error.field)
 
 
 def parse_spec(text: str, *, file: str | None = None, path: Path | None = None) -> Spec:
@@ -232,6 +283,7 @@ def parse_spec(text: str, *, file: str | None = None, path: Path | None = None) 
     }
     notes = _check_factories(c, values)
     rungs = _rungs(c, top.get("rungs", ["full"]))
+    sequence = _sequence(c, top.get("sequence"), values)
     return Spec(
         name=name,
         description=description,
@@ -240,12 +292,13 @@ def parse_spec(text: str, *, file: str | None = None, path: Path | None = None) 
         field_values=values,
         zip_groups=_zip_groups(c, top.get("zip"), values),
         exclude=_exclude(c, top.get("exclude")),
-        sequence=_sequence(c, top.get("sequence"), values),
+        sequence=sequence,
         measure=Measure(**c.section(Measure, top.get("measure"), "measure")),
         rungs=rungs,
         slurm=_slurm(c, top.get("slurm")),
         sampler=SamplerConfig(**c.section(SamplerConfig, top.get("sampler"), "sampler")),
         profile=_profile(c, top.get("profile"), rungs),
+        expect=parse_expect(top.get("expect"), c.fail, rungs=rungs, steps=[s.name for s in sequence]),
         notes=notes,
     )
 

@@ -122,3 +122,16 @@ def test_timeline_all_draws_every_sampled_point(tmp_path: Path) -> None:
         assert main([str(sweep), "--timeline", "all"]) == 0
     drawn = sorted(p.name for p in (sweep / "plots").glob("timeline-*.png"))
     assert drawn == sorted(f"timeline-{p.id}-rank0.png" for p in plan.points)
+
+
+def test_timeline_phases_are_named_once_in_a_legend_not_on_the_plot(tmp_path: Path) -> None:
+    """Names written on each span overlapped into an unreadable band on a ladder's many phases."""
+    write_timeline(tmp_path)
+    samples = load_samples(tmp_path, 0)
+    assert samples is not None
+    fig = plots.timeline_figure(samples, title="t")
+    assert fig is not None
+    assert all(not ax.texts for ax in fig.axes)  # nothing written over the curves
+    (legend,) = fig.legends
+    names = [t.get_text() for t in legend.get_texts()]
+    assert names[:2] == ["host_batch", "full"] and "warmup" in names[2]

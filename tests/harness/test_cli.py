@@ -181,6 +181,70 @@ def test_a_line_break_in_an_sbatch_value_is_refused_before_anything_is_written(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]  # no results, no script
 
 
+def test_overrides_change_the_plan_without_editing_the_file(write_spec, tmp_path: Path) -> None:
+    spec = write_spec("name: grid\n" + TINY_WORKLOAD)
+    out = harness("plan", str(spec), "loader.num_workers=[0,2]", "measure.steps=5", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("grid: 2 point(s) × 1 rung(s) × 1 repeat(s), 1+5 steps each")
+    assert "\noverrides: loader.num_workers=[0,2] measure.steps=5\n" in out.stdout
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_bad_override_prints_one_line_naming_it_and_writes_nothing(write_spec, tmp_path: Path) -> None:
+    spec = write_spec("name: grid\n" + TINY_WORKLOAD)
+    for verb in ("plan", "run", "submit", "sbatch"):
+        out = harness(verb, str(spec), "loader.num_wrokers=8", cwd=tmp_path)
+        assert out.returncode == 2, out.stderr
+        assert out.stdout == ""
+        assert out.stderr == (
+            f"harness: {spec}: override loader.num_wrokers=8: loader.num_wrokers: unknown key; valid keys: "
+            "num_workers, persistent_workers, pin_memory, non_blocking, prefetch_factor, drop_last\n"
+        )
+    out = harness("run", str(spec), "--backend", "inline", "measure.steps=-3", cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr.startswith(
+        f"harness: {spec}: override measure.steps=-3: measure.steps: -3 is not allowed"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]  # no results, no script
+
+
+GATED = """\
+expect:
+  - {min_samples_per_s: 1}
+  - {max_loading_time: 0.000000001, num_workers: 2}
+"""
+
+
+def test_a_failed_expectation_exits_3_after_run(write_spec, tmp_path: Path) -> None:
+    spec = write_spec("name: gated\n" + TINY_WORKLOAD + GATED + "sampler: {host: false, gpu: false}\n")
+    # The override comes after an option: argparse leaves it over, and it is still taken.
+    out = harness("run", str(spec), "--format", "terminal", "loader.num_workers=[0,2]", cwd=tmp_path)
+    assert out.returncode == 3, out.stderr
+    block = out.stdout.split("expectations (each sweep's expect:)\n", 1)[1]
+    lines = block.splitlines()
+    assert (
+        lines[0].startswith("pass  min_samples_per_s >= 1: ") and "(worst of 2 point(s): point " in lines[0]
+    )
+    assert lines[1].startswith("FAIL  max_loading_time <= 1e-09 (num_workers=2): ")
+    assert lines[2] == "1 of 2 expectation(s) failed (exit status 3)"
+    assert out.stderr.endswith("harness: 1 expectation(s) not met\n")
+    (sweep,) = (tmp_path / "results" / "gated").iterdir()
+    saved = (sweep / "spec.yaml").read_text()
+    assert saved.startswith(f"# {spec} with overrides: loader.num_workers=[0,2]\n")
+    assert "num_workers: [0, 2]" in saved
+    status = harness("status", str(sweep), cwd=tmp_path)
+    assert status.returncode == 0 and "2 completed" in status.stdout  # the merged spec's 2 points
+
+
+def test_report_checks_the_saved_expectations_and_exits_3(write_spec, tmp_path: Path) -> None:
+    spec = write_spec("name: gated\n" + TINY_WORKLOAD + GATED + "loader: {num_workers: 2}\n")
+    assert harness("run", str(spec), cwd=tmp_path).returncode == 3
+    (sweep,) = (tmp_path / "results" / "gated").iterdir()
+    report = harness("report", str(sweep), cwd=tmp_path)
+    assert report.returncode == 3, report.stderr
+    assert "FAIL  max_loading_time <= 1e-09 (num_workers=2)" in report.stdout
+
+
 SLOW = """\
 name: slow
 workload:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -11,7 +13,7 @@ import pytest
 
 from analysis.load import load_results
 from harness.storage import rows as results
-from tests.slurm.conftest import harness, sweep_of, wait_until_idle
+from tests.slurm.conftest import REPO, harness, sweep_of, wait_until_idle
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]
 
@@ -194,3 +196,30 @@ slurm: {tasks_per_node: 2, gpus_per_node: 2, cpus_per_task: 1, time: "00:10:00"}
     # The first rung was measured once, before the requeue: its rows were kept, not redone.
     first = rows[rows["rung"] == "processed_sample"]["finished_at"].max()
     assert first < rows[rows["rung"] == "full"]["started_at"].min()
+
+
+def test_a_portable_script_of_sbatch_folder_runs_from_the_clones_root(tmp_path: Path) -> None:
+    """The form of the scripts kept in sbatch/: relative paths, the sweep made by the job."""
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "results").mkdir()
+    (tmp_path / "jobs" / "portable.yaml").write_text(
+        GRID.format(name="portable", dataset="fake_cifar", nodes=1, parallel=4)
+    )
+    out = harness("sbatch", "jobs/portable.yaml", "--portable", "-o", "sbatch", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert str(tmp_path) not in (tmp_path / "sbatch" / "portable.sbatch").read_text()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HARNESS_PYTHON": sys.executable}
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", "sbatch/portable.sbatch"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    job = submitted.stdout.strip().split(";")[0]
+    wait_until_idle(job)
+    sweep = tmp_path / "results" / "portable" / f"sbatch-{job}"
+    assert len(list((sweep / "points").iterdir())) == 4
+    for point_path in (sweep / "points").iterdir():
+        assert results.point_complete(point_path, ["full"], 1, world_size=2)

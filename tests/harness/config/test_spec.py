@@ -253,5 +253,65 @@ def test_a_name_with_a_line_break_is_refused() -> None:
 def test_an_empty_spec_says_it_is_empty(text: str) -> None:
     assert error_of(text) == (
         "jobs/x.yaml: the spec is empty; expected a mapping with keys name, description, workload, "
-        "measure, rungs, loader, zip, exclude, sequence, slurm, sampler, profile"
+        "measure, rungs, loader, zip, exclude, sequence, slurm, sampler, profile, expect"
     )
+
+
+def test_expectations_are_read_with_their_filters() -> None:
+    spec = parse_spec(
+        spec_text(
+            """\
+            rungs: [device_batch, full]
+            expect:
+              - {min_of_bound: 0.9}
+              - {min_samples_per_s: 500, loader.num_workers: 8, node_type: "8× NVIDIA A100-SXM4-80GB"}
+              - {max_loading_time: 0.01, rung: device_batch, point: 3f9c2a1b}
+            """
+        )
+    )
+    labels = [e.label() for e in spec.expect]
+    assert labels == [
+        "min_of_bound >= 0.9",
+        "min_samples_per_s >= 500 (num_workers=8, node_type=8× NVIDIA A100-SXM4-80GB)",
+        "max_loading_time <= 0.01 (rung=device_batch, point=3f9c2a1b)",
+    ]
+    assert parse_spec(spec_text()).expect == ()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("expect: {min_gpu_util: 90}\n", r":9: expect: {'min_gpu_util': 90} is not allowed; expected a list"),
+        (
+            "expect:\n  - {min_gpu_util: 90, nmu_workers: 2}\n",
+            r":10: expect\[0\]\.nmu_workers: unknown key; valid keys: min_samples_per_s, max_loading_time, min_of_bound, min_gpu_util, point, step",
+        ),
+        ("expect:\n  - {num_workers: 2}\n", r":10: expect\[0\]: one figure per entry \(none given\)"),
+        (
+            "expect:\n  - {min_gpu_util: 90, max_loading_time: 1}\n",
+            r"one figure per entry \(max_loading_time, min_gpu_util given\)|one figure per entry \(min_gpu_util, max_loading_time given\)",
+        ),
+        (
+            "expect:\n  - {min_gpu_util: lots}\n",
+            r"expect\[0\]\.min_gpu_util: 'lots' is not allowed; expected a number",
+        ),
+        (
+            "expect:\n  - {min_gpu_util: 90, num_workers: -1}\n",
+            r"expect\[0\]\.num_workers: -1 is not allowed; expected an integer >= 0",
+        ),
+        (
+            "expect:\n  - {min_gpu_util: 90, rung: host_batch}\n",
+            r"expect\[0\]\.rung: 'host_batch' is not among the spec's rungs \(full\)",
+        ),
+        (
+            "expect:\n  - {min_gpu_util: 90, step: warm}\n",
+            r"expect\[0\]\.step: 'warm' is not among the spec's steps \(none\)",
+        ),
+        (
+            "rungs: [device_batch, full]\nexpect:\n  - {min_of_bound: 0.9, rung: full}\n",
+            r"expect\[0\]\.rung: min_of_bound compares full with the bound rung",
+        ),
+    ],
+)
+def test_a_bad_expectation_is_one_line_naming_it(extra: str, message: str) -> None:
+    assert re.search(message, error_of(spec_text(extra)))

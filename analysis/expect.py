@@ -1,0 +1,181 @@
+"""Expectations checked against results: each figure, its bound, pass or fail.
+
+The spec's `expect:` section (declared and validated in harness/config/expect.py) is read from
+each sweep's saved spec.yaml, so `harness report` checks an old sweep as `harness run` did. An
+entry is checked on every point it matches, on the figures the tables show (per point and
+node, the median over its runs, i.e. its repeats): its worst point decides. An entry that
+matches no figure (no point, or a figure not measured) is "no data", and fails: a gate that
+cannot see must not pass.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from analysis.aggregate import add_nodes, summarize, table_rows
+from analysis.load import load_meta
+from harness.config.expect import Expectation, parse_expect
+from harness.config.yaml_lines import YamlSyntaxError, load_yaml_with_lines
+
+BOUND_RUNGS = ("host_batch", "device_batch")
+"""The rung whose steps/s is the device's demand, as analysis/verdict.py picks it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    sweep_dir: str
+    expectation: Expectation | None
+    """None when the sweep's expectations could not be read (`problem` says why)."""
+    figure: float | None = None
+    """The worst matching figure; None: no data."""
+    points: int = 0
+    where: str = ""
+    """The point (and node) of the worst figure."""
+    runs: int = 0
+    problem: str = ""
+
+    @property
+    def passed(self) -> bool:
+        if self.expectation is None or self.figure is None:
+            return False
+        if self.expectation.figure.at_least:
+            return self.figure >= self.expectation.bound
+        return self.figure <= self.expectation.bound
+
+
+def read_expectations(sweep_dir: Path) -> tuple[Expectation, ...]:
+    """The `expect:` section of a sweep's saved spec.yaml; () for a sweep without one."""
+    path = sweep_dir / "spec.yaml"
+    if not path.is_file():
+        return ()
+    loaded = load_yaml_with_lines(path.read_text())
+    top = loaded.data if isinstance(loaded.data, dict) else {}
+
+    def fail(dotted: str, message: str) -> Exception:
+        return ValueError(f"{path}:{loaded.line_of(dotted)}: {dotted}: {message}")
+
+    return parse_expect(top.get("expect"), fail)
+
+
+def check_expectations(rows: pd.DataFrame, sweep_dirs: Iterable[Path]) -> list[Outcome]:
+    """Every expectation of every sweep, checked on that sweep's rows."""
+    wanted: dict[str, tuple[Expectation, ...]] = {}
+    out: list[Outcome] = []
+    for sweep_dir in sweep_dirs:
+        try:
+            wanted[str(sweep_dir)] = read_expectations(Path(sweep_dir))
+        except (ValueError, YamlSyntaxError, OSError) as e:
+            out.append(Outcome(str(sweep_dir), None, problem=f"cannot read the expectations: {e}"))
+    if not any(wanted.values()):
+        return out
+    summary = _summary(rows, node_types=any("node_type" in e.filters for es in wanted.values() for e in es))
+    for label, expectations in wanted.items():
+        mine = summary[summary["sweep_dir"] == label] if not summary.empty else summary
+        out.extend(_check(label, e, mine) for e in expectations)
+    return out
+
+
+def failed(outcomes: Iterable[Outcome]) -> int:
+    return sum(not o.passed for o in outcomes)
+
+
+def _summary(rows: pd.DataFrame, *, node_types: bool) -> pd.DataFrame:
+    if rows.empty:
+        return pd.DataFrame()
+    meta = load_meta(rows, []) if node_types else None  # its problems are the report's to list
+    return summarize(add_nodes(rows, meta), by="node", meta=meta)
+
+
+def _check(sweep_dir: str, e: Expectation, summary: pd.DataFrame) -> Outcome:
+    column = e.figure.column
+    if summary.empty:
+        table = summary
+    elif column == "of_bound":
+        table = _of_bound(summary)
+    elif "rung" in e.filters:
+        table = summary
+    else:
+        table = table_rows(summary)  # the rung the tables show: full, or the sweep's closest
+    for key, value in e.filters.items():
+        if key not in table.columns:
+            table = table.iloc[0:0]
+            break
+        table = table[[_same(v, value) for v in table[key]]]
+    if table.empty or column not in table.columns or table[column].isna().all():
+        return Outcome(sweep_dir, e)
+    table = table.dropna(subset=[column])
+    worst = table.loc[table[column].idxmin() if e.figure.at_least else table[column].idxmax()]
+    return Outcome(
+        sweep_dir,
+        e,
+        figure=float(worst[column]),
+        points=len(table),
+        where=f"point {worst['point_id']} on {worst['node']}",
+        runs=int(table["runs"].max()),
+    )
+
+
+def _of_bound(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per point and node: full's steps/s over the bound rung's (host_batch where measured)."""
+    keys = ["group", "sweep_dir", "point_id"]
+    full = summary[summary["rung"] == "full"].set_index(keys)
+    bound: pd.Series | None = None
+    for rung in BOUND_RUNGS:  # host_batch first: it wins where both were measured
+        rates = summary[summary["rung"] == rung].set_index(keys)["steps_per_s"]
+        bound = rates if bound is None else bound.combine_first(rates)
+    assert bound is not None
+    ratio = full["steps_per_s"] / bound.reindex(full.index)
+    return full.assign(of_bound=ratio).reset_index()
+
+
+def _same(have: Any, want: Any) -> bool:
+    """A row's setting (read from CSV) against the spec's value: numbers as numbers, the rest
+    as text (`True` and `true`)."""
+    if isinstance(want, int | float) and not isinstance(want, bool):
+        try:
+            return float(have) == float(want)
+        except (TypeError, ValueError):
+            return False
+    return str(have).strip().lower() == str(want).strip().lower()
+
+
+def render_expectations(outcomes: list[Outcome], fmt: str = "terminal") -> str:
+    """The block a user (or a CI log) reads: one line per expectation, then the count."""
+    several = len({o.sweep_dir for o in outcomes}) > 1
+    lines = [_line(o, several) for o in outcomes]
+    bad = failed(outcomes)
+    lines.append(
+        f"{bad} of {len(outcomes)} expectation(s) failed (exit status 3)"
+        if bad
+        else f"all {len(outcomes)} expectation(s) met"
+    )
+    if fmt == "markdown":
+        return "\n".join(f"- {line}" for line in lines)
+    if fmt == "latex":
+        return "\n".join(f"% {line}" for line in lines)
+    if fmt == "csv":
+        return "\n".join(f"# {line}" for line in lines)
+    if fmt == "html":
+        return f"<pre>{html.escape(chr(10).join(lines))}</pre>"
+    return "\n".join(lines)
+
+
+def _line(o: Outcome, several: bool) -> str:
+    sweep = f"{Path(o.sweep_dir).name}: " if several else ""
+    if o.expectation is None:
+        return f"FAIL  {sweep}{o.problem}"
+    e = o.expectation
+    word = "pass" if o.passed else "FAIL"
+    if o.figure is None:
+        return f"{word}  {sweep}{e.label()}: no data (no point matched, or the figure was not measured)"
+    figure = f"{o.figure:.0%}" if e.figure.column == "of_bound" else f"{o.figure:.4g}"
+    worst = "worst of" if o.points > 1 else "of"
+    median = f", median over {o.runs} runs" if o.runs > 1 else ""
+    where = f"{worst} {o.points} point(s): {o.where}{median}"
+    return f"{word}  {sweep}{e.label()}: {figure} {e.figure.unit} ({where})"

@@ -1,0 +1,111 @@
+"""The torch-free install: a plain `pip install pipeline-harness` in a fresh venv pulls no torch,
+and gives plan, report and export; `harness run` there says which extra to install.
+
+Needs pip to reach the package index (or its wheel cache): skipped, with pip's own words, where
+it cannot. About a minute with a warm pip cache (pandas, matplotlib, pyarrow, submitit wheels).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.analysis.conftest import synthetic_row, write_rows
+
+REPO = Path(__file__).resolve().parents[1]
+RUN_EXTRA_PACKAGES = ("torch", "torchvision", "nvidia-ml-py", "scipy")
+# pip's words when no index can be reached: the test cannot tell anything then.
+OFFLINE = ("NewConnectionError", "Temporary failure in name resolution", "No matching distribution")
+
+
+@pytest.fixture(scope="module")
+def base_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with `pip install <a copy of the project>`, no extra."""
+    root = tmp_path_factory.mktemp("install")
+    # A copy: an in-tree build would leave build/ and *.egg-info in the working tree.
+    source = root / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    for package in ("harness", "analysis"):
+        shutil.copytree(REPO / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
+    done = subprocess.run([*pip, "install", "--quiet", str(source)], capture_output=True, text=True)
+    if done.returncode != 0:
+        words = done.stderr.strip().splitlines()[-1:] or ["(no output)"]
+        if any(o in done.stderr for o in OFFLINE):
+            pytest.skip(f"pip cannot reach the package index: {words[0]}")
+        pytest.fail(f"pip install of the base failed:\n{done.stderr[-3000:]}")
+    return venv
+
+
+def _harness(venv: Path, *args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(venv / "bin" / "harness"), *args], cwd=cwd, capture_output=True, text=True)
+
+
+def test_the_base_install_pulls_no_torch(base_venv: Path) -> None:
+    listed = subprocess.run(
+        [str(base_venv / "bin" / "python"), "-m", "pip", "list", "--format", "freeze"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.lower()
+    installed = {line.split("==")[0] for line in listed.splitlines()}
+    assert "pipeline-harness" in installed
+    assert installed.isdisjoint(RUN_EXTRA_PACKAGES), sorted(installed & set(RUN_EXTRA_PACKAGES))
+    imported = subprocess.run([str(base_venv / "bin" / "python"), "-c", "import torch"], capture_output=True)
+    assert imported.returncode != 0
+
+
+def test_plan_works_without_torch(base_venv: Path) -> None:
+    done = _harness(base_venv, "plan", "jobs/quickstart.yaml")
+    assert done.returncode == 0, done.stderr
+    assert "point" in done.stdout
+
+
+def test_report_and_export_work_without_torch(base_venv: Path, tmp_path: Path) -> None:
+    write_rows(tmp_path, synthetic_row(num_workers=0, point_id="p0"), synthetic_row(num_workers=2))
+    done = _harness(base_venv, "report", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "recommendation for n1" in done.stdout
+    out = tmp_path / "rows.parquet"
+    done = _harness(base_venv, "report", str(tmp_path), "--format", "parquet", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert out.stat().st_size > 0
+
+
+def test_run_says_which_extra_to_install(base_venv: Path, tmp_path: Path) -> None:
+    done = _harness(
+        base_venv, "run", str(REPO / "jobs/quickstart.yaml"), "--results", str(tmp_path / "results")
+    )
+    assert done.returncode == 2
+    assert done.stderr == (
+        "harness: run needs PyTorch: pip install 'pipeline-harness[run]' "
+        "(or load your cluster's PyTorch module first)\n"
+    )
+    assert not (tmp_path / "results").exists()  # refused before a sweep folder is made
+
+
+def test_the_worker_says_which_extra_to_install(base_venv: Path, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [str(base_venv / "bin" / "python"), "-m", "harness.backends.worker", str(tmp_path), "--index", "0"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert "pip install 'pipeline-harness[run]'" in done.stderr
+
+
+def test_the_missing_extra_is_named_without_importing_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.extras import MissingExtra, require_run_extra
+
+    require_run_extra("run")  # this venv has the run extra: no complaint
+    monkeypatch.setitem(sys.modules, "torch", None)  # as if torch were not installed
+    with pytest.raises(MissingExtra, match=r"^run needs PyTorch: pip install 'pipeline-harness\[run\]' \("):
+        require_run_extra("run")
