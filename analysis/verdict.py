@@ -335,9 +335,15 @@ def _capacity(lad: _Ladder) -> _Capacity | None:
         capacity=float(rates[ref].median()),
         short=short,
         vs_demand=vs[ref],
-        near=not _lower(_paired(demand, lad.steps[ref])),
+        near=_near(_paired(demand, lad.steps[ref])),
         tip=tip,
     )
+
+
+def _near(reach: noise.Ratio | None) -> bool:
+    """full's steps/s near the bound: not lower beyond the noise, and not lower by more than
+    UNTESTED_FLOOR either (a 48 % loss that two wide repeats cannot confirm is no "keeps up")."""
+    return not _lower(reach) and (reach is None or reach.estimate >= 1 - noise.UNTESTED_FLOOR)
 
 
 def _verdict(host: str, sweep: str, point: str, group: pd.DataFrame) -> Verdict | None:

@@ -113,6 +113,27 @@ def test_a_pipeline_that_keeps_up_names_no_stage(tmp_path: Path) -> None:
     )
 
 
+def test_a_large_loss_the_repeats_cannot_confirm_is_not_called_keeping_up(tmp_path: Path) -> None:
+    # The loader delivers 3× the demand, yet full reaches about half the bound in both repeats
+    # (on a CPU the step and the workers share the cores); two wide repeats do not call the
+    # loss, but a verdict of "keeps up" would be false.
+    verdict = ladder(
+        tmp_path,
+        {
+            "host_batch": [10.0, 6.0],
+            "processed_sample": [9.9, 6.0],
+            "raw_sample": [9.8, 5.9],
+            "full": [5.2, 4.9],
+        },
+        {"processed_sample": 500.0, "raw_sample": 40.0, "full": 30.0},
+        repeats=2,
+        names=TWO,
+    )
+    assert verdict.keeps_up is False
+    assert verdict.sentence.startswith("the loader keeps up (full delivers")
+    assert "the loss is outside the loader's throughput" in verdict.sentence
+
+
 def test_one_repeat_is_said_to_be_untested(tmp_path: Path) -> None:
     verdict = ladder(tmp_path, TIPPED_STEPS, TIPPED_CAPACITY, repeats=1, names=TWO)
     assert verdict.stages == ["transforms", "raw data loading"]  # beyond the 10 % floor
