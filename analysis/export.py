@@ -25,22 +25,14 @@ from typing import Any
 import pandas as pd
 
 from analysis.aggregate import add_nodes
-from analysis.load import ADDED_COLUMNS, load_meta, load_results
+from analysis.load import ADDED_COLUMNS, META_COLUMNS, load_meta, load_results
 from harness.storage.rows import BOOL_COLUMNS, ROW_COLUMNS
 
 log = logging.getLogger(__name__)
 
 EXPORT_FORMATS = ("parquet", "json")
 NODE_COLUMNS = ("node", "node_type")
-PROVENANCE_COLUMNS = (
-    "device_name",
-    "gpu_count",
-    "torch_version",
-    "cuda_version",
-    "python_version",
-    "git_commit",
-    "meta_hostname",
-)
+PROVENANCE_COLUMNS = META_COLUMNS
 META_KEYS = ["sweep_dir", "point_id", "rank"]
 
 

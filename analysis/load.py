@@ -201,22 +201,23 @@ def _typed(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(columns)
 
 
+META_COLUMNS = (
+    "meta_hostname",
+    "device_name",
+    "gpu_count",
+    "torch_version",
+    "cuda_version",
+    "python_version",
+    "git_commit",
+)
+"""What load_meta() reads of meta-rank<k>.json: the host, the device and the versions."""
+
+
 def load_meta(rows: pd.DataFrame, problems: list[str] | None = None) -> pd.DataFrame:
     """meta-rank<k>.json of every (sweep dir, point, rank) in `rows`: one row each, with the
     host, GPU model and count, and versions. A missing file gives no row; a corrupt one is
     reported in `problems`."""
-    columns = [
-        "sweep_dir",
-        "point_id",
-        "rank",
-        "meta_hostname",
-        "device_name",
-        "gpu_count",
-        "torch_version",
-        "cuda_version",
-        "python_version",
-        "git_commit",
-    ]
+    columns = ["sweep_dir", "point_id", "rank", *META_COLUMNS]
     if rows.empty:
         return pd.DataFrame(columns=columns)
     keys = rows[["sweep_dir", "point_id", "rank"]].dropna().drop_duplicates()
