@@ -205,11 +205,9 @@ def _load_plan(spec_path: Path, overrides: Sequence[str] = ()) -> Plan:
 
 
 def _job_name(plan: Plan) -> str:
-    return f"harness-{plan.spec.name}"
+    from harness.backends.slurm import job_name
 
-
-def _world_size(plan: Plan) -> int:
-    return plan.spec.slurm.nodes * plan.spec.slurm.tasks_per_node
+    return job_name(plan.spec.name)
 
 
 def _open_sweep(path: Path) -> Path:
@@ -294,12 +292,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     plan = _load_plan(args.spec, args.overrides)
     world = 1
     if args.backend == "local":
-        if plan.spec.slurm.nodes != 1:
-            raise UsageError(
-                f"{args.spec}: the local backend runs one node; slurm.nodes is {plan.spec.slurm.nodes}"
-            )
+        _check_local_backend(args.spec, plan)
         world = plan.spec.slurm.tasks_per_node
-        _check_local_gpus(args.spec, plan)
     sweep_dir = create_sweep(plan, args.results, backend=args.backend, world_size=world)
     log.info("sweep %s: %d point(s), results in %s", plan.spec.name, len(plan.points), sweep_dir)
     if not _run_here(args.backend, plan.points, sweep_dir, plan.spec.slurm):
@@ -307,8 +301,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     return _finish(sweep_dir, args.format)
 
 
-def _check_local_gpus(spec_path: Path, plan: Plan) -> None:
-    """The local backend's refusals (GPUs asked for and not there) before anything is written."""
+def _check_local_backend(spec_path: Path, plan: Plan) -> None:
+    """The local backend's refusals (one node only; GPUs asked for and not there), before
+    anything is written."""
     from harness.backends.local import LocalBackendError, local_gpus
 
     try:
@@ -347,7 +342,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
     plan = _load_plan(args.spec, args.overrides)
     _check_sbatch_parameters(plan)
-    sweep_dir = create_sweep(plan, args.results, backend="slurm", world_size=_world_size(plan))
+    sweep_dir = create_sweep(plan, args.results, backend="slurm", world_size=plan.spec.slurm.world_size)
     try:
         job_ids = submit_array(list(plan.points), sweep_dir, plan.spec.slurm, _job_name(plan))
     except SubmissionError as e:
@@ -410,11 +405,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def _resubmit(todo: Sequence[Point], sweep_dir: Path, spec: Spec, wait: bool) -> int:
-    from harness.backends.slurm import SubmissionError, submit_array
+    from harness.backends.slurm import SubmissionError, job_name, submit_array
     from harness.storage.sweep import record_jobs
 
     try:
-        job_ids = submit_array(todo, sweep_dir, spec.slurm, f"harness-{spec.name}")
+        job_ids = submit_array(todo, sweep_dir, spec.slurm, job_name(spec.name))
     except SubmissionError as e:
         raise UsageError(str(e)) from e
     record_jobs(sweep_dir, list(todo), job_ids, "slurm")
@@ -434,7 +429,9 @@ def cmd_sbatch(args: argparse.Namespace) -> int:
         return _portable_sbatch(args)
     plan = _load_plan(args.spec, args.overrides)
     _check_sbatch_parameters(plan)
-    sweep_dir = create_sweep(plan, args.results.resolve(), backend="sbatch", world_size=_world_size(plan))
+    sweep_dir = create_sweep(
+        plan, args.results.resolve(), backend="sbatch", world_size=plan.spec.slurm.world_size
+    )
     folder = standalone_folder(sweep_dir)
     folder.mkdir()
     script = render_sbatch(

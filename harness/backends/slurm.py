@@ -148,6 +148,11 @@ def render_portable_sbatch(
     return f"{first}\n{header}{rest}"
 
 
+def job_name(spec_name: str) -> str:
+    """The Slurm job name of a spec's sweeps (what squeue and sacct show)."""
+    return f"harness-{spec_name}"
+
+
 def portable_script(spec_path: Path) -> tuple[str, int]:
     """The committed script of a spec (sbatch/<spec file's stem>.sbatch) and its point count;
     raises SpecError on a bad spec, ValueError on an sbatch parameter sbatch does not know."""
@@ -156,7 +161,7 @@ def portable_script(spec_path: Path) -> tuple[str, int]:
 
     plan = expand(load_spec(spec_path))
     name = plan.spec.name
-    return render_portable_sbatch(plan.spec.slurm, f"harness-{name}", name, spec_path, len(plan.points)), len(
+    return render_portable_sbatch(plan.spec.slurm, job_name(name), name, spec_path, len(plan.points)), len(
         plan.points
     )
 

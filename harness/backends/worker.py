@@ -55,8 +55,7 @@ def _sweep_from_spec(spec_path: Path, sweep_dir: Path) -> None:
     from harness.config.spec import load_spec
 
     plan = expand(load_spec(spec_path))
-    slurm = plan.spec.slurm
-    create_sweep_once(plan, sweep_dir, world_size=slurm.nodes * slurm.tasks_per_node)
+    create_sweep_once(plan, sweep_dir, world_size=plan.spec.slurm.world_size)
 
 
 if __name__ == "__main__":

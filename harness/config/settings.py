@@ -345,6 +345,11 @@ class SlurmConfig:
         doc="any other sbatch option",
     )
 
+    @property
+    def world_size(self) -> int:
+        """Ranks of one point: every task of every node is a DDP rank."""
+        return self.nodes * self.tasks_per_node
+
 
 SECTIONS: dict[str, type] = {
     "workload": WorkloadSettings,

@@ -103,10 +103,10 @@ class LoopTimes:
 
     @property
     def steady(self) -> bool | None:
-        if self.steps < MIN_STEADY_STEPS:
+        drift = self.drift
+        if self.steps < MIN_STEADY_STEPS or drift is None:
             return None
         first, second = _halves(self.step_times)
-        drift = statistics.fmean(second) / statistics.fmean(first) - 1
         se = math.sqrt(
             statistics.variance(first) / len(first) + statistics.variance(second) / len(second)
         ) / statistics.fmean(first)

@@ -332,3 +332,12 @@ def test_the_local_backend_refuses_gpus_it_cannot_give_before_anything_is_writte
         "slurm.gpus_per_node asks for (all others are hidden from them)"
     )
     assert not (tmp_path / "results").exists()
+
+
+def test_the_local_backend_refuses_several_nodes_before_anything_is_written(tmp_path: Path) -> None:
+    spec = tmp_path / "two.yaml"
+    spec.write_text("name: two\n" + TINY_WORKLOAD + "slurm: {nodes: 2}\n")
+    out = harness("run", str(spec), "--backend", "local", cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr.strip() == f"harness: {spec}: the local backend runs on one node; slurm.nodes is 2"
+    assert not (tmp_path / "results").exists()
