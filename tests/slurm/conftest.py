@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.backends.slurm import LIVE, classify
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -60,13 +62,35 @@ def sweep_of(out: subprocess.CompletedProcess[str], cwd: Path) -> Path:
 
 
 def wait_until_idle(job_prefix: str, timeout: float = 300) -> None:
-    """Until no job of the array is pending or running (squeue no longer lists it)."""
+    """Until no job of the array is pending or running, in the queue *and* in the accounting.
+
+    squeue and sacct are two views that do not change together: slurmdbd records a job's end a
+    moment after slurmctld forgets it, and a requeued job passes through states in between. A
+    test that reads sacct right after squeue empties can see the last run still RUNNING (CI did).
+    A failing squeue counts as empty only when it says the job id is unknown (purged), not when
+    the controller is merely slow to answer."""
     deadline = time.time() + timeout
-    while time.time() < deadline:
-        out = subprocess.run(
-            ["squeue", "-h", "-j", job_prefix, "-o", "%i %T"], capture_output=True, text=True
-        )
-        if out.returncode != 0 or not out.stdout.strip():
+    while True:
+        out = subprocess.run(["squeue", "-h", "-j", job_prefix, "-o", "%i %T"], capture_output=True, text=True)
+        gone = "Invalid job id" in out.stderr if out.returncode != 0 else not out.stdout.strip()
+        if gone and not _accounted_live(job_prefix):
             return
+        if time.time() > deadline:
+            raise TimeoutError(
+                f"array {job_prefix} still pending or running after {timeout} s:\n{out.stdout}{out.stderr}"
+                f"sacct: {_accounted_live(job_prefix)}"
+            )
         time.sleep(2)
-    raise TimeoutError(f"array {job_prefix} still in the queue after {timeout} s")
+
+
+def _accounted_live(job_prefix: str) -> list[str]:
+    """The latest run of each job whose accounting still says it may run (RUNNING, PENDING…)."""
+    out = subprocess.run(
+        ["sacct", "-X", "-P", "-n", "-o", "JobID,State", "-j", job_prefix], capture_output=True, text=True
+    )
+    live = []
+    for line in out.stdout.splitlines():
+        job, _, state = line.partition("|")
+        if classify(state) in LIVE:
+            live.append(f"{job} {state}")
+    return live
