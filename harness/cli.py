@@ -378,7 +378,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     """Run again the points without complete results and without a live job, as `status`
     advises: resubmitted for a Slurm sweep, run here for an inline or local one."""
-    from harness.backends.follow import counts
+    from harness.backends.follow import counts, wait_for_orphaned_jobs
     from harness.backends.status import SCHEDULED, sweep_status
     from harness.config.spec import parse_spec
     from harness.storage.sweep import load_info
@@ -387,6 +387,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
     backend = load_info(sweep_dir).backend
     spec = parse_spec((sweep_dir / "spec.yaml").read_text(), file=str(sweep_dir / "spec.yaml"))
     statuses = sweep_status(sweep_dir)
+    if backend not in SCHEDULED:
+        statuses = wait_for_orphaned_jobs(statuses, sweep_dir)
     active = [st for st in statuses if st.active]
     todo = [st.point for st in statuses if st.needs_resubmit]
     if active:

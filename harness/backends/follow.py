@@ -1,6 +1,6 @@
 """Following a sweep while its jobs run: the one-line count of where its points stand, the
 status table, the progress line (done/total, time left) and the loop that waits for the last
-job (`harness submit --wait`, `resume --wait`).
+job (`harness submit --wait`, `resume --wait`), or for the local jobs that a killed run left.
 
 The loop asks the scheduler less and less often (FIRST_ASK_S, growing by BACKOFF up to
 MAX_ASK_S, as submitit's own watcher does) and reads the result files, which cost the
@@ -22,7 +22,7 @@ from typing import TextIO
 from tabulate import tabulate
 
 from harness.backends.status import PointStatus, advice, scheduler_view, sweep_status
-from harness.storage.sweep import load_info
+from harness.storage.sweep import live_owner, load_info
 
 log = logging.getLogger(__name__)
 
@@ -156,3 +156,23 @@ def wait_for_sweep(
             progress.close()
             return statuses
         sleep(max(0.0, min(look_s, next_ask - clock())))
+
+
+def wait_for_orphaned_jobs(statuses: Sequence[PointStatus], sweep_dir: Path) -> list[PointStatus]:
+    """For a sweep run here: wait until the local jobs that outlived the `harness run` that
+    started them have ended (that process was killed alone; submitit's local jobs outlive it),
+    then return the statuses anew; return them as they are when there are none, or when a live
+    process still owns the sweep (it runs the rest itself).
+
+    Points run here run one at a time, so that they do not share the cores: `resume` runs the
+    others after these, and their rows count as they are."""
+    orphans = [st for st in statuses if st.active]
+    if not orphans or live_owner(sweep_dir) or not any(st.needs_resubmit for st in statuses):
+        return list(statuses)
+    who = "; ".join(f"{st.point.id}: {st.reason}" for st in orphans)
+    print(
+        f"waiting for {len(orphans)} point(s) whose local job outlived its harness run ({who}): "
+        "points run here one at a time",
+        flush=True,
+    )
+    return wait_for_sweep(sweep_dir, first_s=1.0, max_s=5.0)

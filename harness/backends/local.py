@@ -53,7 +53,7 @@ def run_local(points: Sequence[Point], sweep_dir: Path, cfg: SlurmConfig) -> lis
         # would inherit them, and they are not the tasks' (submitit's clean_env, for this case).
         with submitit.helpers.clean_env(extra_names=TORCHRUN_VARIABLES):
             job = executor.submit(PointJob(str(sweep_dir)), point.to_json())
-        record_jobs(sweep_dir, [point], [str(job.job_id)], "local")
+        record_jobs(sweep_dir, [point], [str(job.job_id)], "local", process=True)
         try:
             job.results()
         except Exception as e:  # a rank died outside run_point (its rows say nothing)

@@ -19,7 +19,7 @@ from harness.backends.slurm import LIVE, StateClass, classify, job_list
 from harness.config.plan import Point
 from harness.storage import layout
 from harness.storage import rows as results
-from harness.storage.sweep import latest_job_entries, live_owner, load_info, load_points
+from harness.storage.sweep import latest_job_entries, live_owner, load_info, load_points, process_alive
 
 # A job neither queued nor in accounting this long after its submission was cancelled before
 # it started (Slurm does not account never-started array tasks); before that, accounting lags.
@@ -133,6 +133,8 @@ def sweep_status(sweep_dir: Path, states: Mapping[str, object] | None = None) ->
         state, reason = "-", ""
         if owner:
             state, reason = "RUNNING", owner  # this machine's process runs the sweep still
+        elif entry and (process := process_alive(entry.get("process"))):
+            state, reason = "RUNNING", process  # a local job that outlived the run that started it
         elif job and job in states:
             state = str(getattr(states[job], "state", "-"))
             reason = str(getattr(states[job], "reason", ""))

@@ -2,7 +2,9 @@
 
 A sweep run here (inline or local) names its process in `owner.json` while it runs, so that
 `harness status` tells a sweep still running from one that was interrupted, and `harness
-resume` never runs a point twice at once.
+resume` never runs a point twice at once. The local backend's jobs are processes of their own
+(submitit starts them to outlive the process that submits them): jobs.json names each one's
+process too, so that a point whose job outlived a killed `harness run` counts as running.
 """
 
 from __future__ import annotations
@@ -71,15 +73,21 @@ def load_info(sweep_dir: Path) -> SweepInfo:
     return SweepInfo(**json.loads((sweep_dir / "sweep.json").read_text()))
 
 
-def record_jobs(sweep_dir: Path, points: list[Point], job_ids: list[str], backend: str) -> None:
-    """Append (point, job) pairs to jobs.json: the latest job of a point is its last entry."""
+def record_jobs(
+    sweep_dir: Path, points: list[Point], job_ids: list[str], backend: str, *, process: bool = False
+) -> None:
+    """Append (point, job) pairs to jobs.json: the latest job of a point is its last entry.
+
+    `process`: the job ids are pids of this machine (the local backend's jobs); each entry then
+    stamps its process (see process_alive)."""
     path = sweep_dir / "jobs.json"
     entries = json.loads(path.read_text()) if path.exists() else []
     now = datetime.now().isoformat(timespec="seconds")
-    entries += [
-        {"point_id": p.id, "point_index": p.index, "job_id": j, "backend": backend, "submitted": now}
-        for p, j in zip(points, job_ids, strict=True)
-    ]
+    for p, j in zip(points, job_ids, strict=True):
+        entry = {"point_id": p.id, "point_index": p.index, "job_id": j, "backend": backend, "submitted": now}
+        if process:
+            entry["process"] = process_stamp(int(j))
+        entries.append(entry)
     layout.write_json(path, entries)
 
 
@@ -132,10 +140,7 @@ OWNER_FILE = "owner.json"
 @contextmanager
 def owned(sweep_dir: Path) -> Iterator[None]:
     """While the block runs, owner.json names this process as the one running the sweep."""
-    layout.write_json(
-        sweep_dir / OWNER_FILE,
-        {"host": socket.gethostname(), "pid": os.getpid(), "started": _process_start(os.getpid())},
-    )
+    layout.write_json(sweep_dir / OWNER_FILE, process_stamp(os.getpid()))
     try:
         yield
     finally:
@@ -145,26 +150,41 @@ def owned(sweep_dir: Path) -> Iterator[None]:
 def live_owner(sweep_dir: Path) -> str:
     """ "pid 123 on host h" when a process of this machine is running the sweep now, else "".
 
-    A process that died without cleaning up (Ctrl-C'd hard, killed) leaves the file: its pid
-    must still be alive, and be the same process (same start time: pids are reused). A process
-    on another machine cannot be checked from here: it is not taken as running.
-    """
-    path = sweep_dir / OWNER_FILE
+    A process that died without cleaning up (Ctrl-C'd hard, killed) leaves the file: it is
+    then not taken as running (see process_alive)."""
     try:
-        owner = json.loads(path.read_text())
+        owner = json.loads((sweep_dir / OWNER_FILE).read_text())
     except (OSError, ValueError):
         return ""
-    if owner.get("host") != socket.gethostname() or not isinstance(owner.get("pid"), int):
+    return process_alive(owner)
+
+
+def process_stamp(pid: int) -> dict[str, Any]:
+    """What identifies a process of this machine later: its host, pid and start time."""
+    return {"host": socket.gethostname(), "pid": pid, "started": _process_start(pid)}
+
+
+def process_alive(stamp: Any) -> str:
+    """ "pid 123 on host h" while the process of `stamp` (process_stamp's) lives, else "".
+
+    Its pid must be alive and be the same process (same start time: pids are reused). A
+    process on another machine cannot be checked from here: it is not taken as running."""
+    if not isinstance(stamp, dict) or stamp.get("host") != socket.gethostname():
         return ""
-    if _process_start(owner["pid"]) != owner.get("started"):
+    if not isinstance(stamp.get("pid"), int) or _process_start(stamp["pid"]) != stamp.get("started"):
         return ""
-    return f"pid {owner['pid']} on {owner['host']}"
+    return f"pid {stamp['pid']} on {stamp['host']}"
 
 
 def _process_start(pid: int) -> float | None:
+    """The start time of a live process; None for a pid gone, or a zombie (ended, not yet
+    reaped by its parent: it writes nothing any more)."""
     import psutil
 
     try:
-        return float(psutil.Process(pid).create_time())
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return float(process.create_time())
     except (psutil.Error, OSError):
         return None

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -319,6 +321,42 @@ def test_an_interrupted_sweep_is_completed_by_resume_each_point_measured_once(
     table = resumed.stdout.split("\n", 1)[1].split("\n\n")[0].splitlines()
     assert len(table) == 3 + 3  # title, header, rule, each point once
     assert harness("resume", str(sweep), cwd=tmp_path).stdout.startswith("nothing to resume")
+
+
+def test_a_local_job_that_outlives_its_killed_run_is_left_to_end_and_never_run_twice(tmp_path: Path) -> None:
+    """`kill PID` of the harness process alone: submitit's local job runs on (it is made to
+    outlive the process that submits it). status must call its point running, and resume must
+    let it end before running the others here (one point at a time), never run it again."""
+    (tmp_path / "slow.yaml").write_text(SLOW.replace("delay: 0.25", "delay: 1.0"))
+    run = start(["run", "slow.yaml", "--backend", "local"], tmp_path)
+    deadline = time.time() + 120
+    while not (found := list(tmp_path.glob("results/slow/*/jobs.json"))):
+        assert time.time() < deadline, "no job was started"
+        time.sleep(0.1)
+    sweep = found[0].parent
+    (entry,) = json.loads((sweep / "jobs.json").read_text())
+    os.kill(run.pid, signal.SIGKILL)  # the harness process alone, not its group
+    run.wait(timeout=30)  # not communicate(): the orphan holds the pipes open
+    orphan = f"pid {entry['job_id']} on {socket.gethostname()}"
+
+    status = harness("status", str(sweep), cwd=tmp_path)
+    row = next(line for line in status.stdout.splitlines() if entry["point_id"] in line)
+    assert f"RUNNING ({orphan})" in row and " running " in row
+    assert f"run here the 2 point(s) without complete results: harness resume {sweep}" in status.stdout
+
+    resumed = harness("resume", str(sweep), cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.startswith(
+        f"waiting for 1 point(s) whose local job outlived its harness run ({entry['point_id']}: {orphan}): "
+        "points run here one at a time\n"
+    )
+    assert "running the 2 point(s) without complete results here (local)" in resumed.stdout
+    after = rows_by_point(sweep)
+    assert len(after) == 3 and all(len(rows) == 1 for rows in after.values())
+    started = [e["point_id"] for e in json.loads((sweep / "jobs.json").read_text())]
+    assert sorted(started) == sorted(after)  # every point started once: the orphan's was not run again
+    run.stdout.close()
+    run.stderr.close()
 
 
 def test_the_local_backend_refuses_gpus_it_cannot_give_before_anything_is_written(tmp_path: Path) -> None:

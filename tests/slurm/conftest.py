@@ -71,7 +71,9 @@ def wait_until_idle(job_prefix: str, timeout: float = 300) -> None:
     the controller is merely slow to answer."""
     deadline = time.time() + timeout
     while True:
-        out = subprocess.run(["squeue", "-h", "-j", job_prefix, "-o", "%i %T"], capture_output=True, text=True)
+        out = subprocess.run(
+            ["squeue", "-h", "-j", job_prefix, "-o", "%i %T"], capture_output=True, text=True
+        )
         gone = "Invalid job id" in out.stderr if out.returncode != 0 else not out.stdout.strip()
         if gone and not _accounted_live(job_prefix):
             return

@@ -9,6 +9,8 @@ import json
 import logging
 import os
 import socket
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -231,3 +233,35 @@ def test_a_sweep_run_here_is_running_while_its_process_lives(tmp_path: Path) -> 
     (sweep_dir / OWNER_FILE).write_text(json.dumps(dead))
     assert live_owner(sweep_dir) == ""
     assert [st.needs_resubmit for st in sweep_status(sweep_dir)] == [False, True]
+
+
+def test_a_local_job_is_running_while_its_own_process_lives_and_resume_waits_for_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The local backend's job is a process of its own, which outlives a `harness run` killed
+    alone: its point is running while that process lives, whoever owns the sweep."""
+    plan = expand(parse_spec("name: t\n" + TINY_WORKLOAD + "loader: {num_workers: [0, 1]}\n"))
+    sweep_dir = create_sweep(plan, tmp_path, backend="local")
+    job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3)"])
+    record_jobs(sweep_dir, [plan.points[0]], [str(job.pid)], "local", process=True)
+    statuses = sweep_status(sweep_dir)
+    assert [st.progress for st in statuses] == ["running", "not run"]
+    assert statuses[0].state_text == f"RUNNING (pid {job.pid} on {socket.gethostname()})"
+
+    after = follow.wait_for_orphaned_jobs(statuses, sweep_dir)  # returns once the job has ended
+    assert job.poll() is not None
+    assert capsys.readouterr().out == (
+        f"waiting for 1 point(s) whose local job outlived its harness run ({plan.points[0].id}: "
+        f"pid {job.pid} on {socket.gethostname()}): points run here one at a time\n"
+    )
+    assert [st.progress for st in after] == ["not run", "not run"]  # it ended without rows
+    assert follow.wait_for_orphaned_jobs(after, sweep_dir) == after  # nothing to wait for
+    job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    record_jobs(sweep_dir, [plan.points[0]], [str(job.pid)], "local", process=True)
+    try:
+        with owned(sweep_dir):  # a live harness run owns the sweep: it runs the rest itself
+            follow.wait_for_orphaned_jobs(sweep_status(sweep_dir), sweep_dir)
+            assert job.poll() is None  # it returned at once
+    finally:
+        job.kill()
+        job.wait()
