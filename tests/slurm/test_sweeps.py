@@ -223,3 +223,26 @@ def test_a_portable_script_of_sbatch_folder_runs_from_the_clones_root(tmp_path: 
     assert len(list((sweep / "points").iterdir())) == 4
     for point_path in (sweep / "points").iterdir():
         assert results.point_complete(point_path, ["full"], 1, world_size=2)
+
+
+def test_submit_wait_gates_on_the_specs_expectations_with_exit_status_3(tmp_path: Path) -> None:
+    """A nightly `harness submit --wait` fails the job when the pipeline stops keeping up."""
+    spec = tmp_path / "gate.yaml"
+    spec.write_text(
+        GRID.format(name="gate", dataset="fake_cifar", nodes=1, parallel=1)
+        .replace("[4, 8]", "4")
+        .replace("[0, 1]", "0")
+        + "expect:\n  - {min_samples_per_s: 1}\n  - {max_loading_time: 1.0e-9}\n"
+    )
+    out = harness("submit", str(spec), "--wait", cwd=tmp_path)
+    assert out.returncode == 3, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert next(line for line in lines if "min_samples_per_s" in line).startswith(
+        "pass  min_samples_per_s >= 1: "
+    )
+    assert next(line for line in lines if "max_loading_time" in line).startswith(
+        "FAIL  max_loading_time <= 1e-09: "
+    )
+    assert "1 of 2 expectation(s) failed (exit status 3)" in out.stdout
+    # The points themselves ran well: the gate is the expectation, not a failure.
+    assert set(load_results([sweep_of(out, tmp_path)]).rows["status"]) == {"ok"}
