@@ -77,11 +77,17 @@ def apply_overrides(data: Mapping[str, Any], overrides: Sequence[Override]) -> d
     return out
 
 
-def dump_merged(data: Mapping[str, Any], file: str, overrides: Sequence[Override]) -> str:
-    """The merged spec as YAML, with a first line that says where it came from."""
+def dump_merged(data: Mapping[str, Any], file: str, overrides: Sequence[Override], original: str = "") -> str:
+    """The merged spec as YAML, with a first line that says where it came from; then, commented
+    out, the file as its author wrote it (`original`): a dump keeps no comments, and a sweep's
+    spec.yaml is what a reader opens to learn why a value was chosen."""
     given = " ".join(o.text.replace("\n", " ") for o in overrides)
     body = yaml.safe_dump(dict(data), sort_keys=False, default_flow_style=None, width=100, allow_unicode=True)
-    return f"# {file} with overrides: {given}\n{body}"
+    merged = f"# {file} with overrides: {given}\n{body}"
+    if not original.strip():
+        return merged
+    quoted = "".join(f"#   {line}".rstrip() + "\n" for line in original.splitlines())
+    return f"{merged}\n# {file} as written, before the overrides:\n{quoted}"
 
 
 def _copy(value: Any) -> Any:

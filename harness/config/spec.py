@@ -233,7 +233,7 @@ def _with_overrides(text: str, file: str, path: Path, given: Sequence[str]) -> S
     except OverrideError as e:
         raise SpecError(str(e), file=file) from e
     try:
-        return parse_spec(dump_merged(merged, file, parsed), file=file, path=path)
+        return parse_spec(dump_merged(merged, file, parsed, text), file=file, path=path)
     except SpecError as e:
         raise _blame(e, text, file, path, top, parsed) from e
 

@@ -53,6 +53,17 @@ def test_the_spec_text_is_the_merged_spec_and_reads_back_the_same(spec_file: Pat
     assert [p.id for p in expand(again).points] == [p.id for p in expand(spec).points]
 
 
+def test_the_merged_spec_keeps_the_file_as_written_with_its_comments_commented_out(write_spec) -> None:
+    original = (
+        "name: t  # the lab's grid\n" + TINY_WORKLOAD + "loader:\n  num_workers: 0  # baseline: no workers\n"
+    )
+    spec = load_spec(write_spec(original), ["loader.num_workers=4"])
+    kept = spec.text.partition("as written, before the overrides:\n")[2]
+    assert kept.splitlines() == [f"#   {line}".rstrip() for line in original.splitlines()]
+    assert "# baseline: no workers" in kept  # the comment survives, where the dump drops it
+    assert parse_spec(spec.text).field_values["loader.num_workers"] == (4,)  # the copy is inert
+
+
 def test_without_overrides_the_text_is_the_file_as_given(spec_file: Path) -> None:
     assert load_spec(spec_file).text == spec_file.read_text()
 
