@@ -171,7 +171,8 @@ def process_alive(stamp: Any) -> str:
     process on another machine cannot be checked from here: it is not taken as running."""
     if not isinstance(stamp, dict) or stamp.get("host") != socket.gethostname():
         return ""
-    if not isinstance(stamp.get("pid"), int) or _process_start(stamp["pid"]) != stamp.get("started"):
+    started = stamp.get("started")  # None: the process had already ended when it was stamped
+    if not isinstance(stamp.get("pid"), int) or started is None or _process_start(stamp["pid"]) != started:
         return ""
     return f"pid {stamp['pid']} on {stamp['host']}"
 

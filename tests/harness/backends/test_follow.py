@@ -22,7 +22,15 @@ from harness.backends.status import PointStatus, advice, sweep_status
 from harness.config.plan import Point, expand
 from harness.config.spec import parse_spec
 from harness.storage import layout
-from harness.storage.sweep import OWNER_FILE, create_sweep, live_owner, load_points, owned, record_jobs
+from harness.storage.sweep import (
+    OWNER_FILE,
+    create_sweep,
+    live_owner,
+    load_points,
+    owned,
+    process_stamp,
+    record_jobs,
+)
 from tests.conftest import TINY_WORKLOAD
 
 
@@ -233,6 +241,12 @@ def test_a_sweep_run_here_is_running_while_its_process_lives(tmp_path: Path) -> 
     (sweep_dir / OWNER_FILE).write_text(json.dumps(dead))
     assert live_owner(sweep_dir) == ""
     assert [st.needs_resubmit for st in sweep_status(sweep_dir)] == [False, True]
+    # Stamped after it had ended: no start time, and nothing of it can be alive.
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (sweep_dir / OWNER_FILE).write_text(json.dumps(process_stamp(gone.pid)))
+    assert json.loads((sweep_dir / OWNER_FILE).read_text())["started"] is None
+    assert live_owner(sweep_dir) == ""
 
 
 def test_a_local_job_is_running_while_its_own_process_lives_and_resume_waits_for_it(
