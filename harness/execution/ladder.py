@@ -94,15 +94,20 @@ class LoaderStream:
 
     def ready(self) -> int | None:
         """Batches made and not yet taken: in the result queue, and received out of order
-        (PyTorch keeps those in `_task_info`). None where the iterator cannot say (no worker
-        processes, or a queue without qsize(), as on macOS). Private attributes of
-        torch.utils.data's _MultiProcessingDataLoaderIter: read defensively."""
+        (PyTorch keeps those in `_task_info`). With pin_memory the workers' results pass
+        through a second queue, the pin thread's: both count. None where the iterator cannot
+        say (no worker processes, or a queue without qsize(), as on macOS). Private attributes
+        of torch.utils.data's _MultiProcessingDataLoaderIter: read defensively."""
         queue = getattr(self.iterator, "_data_queue", None)
         info = getattr(self.iterator, "_task_info", None)
         if queue is None or not isinstance(info, dict):
             return None
+        queues = [queue]
+        results = getattr(self.iterator, "_worker_result_queue", None)
+        if results is not None and results is not queue:
+            queues.append(results)  # pinned: the workers' queue feeds the pin thread's
         try:
-            queued = int(queue.qsize())
+            queued = sum(int(q.qsize()) for q in queues)
         except (NotImplementedError, OSError, AttributeError):
             return None
         return queued + sum(1 for entry in info.values() if len(entry) == 2)
