@@ -36,6 +36,7 @@ from analysis import noise
 from harness.config import rungs as rung_names
 
 SATURATED = 0.90  # busy cores / allotted cores at which the CPU counts as saturated
+STEP_ON_CPU = 0.5  # cores the training process keeps busy on the bound rung: a step on the CPU
 FORMATS = {"terminal": "simple", "markdown": "github", "latex": "latex_booktabs", "csv": "tsv"}
 NO_CAPACITY = (
     "the loader's capacity was not measured (measure.loader_capacity, or rows of an older "
@@ -176,6 +177,7 @@ def _per_repeat(ok: pd.DataFrame) -> pd.DataFrame:
             "capacity": capacity,
             "gpu_util": number("gpu_util"),
             "busy_cores": number("loader_cores") + number("main_cores"),
+            "main_cores": number("main_cores"),
             "cpus_allotted": number("cpus_allotted"),
             "input_shapes": by["input_shapes"].max() if "input_shapes" in ok else number("input_shapes"),
         }
@@ -186,7 +188,7 @@ def _per_rung(per_repeat: pd.DataFrame) -> pd.DataFrame:
     """Medians over repeats, ladder order; `spread` is the robust relative spread of steps/s."""
     by_rung = per_repeat.reset_index().groupby("rung")
     table = by_rung[
-        ["steps_per_s", "samples_per_s", "capacity", "gpu_util", "busy_cores", "cpus_allotted"]
+        ["steps_per_s", "samples_per_s", "capacity", "gpu_util", "busy_cores", "main_cores", "cpus_allotted"]
     ].median()
     table["spread"] = by_rung["steps_per_s"].agg(lambda s: noise.relative_spread(list(s)))
     table["input_shapes"] = by_rung["input_shapes"].max()
@@ -553,6 +555,7 @@ def _caveats(lad: _Ladder) -> list[str]:
             )
     if lad.on_cpu and {"device_batch", "host_batch"} <= set(t["rung"]):
         out.append("device cpu: device_batch and host_batch measure the same thing; no copy is assessed")
+    out += _step_on_the_cpu(lad)
     shapes = t["input_shapes"].max()
     if pd.notna(shapes) and shapes > 1:
         # The batch dimension is not counted (train_step.py): a partial last batch is no
@@ -562,6 +565,23 @@ def _caveats(lad: _Ladder) -> list[str]:
             "batch may not reflect real steps (001_*)"
         )
     return out
+
+
+def _step_on_the_cpu(lad: _Ladder) -> list[str]:
+    """A step that computes on the CPU shares the cores with the loader's workers in training,
+    not while the capacity is measured (the loader alone): the capacities are then upper
+    bounds. A GPU step, or the emulated one, leaves the cores to the loader."""
+    if not lad.on_cpu or lad.bound not in ("device_batch", "host_batch") or lad.capacity.isna().all().all():
+        return []
+    bound = lad.table.set_index("rung").loc[lad.bound]
+    if not bound["main_cores"] >= STEP_ON_CPU:  # NaN (not sampled) too
+        return []
+    return [
+        f"the step computes on the CPU ({bound['main_cores']:.1f} cores busy on {lad.bound}): in "
+        "training it shares the cores with the loader's workers, so the loader capacities, "
+        "measured without it, are upper bounds; on a GPU node it leaves them the cores "
+        "(model: emulated stands in for such a step)"
+    ]
 
 
 def stage_between(above: str, below: str, transform_names: list[str]) -> str:

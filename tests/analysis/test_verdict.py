@@ -247,6 +247,23 @@ def test_on_cpu_the_copy_is_not_assessed(tmp_path: Path) -> None:
     )
 
 
+def test_a_step_on_the_cpu_makes_the_capacities_upper_bounds(tmp_path: Path) -> None:
+    rates, capacity = (
+        {"device_batch": 10.0, "processed_sample": 9.9, "full": 9.8},
+        {"processed_sample": 40.0, "full": 20.0},
+    )
+    verdict = ladder(tmp_path / "cpu", rates, capacity, device="cpu", main_cores=1.8)
+    assert (
+        "the step computes on the CPU (1.8 cores busy on device_batch): in training it shares the cores "
+        "with the loader's workers, so the loader capacities, measured without it, are upper bounds; on a "
+        "GPU node it leaves them the cores (model: emulated stands in for such a step)"
+    ) in verdict.caveats
+    # The emulated step sleeps (a GPU step's stand-in), and a GPU step leaves the cores alone.
+    for where, device, cores in (("emulated", "cpu", 0.05), ("gpu", "cuda", 1.8)):
+        verdict = ladder(tmp_path / where, rates, capacity, device=device, main_cores=cores)
+        assert not any("computes on the CPU" in c for c in verdict.caveats), where
+
+
 def test_a_drop_within_the_noise_of_paired_repeats_is_not_named(tmp_path: Path) -> None:
     verdict = ladder(tmp_path, {"processed_sample": [10.0, 8.0, 9.5], "full": [9.0, 9.5, 8.5]}, repeats=3)
     # full's median is 6 % under processed_sample's, but the per-repeat ratios range -10..+19 %.
