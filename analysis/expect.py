@@ -21,9 +21,9 @@ import pandas as pd
 from analysis.aggregate import add_nodes, summarize, table_rows
 from analysis.load import load_meta
 from harness.config.expect import Expectation, parse_expect
+from harness.config.rungs import BOUND_RUNGS
 from harness.config.yaml_lines import YamlSyntaxError, load_yaml_with_lines
 
-BOUND_RUNGS = ("host_batch", "device_batch")
 """The rung whose steps/s is the device's demand, as analysis/verdict.py picks it."""
 
 

@@ -98,6 +98,16 @@ class _Ladder:
     unmeasured: dict[str, str]
 
     @property
+    def has_bound(self) -> bool:
+        """A batch-level rung was measured: the step's demand is known."""
+        return self.bound in rung_names.BOUND_RUNGS
+
+    @property
+    def has_capacity(self) -> bool:
+        """Some rung's loader capacity was measured."""
+        return bool(self.capacity.notna().any().any())
+
+    @property
     def repeats(self) -> int:
         return len(self.steps.index)
 
@@ -141,7 +151,7 @@ def _ladder(group: pd.DataFrame) -> _Ladder | None:
     per_repeat = _per_repeat(ok)
     table = _per_rung(per_repeat)
     measured = list(table["rung"])
-    bound = next((r for r in ("host_batch", "device_batch") if r in measured), measured[0])
+    bound = next((r for r in rung_names.BOUND_RUNGS if r in measured), measured[0])
     return _Ladder(
         table=table,
         steps=per_repeat["steps_per_s"].unstack("rung")[measured],
@@ -315,7 +325,7 @@ class _Capacity:
 def _capacity(lad: _Ladder) -> _Capacity | None:
     """None where there is nothing to compare: no capacity, or no bound rung for the demand."""
     rungs = [r for r in lad.rungs if rung_names.is_sample_level(r) and lad.capacity[r].notna().any()]
-    if not rungs or lad.bound not in ("host_batch", "device_batch"):
+    if not rungs or not lad.has_bound:
         return None
     rates = lad.capacity[rungs]
     stages = _walk(rates, lad.names, top="host_batch")
@@ -361,7 +371,7 @@ def _verdict(host: str, sweep: str, point: str, group: pd.DataFrame) -> Verdict 
         table=lad.table,
         sentence="",
         bound=lad.bound,
-        demand=lad.rate(lad.bound) if lad.bound in ("host_batch", "device_batch") else None,
+        demand=lad.rate(lad.bound) if lad.has_bound else None,
         repeats=lad.repeats,
         unmeasured=lad.unmeasured,
     )
@@ -510,7 +520,7 @@ def _drop_verdict(v: Verdict, lad: _Ladder, steps: list[_Stage]) -> None:
         v.keeps_up = False
         v.sentence = "; ".join(_drop_clause(s) for s in named) + f". {reach}"
     if v.keeps_up is False:
-        v.caveats.append(NO_CAPACITY if lad.capacity.isna().all().all() else _no_demand(lad))
+        v.caveats.append(_no_demand(lad) if lad.has_capacity else NO_CAPACITY)
     v.caveats += _cpu_saturated(lad, named)
 
 
@@ -553,7 +563,7 @@ def _caveats(lad: _Ladder) -> list[str]:
                 f"{stage.below} is {stage.ratio.change:.0%} faster than {stage.above} above it: "
                 "noise, or caching changed the work (a cached sample of another size or content)"
             )
-    if lad.on_cpu and {"device_batch", "host_batch"} <= set(t["rung"]):
+    if lad.on_cpu and set(rung_names.BOUND_RUNGS) <= set(t["rung"]):
         out.append("device cpu: device_batch and host_batch measure the same thing; no copy is assessed")
     out += _step_on_the_cpu(lad)
     shapes = t["input_shapes"].max()
@@ -571,7 +581,7 @@ def _step_on_the_cpu(lad: _Ladder) -> list[str]:
     """A step that computes on the CPU shares the cores with the loader's workers in training,
     not while the capacity is measured (the loader alone): the capacities are then upper
     bounds. A GPU step, or the emulated one, leaves the cores to the loader."""
-    if not lad.on_cpu or lad.bound not in ("device_batch", "host_batch") or lad.capacity.isna().all().all():
+    if not (lad.on_cpu and lad.has_bound and lad.has_capacity):
         return []
     bound = lad.table.set_index("rung").loc[lad.bound]
     if not bound["main_cores"] >= STEP_ON_CPU:  # NaN (not sampled) too

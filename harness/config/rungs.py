@@ -19,6 +19,10 @@ LADDER: tuple[str, ...] = (
     "full",
 )
 
+BOUND_RUNGS: tuple[str, ...] = ("host_batch", "device_batch")
+"""The batch-level rungs, which give the step's demand (the bound), in the order one is chosen:
+host_batch first, as it pays the host-to-device copy that a fresh batch pays."""
+
 TRANSFORM_RUNG = re.compile(r"^transform:(\d+)$")
 
 
@@ -43,7 +47,7 @@ def ladder_position(name: str) -> float:
 
 def is_sample_level(name: str) -> bool:
     """A rung that still reads from the dataset through the DataLoader (not a cached batch)."""
-    return is_rung(name) and name not in ("device_batch", "host_batch")
+    return is_rung(name) and name not in BOUND_RUNGS
 
 
 def allowed_text() -> str:
