@@ -32,10 +32,21 @@ slurm: {{nodes: {nodes}, tasks_per_node: 2, gpus_per_node: 2, cpus_per_task: 1, 
 
 
 def write(
-    tmp_path: Path, name: str = "grid", dataset: str = "fake_cifar", nodes: int = 1, parallel: int = 4
+    tmp_path: Path,
+    name: str = "grid",
+    dataset: str = "fake_cifar",
+    nodes: int = 1,
+    parallel: int = 4,
+    *,
+    one_point: bool = False,
+    extra: str = "",
 ) -> Path:
+    """GRID as a spec file; `one_point` keeps one batch size and one num_workers."""
+    text = GRID.format(name=name, dataset=dataset, nodes=nodes, parallel=parallel)
+    if one_point:
+        text = text.replace("[4, 8]", "4").replace("[0, 1]", "0")
     path = tmp_path / f"{name}.yaml"
-    path.write_text(GRID.format(name=name, dataset=dataset, nodes=nodes, parallel=parallel))
+    path.write_text(text + extra)
     return path
 
 
@@ -74,12 +85,7 @@ def test_an_array_of_ddp_points_gives_the_inline_table(tmp_path: Path) -> None:
 
 
 def test_a_point_on_two_nodes_runs_four_ranks_named_by_node(tmp_path: Path) -> None:
-    spec = tmp_path / "wide.yaml"
-    spec.write_text(
-        GRID.format(name="wide", dataset="fake_cifar", nodes=2, parallel=1)
-        .replace("[4, 8]", "4")
-        .replace("[0, 1]", "0")
-    )
+    spec = write(tmp_path, "wide", nodes=2, parallel=1, one_point=True)
     out = harness("submit", str(spec), "--wait", cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     rows = load_results([sweep_of(out, tmp_path)]).rows
@@ -202,9 +208,7 @@ def test_a_portable_script_of_sbatch_folder_runs_from_the_clones_root(tmp_path: 
     """The form of the scripts kept in sbatch/: relative paths, the sweep made by the job."""
     (tmp_path / "jobs").mkdir()
     (tmp_path / "results").mkdir()
-    (tmp_path / "jobs" / "portable.yaml").write_text(
-        GRID.format(name="portable", dataset="fake_cifar", nodes=1, parallel=4)
-    )
+    write(tmp_path / "jobs", "portable")
     out = harness("sbatch", "jobs/portable.yaml", "--portable", "-o", "sbatch", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert str(tmp_path) not in (tmp_path / "sbatch" / "portable.sbatch").read_text()
@@ -227,13 +231,8 @@ def test_a_portable_script_of_sbatch_folder_runs_from_the_clones_root(tmp_path: 
 
 def test_submit_wait_gates_on_the_specs_expectations_with_exit_status_3(tmp_path: Path) -> None:
     """A nightly `harness submit --wait` fails the job when the pipeline stops keeping up."""
-    spec = tmp_path / "gate.yaml"
-    spec.write_text(
-        GRID.format(name="gate", dataset="fake_cifar", nodes=1, parallel=1)
-        .replace("[4, 8]", "4")
-        .replace("[0, 1]", "0")
-        + "expect:\n  - {min_samples_per_s: 1}\n  - {max_loading_time: 1.0e-9}\n"
-    )
+    expect = "expect:\n  - {min_samples_per_s: 1}\n  - {max_loading_time: 1.0e-9}\n"
+    spec = write(tmp_path, "gate", parallel=1, one_point=True, extra=expect)
     out = harness("submit", str(spec), "--wait", cwd=tmp_path)
     assert out.returncode == 3, out.stdout + out.stderr
     lines = out.stdout.splitlines()
