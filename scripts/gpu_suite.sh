@@ -8,15 +8,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
+# The harness from this checkout, for the check below, the tests and the ranks they start
+# (torchrun, submitit).
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 "$PYTHON" - <<'PY'
-import importlib.util
 import sys
+
+from harness.extras import missing_modules
 
 # What a job imports (the [run] extra, by module name) and the test runner; HTA is optional:
 # its test skips without it.
-needed = ["torch", "torchvision", "submitit", "pandas", "yaml", "tabulate", "psutil", "pynvml",
-          "matplotlib", "pyarrow", "scipy", "pytest"]
-missing = [name for name in needed if importlib.util.find_spec(name) is None]
+missing = missing_modules(
+    ("torch", "torchvision", "submitit", "pandas", "yaml", "tabulate", "psutil", "pynvml",
+     "matplotlib", "pyarrow", "scipy", "pytest")
+)
 if missing:
     sys.exit(
         f"gpu_suite: {sys.executable} lacks {', '.join(missing)}: pip install -e '.[run,dev]' "
@@ -29,6 +34,4 @@ if not torch.cuda.is_available():
 names = sorted({torch.cuda.get_device_name(k) for k in range(torch.cuda.device_count())})
 print(f"gpu_suite: {sys.executable}, torch {torch.__version__}, {torch.cuda.device_count()} GPU(s): {', '.join(names)}")
 PY
-# The harness from this checkout, for the tests and for the ranks they start (torchrun, submitit).
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 exec "$PYTHON" -m pytest -m gpu tests/gpu "$@"
