@@ -16,7 +16,6 @@ called.
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,10 +77,6 @@ def load_side(name: str, paths: Sequence[str | Path]) -> Side:
     return Side(
         name=name, paths=[str(p) for p in paths], loaded=loaded, summary=summary, meta=meta, plans=plans
     )
-
-
-def _json(value: Any) -> str:
-    return "" if value is None else json.dumps(value, sort_keys=True)
 
 
 def _key_text(value: Any) -> str:

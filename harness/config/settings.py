@@ -363,10 +363,6 @@ AXIS_SECTIONS: dict[str, type] = {"workload": WorkloadSettings, "loader": Loader
 """The sections whose fields may be axes: together they are a point's settings."""
 
 
-def section_fields(cls: type) -> tuple[Field[Any], ...]:
-    return tuple(fields(cls))
-
-
 def setting_fields() -> dict[str, Field[Any]]:
     """Dotted name (loader.num_workers) -> field, for every workload and loader setting."""
     return {f"{name}.{f.name}": f for name, cls in AXIS_SECTIONS.items() for f in fields(cls)}
