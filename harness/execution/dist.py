@@ -18,6 +18,7 @@ import logging
 import os
 import re
 import socket
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -51,6 +52,19 @@ TORCHRUN_VARIABLES = (
     "TORCHELASTIC_USE_AGENT_STORE",
     "TORCHELASTIC_ERROR_FILE",
 )
+
+
+JOB_PORTS = range(20000, 32768)
+"""Where a job's rendezvous port (MASTER_PORT) is drawn from its job id, so that every rank
+agrees on it without talking: below Linux's ephemeral range (32768-60999 by default), where
+any outgoing connection of the node may hold a port at that moment. submitit's own draw,
+20000-60000, mostly falls inside it, and the master's TCPStore then fails with EADDRINUSE (a
+resubmitted point of this project's Slurm tests did)."""
+
+
+def job_port(job_id: str) -> int:
+    """The rendezvous port of the job `job_id` (its array task's id: 294_0)."""
+    return JOB_PORTS[zlib.crc32(job_id.encode()) % len(JOB_PORTS)]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -138,8 +152,8 @@ def environment_in_job() -> DistEnv:
 
     Also right for a standalone sbatch script rendered by `harness sbatch`: it exports
     SUBMITIT_EXECUTOR=slurm, so submitit reads the ranks from Slurm's variables. The master is
-    the job's first node; the port is derived from the job id (or the MASTER_PORT a user
-    set), so every task agrees on it.
+    the job's first node; the port is derived from the job id (job_port; or the MASTER_PORT a
+    user set: the backends submit without one), so every task agrees on it.
     """
     import submitit
 
@@ -151,8 +165,9 @@ def environment_in_job() -> DistEnv:
             "ignoring %s inherited from the shell that submitted this job: submitit's ranks are used",
             ", ".join(f"{k}={os.environ[k]}" for k in stale),
         )
-    submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
     job = submitit.JobEnvironment()
+    os.environ.setdefault("MASTER_PORT", str(job_port(str(job.job_id))))
+    submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
     base = DistEnv.from_environ()
     hostname = os.environ.get("SLURMD_NODENAME") or job.hostname
     return DistEnv(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +26,17 @@ TORCHRUN = {
     "MASTER_ADDR": "node-a",
     "MASTER_PORT": "29500",
     "TORCHELASTIC_RUN_ID": "abc",
+}
+
+
+LOCAL_JOB = {
+    "SUBMITIT_EXECUTOR": "local",
+    "SUBMITIT_LOCAL_JOB_ID": "4242",
+    "SUBMITIT_LOCAL_NTASKS": "2",
+    "SUBMITIT_LOCAL_JOB_NUM_NODES": "1",
+    "SUBMITIT_LOCAL_NODEID": "0",
+    "SUBMITIT_LOCAL_GLOBALID": "0",
+    "SUBMITIT_LOCAL_LOCALID": "0",
 }
 
 
@@ -100,23 +112,32 @@ def test_a_rank_started_by_torchrun_takes_torchrun_ranks_not_slurms(
 def test_a_job_submitted_from_a_torchrun_shell_ignores_the_inherited_ranks(
     monkeypatch: pytest.MonkeyPatch, clean_environ: None, caplog: pytest.LogCaptureFixture
 ) -> None:
-    for key, value in {**TORCHRUN, "SUBMITIT_EXECUTOR": "local"}.items():
-        monkeypatch.setenv(key, value)
-    local_job = {
-        "SUBMITIT_LOCAL_JOB_ID": "4242",
-        "SUBMITIT_LOCAL_NTASKS": "2",
-        "SUBMITIT_LOCAL_JOB_NUM_NODES": "1",
-        "SUBMITIT_LOCAL_NODEID": "0",
-        "SUBMITIT_LOCAL_GLOBALID": "1",
-        "SUBMITIT_LOCAL_LOCALID": "1",
-    }
-    for key, value in local_job.items():
+    second_rank = {"SUBMITIT_LOCAL_GLOBALID": "1", "SUBMITIT_LOCAL_LOCALID": "1"}
+    for key, value in {**TORCHRUN, **LOCAL_JOB, **second_rank}.items():
         monkeypatch.setenv(key, value)
     env = rank_environment()  # submitit's export would raise "RANK is already set"
     assert (env.rank, env.world_size, env.local_rank, env.local_world_size) == (1, 2, 1, 2)
     assert os.environ["RANK"] == "1" and os.environ["WORLD_SIZE"] == "2"
     assert env.master_addr != "node-a"  # the job's own first host
     assert "ignoring RANK=5, WORLD_SIZE=8, LOCAL_RANK=1, LOCAL_WORLD_SIZE=4 inherited" in caplog.text
+
+
+def test_a_jobs_rendezvous_port_is_its_own_and_outside_the_ephemeral_range(
+    monkeypatch: pytest.MonkeyPatch, clean_environ: None
+) -> None:
+    """Every rank derives the port from the job id; an outgoing connection of the node cannot
+    hold it (the EADDRINUSE that submitit's 20000-60000 draw met in CI)."""
+    for key, value in LOCAL_JOB.items():
+        monkeypatch.setenv(key, value)
+    env = rank_environment()
+    assert env.master_port == dist.job_port("4242") == int(os.environ["MASTER_PORT"])
+    ephemeral = Path("/proc/sys/net/ipv4/ip_local_port_range")
+    low = int(ephemeral.read_text().split()[0]) if ephemeral.exists() else 32768
+    assert 20000 <= env.master_port < min(low, 32768)
+    assert len({dist.job_port(f"294_{task}") for task in range(8)}) == 8  # an array's tasks differ
+
+    monkeypatch.setenv("MASTER_PORT", "23456")  # a user's own, in a hand-written sbatch script
+    assert rank_environment().master_port == 23456
 
 
 def test_no_launcher_is_one_rank(clean_environ: None) -> None:
