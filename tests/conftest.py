@@ -26,3 +26,25 @@ def write_spec(tmp_path: Path):
         return path
 
     return write
+
+
+# The variables by which a process learns its rank. Code under test sets some of them (submitit's
+# export, init_process_group); one left behind makes every later in-process point a rank of a
+# larger job that waits 300 s for its peers. A test that changes them must restore them.
+_RANK_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+@pytest.fixture(autouse=True)
+def _no_rank_variables_left_behind():
+    import os
+
+    before = {key: os.environ.get(key) for key in _RANK_VARIABLES}
+    yield
+    after = {key: os.environ.get(key) for key in _RANK_VARIABLES}
+    changed = {key: value for key, value in after.items() if value != before[key]}
+    for key, value in before.items():  # restore, so one leak fails one test, not the rest
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    assert not changed, f"the test left rank variables behind: {changed}"

@@ -152,21 +152,26 @@ def environment_in_job() -> DistEnv:
 
     Also right for a standalone sbatch script rendered by `harness sbatch`: it exports
     SUBMITIT_EXECUTOR=slurm, so submitit reads the ranks from Slurm's variables. The master is
-    the job's first node; the port is derived from the job id (job_port; or the MASTER_PORT a
-    user set: the backends submit without one), so every task agrees on it.
+    the job's first node; the port is derived from the job id (job_port), so every task agrees
+    on it and the array's tasks that share a node do not collide.
     """
     import submitit
 
-    stale = [k for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE") if k in os.environ]
+    job = submitit.JobEnvironment()
+    port = str(job_port(str(job.job_id)))
+    inherited = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_PORT")
+    stale = [k for k in inherited if k in os.environ and (k != "MASTER_PORT" or os.environ[k] != port)]
     if stale:
-        # A job submitted from a torchrun or srun shell inherits that shell's ranks; submitit's
-        # export refuses to overwrite them unless told, and they are wrong here.
+        # A job submitted with sbatch from a torchrun or srun shell inherits that shell's ranks
+        # and port (sbatch exports the submitting environment). submitit's export refuses to
+        # overwrite the ranks unless told, and they are wrong here. An inherited port is wrong
+        # too: every task of an array would get it, and two that share a node would collide.
         log.warning(
-            "ignoring %s inherited from the shell that submitted this job: submitit's ranks are used",
+            "ignoring %s inherited from the shell that submitted this job: "
+            "submitit's ranks and the job's own port are used",
             ", ".join(f"{k}={os.environ[k]}" for k in stale),
         )
-    job = submitit.JobEnvironment()
-    os.environ.setdefault("MASTER_PORT", str(job_port(str(job.job_id))))
+    os.environ["MASTER_PORT"] = port
     submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
     base = DistEnv.from_environ()
     hostname = os.environ.get("SLURMD_NODENAME") or job.hostname

@@ -42,16 +42,19 @@ LOCAL_JOB = {
 
 @pytest.fixture
 def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No launcher's variables from the shell running the tests."""
+    """No launcher's variables from the shell running the tests, and none left behind by them.
+
+    The code under test sets variables itself (submitit's export sets RANK, WORLD_SIZE,
+    MASTER_PORT...; init_process_group sets NCCL's). Each is set then deleted here, so that
+    monkeypatch restores the shell's value, or its absence, after the test: a WORLD_SIZE=2 left
+    behind made every later in-process point wait 300 s for a second rank (CI did)."""
     for key in list(os.environ):
-        if key.startswith(("SLURM_", "SUBMITIT_", "TORCHELASTIC_")) or key in dist.TORCHRUN_VARIABLES:
+        if key.startswith(("SLURM_", "SUBMITIT_", "TORCHELASTIC_")):
             monkeypatch.delenv(key)
-    for key in ("MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES"):
-        monkeypatch.delenv(key, raising=False)
-    # init_process_group sets this one for NCCL: set then delete, so that monkeypatch
-    # restores the shell's value (or its absence) after the test.
-    monkeypatch.setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "unset")
-    monkeypatch.delenv("TORCH_NCCL_ASYNC_ERROR_HANDLING")
+    exported = (*dist.TORCHRUN_VARIABLES, "MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES")
+    for key in (*exported, "TORCH_NCCL_ASYNC_ERROR_HANDLING"):
+        monkeypatch.setenv(key, "unset")
+        monkeypatch.delenv(key)
 
 
 class FakeGpus:
@@ -119,7 +122,11 @@ def test_a_job_submitted_from_a_torchrun_shell_ignores_the_inherited_ranks(
     assert (env.rank, env.world_size, env.local_rank, env.local_world_size) == (1, 2, 1, 2)
     assert os.environ["RANK"] == "1" and os.environ["WORLD_SIZE"] == "2"
     assert env.master_addr != "node-a"  # the job's own first host
-    assert "ignoring RANK=5, WORLD_SIZE=8, LOCAL_RANK=1, LOCAL_WORLD_SIZE=4 inherited" in caplog.text
+    assert (
+        "ignoring RANK=5, WORLD_SIZE=8, LOCAL_RANK=1, LOCAL_WORLD_SIZE=4, MASTER_PORT=29500 inherited"
+        in caplog.text
+    )
+    assert env.master_port == dist.job_port("4242")
 
 
 def test_a_jobs_rendezvous_port_is_its_own_and_outside_the_ephemeral_range(
@@ -136,8 +143,16 @@ def test_a_jobs_rendezvous_port_is_its_own_and_outside_the_ephemeral_range(
     assert 20000 <= env.master_port < min(low, 32768)
     assert len({dist.job_port(f"294_{task}") for task in range(8)}) == 8  # an array's tasks differ
 
-    monkeypatch.setenv("MASTER_PORT", "23456")  # a user's own, in a hand-written sbatch script
-    assert rank_environment().master_port == 23456
+
+def test_a_port_inherited_from_the_submitting_shell_is_not_the_jobs(
+    monkeypatch: pytest.MonkeyPatch, clean_environ: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """sbatch exports the submitting shell's MASTER_PORT to every task of the array: two tasks
+    sharing a node would both listen on it (the Slurm tests' jobs hung on one)."""
+    for key, value in {**LOCAL_JOB, "MASTER_PORT": "23456"}.items():
+        monkeypatch.setenv(key, value)
+    assert rank_environment().master_port == dist.job_port("4242")
+    assert "ignoring MASTER_PORT=23456 inherited from the shell that submitted this job" in caplog.text
 
 
 def test_no_launcher_is_one_rank(clean_environ: None) -> None:
