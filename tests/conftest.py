@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -36,8 +37,6 @@ _RANK_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MAST
 
 @pytest.fixture(autouse=True)
 def _no_rank_variables_left_behind():
-    import os
-
     before = {key: os.environ.get(key) for key in _RANK_VARIABLES}
     yield
     after = {key: os.environ.get(key) for key in _RANK_VARIABLES}

@@ -159,8 +159,9 @@ def environment_in_job() -> DistEnv:
 
     job = submitit.JobEnvironment()
     port = str(job_port(str(job.job_id)))
-    inherited = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_PORT")
-    stale = [k for k in inherited if k in os.environ and (k != "MASTER_PORT" or os.environ[k] != port)]
+    stale = [k for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE") if k in os.environ]
+    if os.environ.get("MASTER_PORT", port) != port:
+        stale.append("MASTER_PORT")
     if stale:
         # A job submitted with sbatch from a torchrun or srun shell inherits that shell's ranks
         # and port (sbatch exports the submitting environment). submitit's export refuses to
