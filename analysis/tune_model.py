@@ -1,0 +1,306 @@
+"""The pipeline model behind `harness tune`: every DataLoader configuration's throughput, from
+the measurements of one or two.
+
+**What is profiled** (a `Profile`, fitted by `fit_profile` from two ladder points of the same
+settings: `num_workers=0` and `num_workers=k`, rungs `host_batch` and `full`, with the loader's
+capacity timed alone):
+
+- the step's demand: `step_s`, seconds a train step computes per batch: the median of the
+  bound rung's period (`host_batch`: the step and the copy a fresh batch pays, nothing loaded)
+  and the `full` rung's period less its wait for data, at both profile points (one window
+  that met a busy spell of a shared machine does not set it);
+- the main thread's load: `main_load_s`, the mean wait per batch at `num_workers=0`
+  (`loading_time` at `full`: reading, transforms and collation, in series with the step);
+- one worker's efficiency: `efficiency`, the loader's capacity at k workers (`loader_capacity`
+  at `full`) over k times the main thread's rate (1 / `main_load_s`): what worker IPC, pickling
+  and the workers' contention cost a worker against the main thread doing the same work;
+- the workers' CPU: `cpu_s_per_batch`, core-seconds per batch in the workers (`loader_cores`
+  over steps/s at `full`, k workers), and `cores`, the cores a rank's workers may use
+  (`cpus_allotted` less the cores the rank's own process keeps busy on the bound rung);
+- the reader's jitter, from the `num_workers=0` wait (where nothing hides it): a stalled
+  batch waits `stall_s` longer (`loading_time_p99` − `loading_time_p50`), and a share
+  `stall_share` of batches stall, so that the mean equals p50 + share × stall;
+- memory: the rank's process tree at 0 workers, and what each worker adds (PSS);
+- an epoch restart without persistent workers: `restart_s`, the first `next()` of a rung at k
+  workers (worker start-up and first batch), paid once per epoch of `epoch_steps` batches.
+
+**The model** (`batches_per_s`), per rank:
+
+- `num_workers=0`: the step and the load in series: 1 / (`step_s` + `main_load_s`).
+- `num_workers=w`: the loader's capacity grows with the workers at one worker's rate,
+  `w × efficiency / main_load_s`, until the workers' cores run out: it never exceeds
+  `cores / cpu_s_per_batch` (a roofline: a read that sleeps uses no core, so a reader waiting
+  on storage scales past the cores, a CPU-bound transform does not). The step's demand caps
+  it: the period of a batch is max(`step_s` + stall wait, 1 / capacity).
+- The prefetch: a batch is handed to its worker `w × prefetch_factor` steps before the step
+  needs it. A stalled batch still arrives in time when its work plus the stall fits in that
+  lead; else the step waits the rest, `stall_share` of the time (`stall_wait`;
+  `prefetch_needed` is the smallest prefetch_factor that absorbs the stall). Where the loader
+  is the bottleneck the stalls are already in its mean rate and prefetch changes nothing.
+- Without `persistent_workers`, each epoch pays `restart_s` once: `restart_s / epoch_steps`
+  per batch.
+- samples/s = batches/s × batch size × ranks (the ranks are alike and independent).
+
+**What it assumes, and when it is wrong.** The efficiency is fitted at one worker and held for
+every count: the sublinear part of the curve comes from the cores' roof, not from a fit over
+worker counts (a loader whose workers slow each other down before the cores run out, a lock or
+a shared queue, is then overestimated beyond the profile). Workers are alike and their work per
+batch does not depend on how many there are (true for reads and transforms; not where workers
+share a cache or a disk's bandwidth, which the roofline does not know: a shared resource other
+than cores makes the model optimistic beyond the profiled worker count). The main process is
+not itself a bottleneck (unpickling, pinning: a main thread that saturates makes the model
+optimistic for many workers). `pin_memory`, `non_blocking` and other settings the model does
+not cover are profiled separately (each combination is a profile of its own) or predicted
+equal. The stalls are independent from batch to batch and shorter than a worker's lead; bursts
+of stalls (a storage server busy for seconds) defeat any prefetch and the model then predicts
+too much for prefetch. Memory is PSS per worker, not the prefetched batches. Where the model is
+wrong, `harness tune` finds out by measuring: it measures the predicted choice and its
+neighbours on each axis, and where the measurements contradict the prediction it goes on
+measuring along that axis (analysis/tune_search.py).
+
+Torch-free: the analysis imports it, and so do the unit tests that check it on synthetic
+profiles against answers computed by hand.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from analysis.noise import MARGIN
+from harness.config.settings import WORKER_ONLY
+
+MODELLED: tuple[str, ...] = ("num_workers", *WORKER_ONLY)
+"""The loader settings the model predicts; every other setting is profiled, not predicted."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Config:
+    """One grid point's modelled settings."""
+
+    num_workers: int
+    prefetch_factor: int | None = 2
+    persistent_workers: bool = False
+
+    def cost(self) -> tuple[int, bool, int]:
+        """Cheapest first: fewer workers, then no persistent workers, then less prefetch (the
+        recommendation's order: fewer processes, then less memory held)."""
+        return (self.num_workers, self.persistent_workers, self.prefetch_factor or 0)
+
+    def text(self) -> str:
+        if self.num_workers == 0:
+            return "num_workers=0"
+        return (
+            f"num_workers={self.num_workers} prefetch_factor={self.prefetch_factor} "
+            f"persistent_workers={str(self.persistent_workers).lower()}"
+        )
+
+    @staticmethod
+    def of(settings: Mapping[str, Any]) -> Config:
+        workers = int(settings["num_workers"])
+        prefetch = settings.get("prefetch_factor")
+        return Config(
+            num_workers=workers,
+            prefetch_factor=None if workers == 0 or prefetch is None else int(prefetch),
+            persistent_workers=bool(settings.get("persistent_workers", False)) and workers > 0,
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Profile:
+    """What the model needs, per rank; see the module docstring for where each comes from."""
+
+    batch_size: int
+    ranks: int = 1
+    step_s: float
+    main_load_s: float
+    efficiency: float = 1.0
+    cpu_s_per_batch: float
+    cores: float
+    stall_s: float = 0.0
+    stall_share: float = 0.0
+    memory_gb: float = 0.0
+    memory_per_worker_gb: float = 0.0
+    restart_s: float = 0.0
+    epoch_steps: int | None = None
+    profiled_workers: int = 1
+    main_cores: float = 0.0
+    """Cores the rank's own process keeps busy on the bound rung (taken from `cores` already;
+    a what-if takes it from the other node's share too)."""
+
+    def __post_init__(self) -> None:
+        for name in ("step_s", "main_load_s", "efficiency", "cores"):
+            value = getattr(self, name)
+            if not value > 0:
+                raise ValueError(f"profile: {name} must be > 0 (got {value})")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> Profile:
+        return Profile(**data)
+
+
+def worker_rate(p: Profile) -> float:
+    """Batches/s one worker delivers, alone with its cores."""
+    return p.efficiency / p.main_load_s
+
+
+def core_roof(p: Profile) -> float:
+    """Batches/s the workers' cores allow at most (inf for a loader that uses none)."""
+    return math.inf if p.cpu_s_per_batch <= 0 else p.cores / p.cpu_s_per_batch
+
+
+def capacity(p: Profile, workers: int) -> float:
+    """Batches/s the loader delivers with no step: w workers at one's rate, under the cores."""
+    if workers == 0:
+        return 1 / p.main_load_s
+    return min(workers * worker_rate(p), core_roof(p))
+
+
+def stall_wait(p: Profile, workers: int, prefetch: int) -> float:
+    """Mean seconds per batch the step waits for stalls that the prefetch does not absorb."""
+    if p.stall_share <= 0 or p.stall_s <= 0:
+        return 0.0
+    typical = max(0.0, 1 / worker_rate(p) - p.stall_share * p.stall_s)  # an unstalled batch
+    lead = workers * prefetch * p.step_s
+    return p.stall_share * max(0.0, typical + p.stall_s - lead)
+
+
+def prefetch_needed(p: Profile, workers: int) -> int:
+    """The smallest prefetch_factor whose lead absorbs a stall with `workers` workers."""
+    if workers == 0:
+        raise ValueError("prefetch_needed: num_workers=0 has no prefetch")
+    typical = max(0.0, 1 / worker_rate(p) - p.stall_share * p.stall_s)
+    need = (typical + (p.stall_s if p.stall_share > 0 else 0.0)) / (workers * p.step_s)
+    return max(1, math.ceil(need - 1e-9))
+
+
+def batches_per_s(p: Profile, c: Config) -> float:
+    """One rank's batches per second under configuration `c` (the module's model)."""
+    if c.num_workers == 0:
+        return 1 / (p.step_s + p.main_load_s)
+    prefetch = c.prefetch_factor or 2
+    period = max(p.step_s + stall_wait(p, c.num_workers, prefetch), 1 / capacity(p, c.num_workers))
+    if not c.persistent_workers and p.epoch_steps:
+        period += p.restart_s / p.epoch_steps
+    return 1 / period
+
+
+def samples_per_s(p: Profile, c: Config) -> float:
+    return batches_per_s(p, c) * p.batch_size * p.ranks
+
+
+def memory_gb(p: Profile, c: Config) -> float:
+    """The rank's process tree: the main process and one PSS share per worker."""
+    return p.memory_gb + c.num_workers * p.memory_per_worker_gb
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    config: Config
+    samples_per_s: float
+    memory_gb: float
+    bound: str
+    """What limits it: "step" (the demand), "workers", "cores", "stalls" or "series"."""
+
+
+def bound_of(p: Profile, c: Config) -> str:
+    if c.num_workers == 0:
+        return "series"
+    prefetch = c.prefetch_factor or 2
+    cap = capacity(p, c.num_workers)
+    if 1 / cap > p.step_s + stall_wait(p, c.num_workers, prefetch):
+        return "cores" if cap == core_roof(p) else "workers"
+    return "stalls" if stall_wait(p, c.num_workers, prefetch) > 0 else "step"
+
+
+def predict(p: Profile, grid: Iterable[Config]) -> list[Prediction]:
+    return [Prediction(c, samples_per_s(p, c), memory_gb(p, c), bound_of(p, c)) for c in grid]
+
+
+def cheapest_meeting(predictions: list[Prediction], margin: float = MARGIN) -> Prediction:
+    """The cheapest configuration predicted within `margin` of the best prediction: the
+    recommendation's rule (cheapest tied with the best), applied to the model."""
+    if not predictions:
+        raise ValueError("cheapest_meeting: no predictions")
+    best = max(x.samples_per_s for x in predictions)
+    meeting = [x for x in predictions if x.samples_per_s >= (1 - margin) * best]
+    return min(meeting, key=lambda x: x.config.cost())
+
+
+def fit_profile(
+    zero: Mapping[str, float], some: Mapping[str, float], *, workers: int, batch_size: int, ranks: int = 1
+) -> Profile:
+    """A Profile from two profile points' figures (per rank, median over runs): `zero` at
+    num_workers=0 and `some` at `workers` workers, each a mapping of row column → value with
+    the bound rung's `bound_steps_per_s` and `bound_main_cores` added. Missing figures fall back
+    to neutral values (no stalls, no memory growth, no restart)."""
+    if workers < 1:
+        raise ValueError(f"fit_profile: the second profile point needs workers >= 1 (got {workers})")
+    main_load = zero["loading_time"]
+    step = statistics.median(_step_estimates(zero) + _step_estimates(some))
+    p50, p99 = _or(zero.get("loading_time_p50"), math.nan), _or(zero.get("loading_time_p99"), math.nan)
+    stall_s = max(0.0, p99 - p50) if _number(p99 - p50) else 0.0
+    share = min(1.0, max(0.0, (main_load - p50) / stall_s)) if stall_s > 0 else 0.0
+    rate = some["steps_per_s"]
+    cpu = some.get("loader_cores")
+    main_cores = min(_or(zero.get("bound_main_cores"), 0.0), _or(some.get("bound_main_cores"), 0.0))
+    mem0, memk = _or(zero.get("cpu_memory_gb"), math.nan), _or(some.get("cpu_memory_gb"), math.nan)
+    per_worker = max(0.0, (memk - mem0) / workers) if _number(memk - mem0) else 0.0
+    return Profile(
+        batch_size=batch_size,
+        ranks=ranks,
+        step_s=step,
+        main_load_s=main_load,
+        efficiency=min(1.0, some["loader_capacity"] * main_load / workers),
+        cpu_s_per_batch=_or(cpu, 0.0) / rate if rate > 0 else 0.0,
+        cores=max(0.5, _or(some.get("cpus_allotted"), 1.0) - main_cores),
+        stall_s=stall_s,
+        stall_share=share,
+        memory_gb=_or(mem0, 0.0),  # nan when unmeasured: _or turns it to 0
+        memory_per_worker_gb=per_worker,
+        restart_s=_or(some.get("first_step_loading_time"), 0.0),
+        epoch_steps=int(some["epoch_steps"]) if _number(some.get("epoch_steps")) else None,
+        profiled_workers=workers,
+        main_cores=main_cores,
+    )
+
+
+def _step_estimates(figures: Mapping[str, float]) -> list[float]:
+    """The step's compute per batch, two ways from one profile point: the bound rung's period,
+    and the full rung's period less its wait for data. The fit takes the median of the four,
+    so that one window that met a busy spell of the machine does not set the demand."""
+    out = [1 / figures["bound_steps_per_s"]]
+    rate, wait = figures.get("steps_per_s"), figures.get("loading_time")
+    if _number(rate) and _number(wait) and rate > 0 and 1 / rate > wait:  # type: ignore[operator]
+        out.append(1 / rate - wait)  # type: ignore[operator]
+    return out
+
+
+def what_if(p: Profile, *, gpus: int, cores: int, main_cores: float | None = None) -> Profile:
+    """The same pipeline on a node with `gpus` ranks sharing `cores` cores: each rank's workers
+    get cores // gpus less what its own process keeps busy (the profile's, unless given). The
+    step and the per-batch costs are the profile's (a GPU's step from `step_ms: {from: ...}`
+    on an emulated profile)."""
+    if gpus < 1 or cores < 1:
+        raise ValueError(f"what-if: gpus and cores must be >= 1 (got gpus={gpus}, cores={cores})")
+    main = p.main_cores if main_cores is None else main_cores
+    return replace(p, cores=max(0.5, cores // gpus - main), ranks=gpus)
+
+
+def lightning_workers(cores: int, ranks: int) -> int:
+    """PyTorch Lightning's suggestion: cpus // ranks - 1 (at least 0)."""
+    return max(0, cores // ranks - 1)
+
+
+def _number(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _or(x: float | None, default: float) -> float:
+    return float(x) if _number(x) else default  # type: ignore[arg-type]

@@ -1,0 +1,167 @@
+"""What `harness tune` prints, from its tune.json alone (a login node, a laptop): the model
+fitted, the grid predicted against what was measured, the recommendation, the model's error
+and what tune spent against the exhaustive grid; and the what-if for another node.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tabulate import tabulate
+
+from analysis.noise import MARGIN
+from analysis.tune_model import (
+    Config,
+    Profile,
+    capacity,
+    cheapest_meeting,
+    core_roof,
+    lightning_workers,
+    predict,
+    prefetch_needed,
+    samples_per_s,
+    what_if,
+    worker_rate,
+)
+
+
+def _config(data: Mapping[str, Any]) -> Config:
+    return Config.of(data)
+
+
+def model_lines(p: Profile) -> list[str]:
+    roof = core_roof(p)
+    roof_text = "no core limit" if roof == float("inf") else f"a roof of {roof:.1f} batches/s"
+    lines = [
+        f"step {p.step_s * 1e3:.1f} ms a batch (demand {1 / p.step_s:.1f} batches/s a rank); "
+        f"num_workers=0 loads a batch in {p.main_load_s * 1e3:.1f} ms in the main thread",
+        f"a worker: {worker_rate(p):.1f} batches/s ({p.efficiency:.0%} of the main thread's rate); "
+        f"{p.cpu_s_per_batch * 1e3:.1f} core-ms a batch on {p.cores:.1f} cores: {roof_text}",
+    ]
+    if p.stall_share > 0:
+        lines.append(
+            f"stalls: {p.stall_share:.1%} of batches wait {p.stall_s * 1e3:.0f} ms more; "
+            f"prefetch_factor that absorbs them: {prefetch_needed(p, 1)} with 1 worker, "
+            f"{prefetch_needed(p, 4)} with 4"
+        )
+    return lines
+
+
+def grid_table(summary: Mapping[str, Any]) -> str:
+    measured = {_config(m): m["runs"] for m in summary["measured"]}
+    verdicts = {_config(v): v["verdict"] for v in summary["verdicts"]}
+    rows = []
+    for x in sorted(summary["predictions"], key=lambda x: _config(x).cost()):
+        c = _config(x)
+        runs = measured.get(c)
+        median = statistics.median(runs) if runs else None
+        rows.append(
+            [
+                c.text(),
+                f"{x['samples_per_s']:.1f}",
+                x["bound"],
+                "" if median is None else f"{median:.1f}",
+                "" if median is None else f"{x['samples_per_s'] / median - 1:+.1%}",
+                "" if runs is None else len(runs),
+                verdicts.get(c, ""),
+            ]
+        )
+    head = ["configuration", "predicted", "bound", "measured", "error", "runs", "vs best"]
+    return tabulate(rows, headers=head)
+
+
+def errors(summary: Mapping[str, Any]) -> list[float]:
+    predicted = {_config(x): x["samples_per_s"] for x in summary["predictions"]}
+    return [
+        abs(predicted[_config(m)] / statistics.median(m["runs"]) - 1)
+        for m in summary["measured"]
+        if m["runs"]
+    ]
+
+
+def render(summary: Mapping[str, Any]) -> str:
+    p = Profile.from_json(summary["profile"])
+    answer, best, choice = (_config(summary[k]) for k in ("answer", "best", "model_choice"))
+    runs = {_config(m): m["runs"] for m in summary["measured"]}
+    verdicts = {_config(v): v["verdict"] for v in summary["verdicts"]}
+    out = [f"tune {summary['spec']}: {summary['grid_points']} grid points", "model:"]
+    out += [f"  {line}" for line in model_lines(p)]
+    out += ["", grid_table(summary), ""]
+    rate = statistics.median(runs[answer])
+    tied = "the best itself" if answer == best else f"tied with the best, {best.text()}, within ±{MARGIN:.0%}"
+    out.append(f"recommendation: {answer.text()}: {rate:.1f} samples/s measured ({tied})")
+    predicted = {_config(x): x["samples_per_s"] for x in summary["predictions"]}
+    off = rate / predicted[answer] - 1
+    if answer == choice and abs(off) <= MARGIN:
+        out.append("the model's choice, confirmed")
+    elif answer == choice:
+        out.append(
+            f"the model's choice, though measured {off:+.0%} off its prediction (its neighbours measured "
+            "confirm it; the model's figures there are not to be trusted)"
+        )
+    elif verdicts.get(choice) == "undecided":
+        out.append(
+            f"the model chose {choice.text()}; its runs leave it undecided against the best "
+            "(below), so the best stands"
+        )
+    else:
+        out.append(f"the model chose {choice.text()}; the measurements corrected it")
+    for u in summary["undecided"]:
+        need = u["runs_needed"]
+        more = f"about {need} runs per point would decide" if need else "it sits on the margin"
+        out.append(f"undecided, cheaper: {_config(u).text()}: {more}")
+    err = errors(summary)
+    if err:
+        out.append(f"model error: median {statistics.median(err):.1%} on the {len(err)} point(s) measured")
+    out += cost_lines(summary)
+    return "\n".join(out)
+
+
+def cost_lines(summary: Mapping[str, Any]) -> list[str]:
+    runs, secs = summary["point_runs"], summary["device_seconds"]
+    lines = [
+        f"cost: {runs['tune']} point-runs against {runs['exhaustive']} for the exhaustive grid "
+        f"({runs['tune'] / runs['exhaustive']:.0%}; {summary['repeats']} runs a point); "
+        f"{secs['tune']:.0f} device-seconds against about {secs['exhaustive_estimate']:.0f} "
+        f"({secs['tune'] / secs['exhaustive_estimate']:.0%}, the grid priced from the profile)"
+    ]
+    if summary["budget_spent"]:
+        lines.append(
+            "the budget ran out before the answer's neighbourhood was measured: a provisional answer"
+        )
+    return lines
+
+
+def render_what_if(summary: Mapping[str, Any], *, gpus: int, cores: int, workers: Sequence[int] = ()) -> str:
+    """The workers per rank for a node of `gpus` GPUs and `cores` cores, from the profile."""
+    p = Profile.from_json(summary["profile"])
+    node = what_if(p, gpus=gpus, cores=cores)
+    counts = list(workers) if workers else list(range(0, max(cores // gpus, 1) + 3))
+    grid = [Config(num_workers=n, prefetch_factor=(prefetch_needed(node, n) if n else None)) for n in counts]
+    predictions = predict(node, grid)
+    choice = cheapest_meeting(predictions)
+    rows = [
+        [x.config.num_workers, x.config.prefetch_factor or "-", f"{x.samples_per_s:.0f}", x.bound]
+        for x in predictions
+    ]
+    suggested = lightning_workers(cores, gpus)
+    lines = [
+        f"what if: {gpus} GPU(s) and {cores} cores: {cores // gpus} cores a rank "
+        f"({node.cores:.1f} for its workers); the step's demand {1 / p.step_s:.1f} batches/s a rank",
+        tabulate(rows, headers=["num_workers", "prefetch_factor", "samples/s (node)", "bound"]),
+        f"predicted: num_workers={choice.config.num_workers} per rank "
+        f"(prefetch_factor={choice.config.prefetch_factor or '-'}), "
+        f"{choice.samples_per_s:.0f} samples/s on the node; --cpus-per-task={cores // gpus}",
+        f"Lightning's suggestion (cpus // ranks - 1): num_workers={suggested}, "
+        f"{_at(node, suggested):.0f} samples/s predicted",
+    ]
+    if capacity(node, max(counts)) < 1 / node.step_s:
+        lines.append("even the most workers shown do not meet the step's demand: the cores are the bound")
+    return "\n".join(lines)
+
+
+def _at(p: Profile, workers: int) -> float:
+    prefetch = prefetch_needed(p, workers) if workers else None
+    return samples_per_s(p, Config(num_workers=workers, prefetch_factor=prefetch))

@@ -1,0 +1,238 @@
+"""What `harness tune` measures after the profile, and when it stops: the confirmation search.
+
+Start from the model's choice (analysis/tune_model.py: the cheapest configuration predicted
+within the margin of the best) and measure it with its neighbours on each axis of the grid
+(one value down and one up of num_workers, prefetch_factor, persistent_workers, the others
+held), `repeats` runs each. Then judge the measurements as the recommendation does
+(analysis/recommend.py's rule on analysis/noise.py's estimates: the best is the highest median;
+a configuration is tied with it only when the 95 % interval of its ratio lies inside ±MARGIN;
+the cheapest tied is the answer). Where the measured answer is not the model's choice, or the
+best has a neighbour above it not yet measured, the model was wrong there: measure the
+measured answer's neighbours on one axis at a time, num_workers first (a walk along the axis
+the model got wrong), then the next num_workers above the best where the model is contradicted
+there, and judge again after each.
+When the answer's neighbourhood is measured, the cheaper configurations left undecided against
+the best are measured again, with the best, up to the runs that would likely decide them
+(`Estimate.runs_needed`, at most MAX_RUNS), and the walk goes on if the answer moves. The
+search stops when nothing is left to measure, or at `budget` point-runs (then it says so).
+What stays undecided is named with the runs that would decide it, as the recommendation does.
+
+Torch-free and backend-free: `measure` is a callable (the real driver runs points through the
+inline or local backend; benchmarks/tune_truth.py simulates them from known costs).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from analysis import noise
+from analysis.tune_model import MODELLED, Config, Prediction, cheapest_meeting
+
+AXES = MODELLED
+
+Measure = Callable[[Sequence[Config], int], Mapping[Config, Sequence[float]]]
+"""Bring these configurations to `runs` runs each in all (measuring only the runs each lacks):
+config → samples/s of each of its runs."""
+MAX_RUNS = 6
+"""The most runs a configuration gets to decide it against the best (noise.runs_needed says how
+many would): beyond, it stays undecided and is named, as the recommendation names it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """The measured configurations judged against the best, as the recommendation does."""
+
+    best: Config
+    answer: Config
+    """The cheapest configuration tied with the best (the best itself when none is)."""
+    verdicts: dict[Config, str]
+    """noise's judgement of each configuration's samples/s over the best's (the best: within)."""
+    undecided: dict[Config, int | None] = field(default_factory=dict)
+    """Cheaper than the answer and undecided: the runs per point that would likely decide."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    judged: Judged
+    runs: dict[Config, tuple[float, ...]]
+    predicted: dict[Config, float]
+    model_choice: Config
+    rounds: list[list[Config]]
+    """The configurations measured in each round (the first: the choice and its neighbours)."""
+    point_runs: int
+    budget_spent: bool = False
+
+    def errors(self) -> dict[Config, float]:
+        """Per measured configuration: (predicted − measured median) / measured median."""
+        return {c: self.predicted[c] / statistics.median(r) - 1 for c, r in self.runs.items() if r}
+
+    def median_error(self) -> float:
+        """The median absolute relative error of the prediction on the measured points."""
+        return statistics.median(abs(e) for e in self.errors().values())
+
+
+def neighbours(config: Config, grid: Sequence[Config]) -> list[Config]:
+    """The grid's configurations one value away on one axis, the others held."""
+    out: list[Config] = []
+    for axis in AXES:
+        for other in _adjacent(config, grid, axis):
+            if other not in out:
+                out.append(other)
+    return out
+
+
+def _adjacent(config: Config, grid: Sequence[Config], axis: str) -> list[Config]:
+    here = getattr(config, axis)
+    same = [c for c in grid if _held(c, config, axis)]
+    values = sorted({getattr(c, axis) for c in same}, key=_order)
+    if here not in values:
+        return []
+    i = values.index(here)
+    picked = [values[j] for j in (i - 1, i + 1) if 0 <= j < len(values)]
+    return [c for c in same if getattr(c, axis) in picked]
+
+
+def _held(c: Config, ref: Config, axis: str) -> bool:
+    """c equals ref on every axis but `axis`; num_workers=0 has no worker settings to hold."""
+    if axis == "num_workers":
+        if c.num_workers == 0 or ref.num_workers == 0:
+            return True
+        return (c.prefetch_factor, c.persistent_workers) == (ref.prefetch_factor, ref.persistent_workers)
+    if c.num_workers != ref.num_workers or ref.num_workers == 0:
+        return False
+    return all(getattr(c, other) == getattr(ref, other) for other in MODELLED[1:] if other != axis)
+
+
+def _order(value: object) -> tuple[int, float]:
+    return (0, float(value)) if isinstance(value, (int, float)) else (1, 0.0)  # bools are ints
+
+
+def judge(runs: Mapping[Config, Sequence[float]], margin: float = noise.MARGIN) -> Judged:
+    """The recommendation's rule on the runs of each configuration (see the module docstring)."""
+    best = max(runs, key=lambda c: statistics.median(runs[c]))
+    verdicts = {best: noise.WITHIN}
+    ratios: dict[Config, noise.Estimate] = {}
+    for c, r in runs.items():
+        if c != best:
+            ratios[c] = noise.independent_ratio(runs[best], r)
+            verdict = ratios[c].judge(margin)
+            if verdict == noise.NOT_TESTED:  # one run: the recommendation's untested stand-in
+                close = statistics.median(r) >= (1 - margin) * statistics.median(runs[best])
+                verdict = noise.WITHIN if close else noise.LOWER
+            verdicts[c] = verdict
+    answer = min((c for c, v in verdicts.items() if v == noise.WITHIN), key=Config.cost)
+    undecided = {
+        c: ratios[c].runs_needed(margin)
+        for c, v in verdicts.items()
+        if v == noise.UNDECIDED and c.cost() < answer.cost()
+    }
+    return Judged(best, answer, verdicts, undecided)
+
+
+def search(
+    grid: Sequence[Config],
+    predictions: Sequence[Prediction],
+    measure: Measure,
+    *,
+    repeats: int = 3,
+    budget: int | None = None,
+    margin: float = noise.MARGIN,
+    max_runs: int = MAX_RUNS,
+) -> SearchResult:
+    """The confirmation search (module docstring). `budget`: the most point-runs (one run of
+    one configuration) it may spend; None: no limit but the grid. `max_runs`: the most runs a
+    configuration gets to decide it against the best."""
+    predicted = {x.config: x.samples_per_s for x in predictions}
+    choice = cheapest_meeting(list(predictions), margin).config
+    runs: dict[Config, tuple[float, ...]] = {}
+    rounds: list[list[Config]] = []
+    todo, target = [choice, *neighbours(choice, grid)], repeats
+    spent, capped = 0, False
+    while todo:
+        cost = {c: target - len(runs.get(c, ())) for c in todo}
+        if budget is not None:
+            keep = _within(todo, cost, budget - spent)
+            capped = capped or len(keep) < len(todo)
+            todo = keep
+            if not todo:
+                break
+        measured = measure(todo, target)
+        for c in todo:
+            runs[c] = tuple(measured[c])
+        spent += sum(cost[c] for c in todo)
+        rounds.append(list(todo))
+        judged = judge(runs, margin)
+        todo, target = _wanted(judged, grid, runs, predicted, margin), repeats
+        if not todo:
+            todo, target = _to_decide(judged, runs, max_runs)
+    return SearchResult(judge(runs, margin), runs, predicted, choice, rounds, spent, capped)
+
+
+def _within(todo: Sequence[Config], cost: Mapping[Config, int], left: int) -> list[Config]:
+    """The first configurations whose runs fit in what is left of the budget."""
+    keep = []
+    for c in todo:
+        if cost[c] <= left:
+            keep.append(c)
+            left -= cost[c]
+    return keep
+
+
+def _to_decide(
+    judged: Judged, runs: Mapping[Config, Sequence[float]], max_runs: int
+) -> tuple[list[Config], int]:
+    """The cheaper configurations left undecided against the best, with the best, brought to
+    the runs that would likely decide them (noise's runs_needed), where that is at most
+    `max_runs` and more than they have: Stein's two stages, as the adaptive repeats do."""
+    needed = {c: n for c, n in judged.undecided.items() if n is not None and len(runs[c]) < n <= max_runs}
+    if not needed:
+        return [], 0
+    target = max(needed.values())
+    todo = [*needed, *([judged.best] if len(runs[judged.best]) < target else [])]
+    return todo, target
+
+
+def _wanted(
+    judged: Judged,
+    grid: Sequence[Config],
+    runs: Mapping[Config, Sequence[float]],
+    predicted: Mapping[Config, float],
+    margin: float,
+) -> list[Config]:
+    """Where the measured answer contradicts the model (measured off its prediction by more
+    than the margin, or predicted short of the best), its neighbours on one axis at a time
+    (num_workers first): a walk along the axis the model got wrong, not the whole
+    neighbourhood at each step. Then the next num_workers above the best, where the model is
+    contradicted there: the best measured off its prediction by more than the margin, or
+    predicted to gain more than the margin above it (on a plateau the model called right,
+    the noise would otherwise walk the best up the plateau one point at a time)."""
+    top = max(predicted.values())
+    answer = judged.answer
+
+    def off(c: Config) -> bool:
+        return abs(statistics.median(runs[c]) / predicted[c] - 1) > margin
+
+    # An answer the model also placed within the margin of the best, measured where the
+    # model put it, confirms the model there: no walk (the noise would move it among ties).
+    if off(answer) or predicted[answer] < (1 - margin) * top:
+        for axis in AXES:
+            wanted = [c for c in _adjacent(answer, grid, axis) if c not in runs]
+            if wanted:
+                return wanted
+    best = judged.best
+    above = [c for c in _adjacent(best, grid, "num_workers") if c.num_workers > best.num_workers]
+    gains = [c for c in above if predicted[c] > (1 + margin) * predicted[best]]
+    return [c for c in above if c not in runs and (off(best) or c in gains)]
+
+
+def exhaustive(grid: Sequence[Config], measure: Measure, *, repeats: int = 3) -> Judged:
+    """The whole grid measured and judged: the truth tune is checked against."""
+    measured = measure(list(grid), repeats)
+    return judge({c: tuple(measured[c]) for c in grid})
+
+
+def same_answer(tuned: Config, truth: Mapping[Config, float], margin: float = noise.MARGIN) -> bool:
+    """Whether `tuned` is as good as the true best within the margin (true samples/s given)."""
+    return truth[tuned] >= (1 - margin) * max(truth.values())

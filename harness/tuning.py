@@ -1,0 +1,318 @@
+"""`harness tune SPEC`: the DataLoader grid's answer from a profile, a model and a few
+confirmations, in one normal sweep folder.
+
+1. **Profile.** Two points of the grid's settings, `num_workers=0` and `num_workers=1`, with
+   the rungs the model needs (`host_batch`, the step's demand; `full`, with the loader's
+   capacity timed alone), one run each.
+2. **Predict** every grid point (analysis/tune_model.py, fitted by `fit_profile`).
+3. **Confirm** (analysis/tune_search.py): the predicted cheapest configuration that meets the
+   demand and its neighbours on each axis, rung `full`, `repeats` runs each (at least 3),
+   judged by analysis/noise.py's three-way rule; where the measurements contradict the model,
+   the search measures further along that axis.
+
+Every point runs through the inline or local backend into one sweep folder (harness/storage/
+sweep.py); the sweep's plan lists the points measured so far, so `harness report` and
+`harness status` read it as any sweep. `tune.json` beside it holds the profile, the grid's
+predictions, the measured runs and what each approach costs (analysis/tune_report.py renders
+it; `harness tune --what-if gpus=8,cores=64 SWEEP` reads its profile again).
+
+The model covers num_workers, prefetch_factor and persistent_workers; a grid that varies any
+other setting is refused with the setting named (tune one value of it at a time).
+Slurm is not a backend of tune yet: profile on a node, then `harness tune --what-if` sizes
+another node; the confirmations on Slurm are a later step (a follow-up array per round).
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from analysis.aggregate import summarize
+from analysis.load import load_results
+from analysis.tune_model import MODELLED, Config, Profile, fit_profile, predict
+from analysis.tune_search import SearchResult, search
+from harness.config.plan import Plan, Point, point_id, resolve_loader
+from harness.storage import layout
+from harness.storage.atomic import atomic_write_text
+from harness.storage.sweep import create_sweep, owned, plan_csv, want_repeats, with_repeats
+
+log = logging.getLogger(__name__)
+
+PROFILE_RUNGS = ("host_batch", "full")
+PROFILED_WORKERS = 1
+MIN_REPEATS = 3
+TUNE_FILE = "tune.json"
+
+
+class TuneError(ValueError):
+    """A grid tune cannot model; the message names the setting and what to do."""
+
+
+class Tuner:
+    """One tune: the sweep folder, the points measured so far, and how to run more."""
+
+    def __init__(self, plan: Plan, results: Path, backend: str, world_size: int) -> None:
+        self.grid = list(plan.points)
+        self.plan, self.backend, self.world = plan, backend, world_size
+        self.template = self.grid[0]
+        self.measured: list[Point] = []
+        self.sweep_dir = create_sweep(
+            replace(plan, points=()), results, backend=backend, world_size=world_size
+        )
+
+    def variant(self, config: Config, *, rungs: tuple[str, ...], repeats: int, capacity: Any) -> Point:
+        """The template point with these loader settings, rungs and repeats, indexed next."""
+        t = self.template
+        requested = {**asdict(t.loader), **{k: getattr(config, k) for k in MODELLED}}
+        if config.num_workers and config.prefetch_factor is None:
+            requested["prefetch_factor"] = None
+        loader, adjustments = resolve_loader(requested)
+        measure = replace(t.measure, repeats=repeats, loader_capacity=capacity)
+        pid = point_id(t.workload, loader, measure, rungs, t.sequence_step)
+        index = next((p.index for p in self.measured if p.id == pid), len(self.measured))
+        return replace(
+            t, index=index, id=pid, loader=loader, measure=measure, rungs=rungs, adjustments=adjustments
+        )
+
+    def run(self, points: Sequence[Point]) -> pd.DataFrame:
+        """Run the points (a point measured already runs only the repeats it lacks, as
+        resume does); the ok rows of the given points."""
+        known = {m.id for m in self.measured}
+        self.measured += [p for p in points if p.id not in known]
+        _write_plan(self.sweep_dir, replace(self.plan, points=tuple(self.measured)))
+        with owned(self.sweep_dir):
+            if self.backend == "local":
+                from harness.backends.local import run_local
+
+                run_local(points, self.sweep_dir, self.plan.spec.slurm)
+            else:
+                from harness.backends.inline import run_inline
+
+                run_inline(points, self.sweep_dir)
+        rows = load_results([self.sweep_dir]).rows
+        ids = {p.id for p in points}
+        return rows[(rows["status"] == "ok") & rows["point_id"].isin(ids)]
+
+
+def _write_plan(sweep_dir: Path, plan: Plan) -> None:
+    """The sweep's plan files list the points measured so far (create_sweep's format)."""
+    atomic_write_text(sweep_dir / "plan.csv", plan_csv(plan))
+    layout.write_json(
+        sweep_dir / "plan.json",
+        {"spec": plan.spec.name, "notes": list(plan.notes), "points": [p.to_json() for p in plan.points]},
+    )
+
+
+def check_grid(plan: Plan) -> None:
+    """Refuse a grid that varies a setting the model does not cover."""
+    fixed = [k for k in plan.points[0].settings() if k not in MODELLED]
+    for key in fixed:
+        values = {repr(p.settings()[key]) for p in plan.points}
+        if len(values) > 1:
+            raise TuneError(
+                f"{plan.spec.path}: tune models num_workers, prefetch_factor and persistent_workers; "
+                f"the grid also varies {key} ({', '.join(sorted(values))}): tune one value at a time "
+                f"(override it, e.g. loader.{key}=... or workload.{key}=...)"
+            )
+    if plan.points[0].workload.script is not None:
+        raise TuneError(
+            f"{plan.spec.path}: tune profiles with the harness's ladder (host_batch, full), which a "
+            "script workload does not have (it measures through harness.probe): sweep it with harness run"
+        )
+    if any(p.sequence_step for p in plan.points):
+        raise TuneError(f"{plan.spec.path}: tune takes a grid, not a sequence")
+
+
+def profile(tuner: Tuner) -> Profile:
+    """Run the two profile points and fit the model (module docstring, step 1)."""
+    zero_cfg = Config(num_workers=0, prefetch_factor=None)
+    some_cfg = replace(Config.of(tuner.template.settings()), num_workers=PROFILED_WORKERS)
+    if some_cfg.prefetch_factor is None:
+        some_cfg = replace(some_cfg, prefetch_factor=2)
+    points = [tuner.variant(c, rungs=PROFILE_RUNGS, repeats=1, capacity=True) for c in (zero_cfg, some_cfg)]
+    log.info("tune: profiling num_workers=0 and num_workers=%d (rungs %s)", PROFILED_WORKERS, PROFILE_RUNGS)
+    rows = tuner.run(points)
+    zero, some = (_figures(rows, p.id) for p in points)
+    return fit_profile(
+        zero,
+        some,
+        workers=PROFILED_WORKERS,
+        batch_size=tuner.template.workload.batch_size,
+        ranks=tuner.world,
+    )
+
+
+def _figures(rows: pd.DataFrame, pid: str) -> dict[str, float]:
+    """One profile point's figures per rank (median over ranks and runs): the `full` rung's
+    columns, with the bound rung's steps/s and main-process cores as bound_*."""
+    mine = rows[rows["point_id"] == pid]
+    full, bound = mine[mine["rung"] == "full"], mine[mine["rung"] == "host_batch"]
+    if full.empty or bound.empty:
+        raise TuneError(
+            f"tune: the profile point {pid} has no ok rows for {PROFILE_RUNGS}: see "
+            "the rows' error column (harness report on the sweep) before tuning"
+        )
+    out = {c: float(v) for c, v in full.median(numeric_only=True).items() if pd.notna(v)}
+    out["bound_steps_per_s"] = float(bound["steps_per_s"].median())
+    main = bound["main_cores"].median()
+    if pd.notna(main):
+        out["bound_main_cores"] = float(main)
+    return out
+
+
+def tune(
+    plan: Plan,
+    results: Path,
+    *,
+    backend: str = "inline",
+    world_size: int = 1,
+    repeats: int = MIN_REPEATS,
+    budget: int | None = None,
+) -> tuple[Path, dict[str, Any]]:
+    """Profile, predict, confirm (module docstring); the sweep folder and tune.json's content."""
+    check_grid(plan)
+    repeats = max(MIN_REPEATS, repeats)
+    tuner = Tuner(plan, results, backend, world_size)
+    prof = profile(tuner)
+    by_config = {Config.of(p.settings()): p for p in plan.points}
+    predictions = predict(prof, by_config)
+
+    def measure(configs: Sequence[Config], runs: int) -> dict[Config, list[float]]:
+        """Each configuration's point (its id fixed by its first `repeats` runs) brought to
+        `runs` runs in all: repeats.json raises it, as the adaptive repeats do."""
+        points = {c: tuner.variant(c, rungs=("full",), repeats=repeats, capacity=False) for c in configs}
+        if runs > repeats:
+            want_repeats(tuner.sweep_dir, {p.id: runs for p in points.values()})
+            points = {c: with_repeats(p, runs) for c, p in points.items()}
+        rows = tuner.run(list(points.values()))
+        per_point = _runs_by_point(rows)
+        return {c: per_point.get(p.id, []) for c, p in points.items()}
+
+    result = search(list(by_config), predictions, measure, repeats=repeats, budget=budget)
+    summary = tune_summary(tuner, prof, predictions, result, repeats)
+    layout.write_json(tuner.sweep_dir / TUNE_FILE, summary)
+    return tuner.sweep_dir, summary
+
+
+def _runs_by_point(rows: pd.DataFrame) -> dict[str, list[float]]:
+    """Each point's samples/s per run, all ranks together (the report's figure)."""
+    if rows.empty:
+        return {}
+    summary = summarize(rows, by="all")
+    return {str(r.point_id): [float(v) for v in r.run_samples_per_s] for r in summary.itertuples()}
+
+
+def tune_summary(
+    tuner: Tuner, prof: Profile, predictions: Sequence[Any], result: SearchResult, repeats: int
+) -> dict[str, Any]:
+    """What tune.json holds: enough to render the report and the what-if without the rows."""
+    rows = load_results([tuner.sweep_dir]).rows
+    rank0 = rows[rows["rank"] == 0]
+    spent = _seconds(rank0)
+    measured = rank0[rank0["status"] == "ok"]
+    per_run = _overhead_s(measured[measured["rung"] == "full"])
+    measure = tuner.template.measure
+    steps = measure.warmup_steps + measure.steps
+    exhaustive_s = sum(
+        repeats * (steps / (x.samples_per_s / prof.batch_size / prof.ranks) + per_run) for x in predictions
+    )
+    j = result.judged
+    return {
+        "spec": tuner.plan.spec.name,
+        "created": datetime.now().isoformat(timespec="seconds"),
+        "profile": prof.to_json(),
+        "repeats": repeats,
+        "predictions": [
+            {**asdict(x.config), "samples_per_s": x.samples_per_s, "memory_gb": x.memory_gb, "bound": x.bound}
+            for x in predictions
+        ],
+        "model_choice": asdict(result.model_choice),
+        "measured": [{**asdict(c), "runs": list(r)} for c, r in result.runs.items()],
+        "rounds": [[asdict(c) for c in r] for r in result.rounds],
+        "best": asdict(j.best),
+        "answer": asdict(j.answer),
+        "verdicts": [{**asdict(c), "verdict": v} for c, v in j.verdicts.items()],
+        "undecided": [{**asdict(c), "runs_needed": n} for c, n in j.undecided.items()],
+        "point_runs": {"tune": len(measured), "exhaustive": repeats * len(predictions)},
+        "device_seconds": {"tune": spent, "exhaustive_estimate": exhaustive_s},
+        "budget_spent": result.budget_spent,
+        "grid_points": len(predictions),
+    }
+
+
+def _seconds(rows: pd.DataFrame) -> float:
+    """Wall seconds the rows' rungs held the device, start to finish (one rank's rows)."""
+    start = pd.to_datetime(rows["started_at"], errors="coerce")
+    end = pd.to_datetime(rows["finished_at"], errors="coerce")
+    return float((end - start).dt.total_seconds().sum())
+
+
+def _overhead_s(rows: pd.DataFrame) -> float:
+    """A run's seconds beyond its steps (iterator and worker start-up, the stock's warmup):
+    the median over measured runs, to price the grid's unmeasured runs alike."""
+    if rows.empty:
+        return 0.0
+    duration = pd.to_datetime(rows["finished_at"]) - pd.to_datetime(rows["started_at"])
+    stepping = (rows["warmup_steps"] + rows["steps"]) / rows["steps_per_s"]
+    return max(0.0, float(statistics.median(duration.dt.total_seconds() - stepping)))
+
+
+def load_summary(sweep_dir: Path) -> Mapping[str, Any]:
+    import json
+
+    path = sweep_dir / TUNE_FILE
+    if not path.exists():
+        raise TuneError(f"{sweep_dir}: no {TUNE_FILE}: not a sweep made by `harness tune`")
+    return dict(json.loads(path.read_text()))
+
+
+def parse_what_if(text: str) -> tuple[int, int]:
+    """ "gpus=8,cores=64" -> (8, 64)."""
+    try:
+        parts = dict(item.split("=", 1) for item in text.split(","))
+        gpus, cores = int(parts.pop("gpus")), int(parts.pop("cores"))
+        if parts or gpus < 1 or cores < 1:
+            raise ValueError
+    except (ValueError, KeyError):
+        raise TuneError(
+            f"--what-if: expected gpus=G,cores=C with integers >= 1 (e.g. gpus=8,cores=64), got {text!r}"
+        ) from None
+    return gpus, cores
+
+
+def run_tune_verb(args: Any, load_plan: Any) -> int:
+    """`harness tune SPEC` or `harness tune --what-if gpus=G,cores=C SWEEP` (cli.cmd_tune)."""
+    from analysis.tune_report import render, render_what_if
+
+    if args.what_if:
+        gpus, cores = parse_what_if(args.what_if)
+        if args.overrides:
+            raise TuneError("--what-if reads a tune's sweep folder and takes no KEY=VALUE overrides")
+        print(render_what_if(load_summary(args.spec), gpus=gpus, cores=cores))
+        return 0
+    from harness.extras import require_run_extra
+
+    require_run_extra("tune")
+    plan = load_plan(args.spec, args.overrides)
+    world = 1
+    if args.backend == "local":
+        from harness.backends.local import LocalBackendError, local_gpus
+
+        try:
+            local_gpus(plan.points, plan.spec.slurm)
+        except LocalBackendError as e:
+            raise TuneError(f"{args.spec}: {e}") from e
+        world = plan.spec.slurm.tasks_per_node
+    sweep_dir, summary = tune(
+        plan, args.results, backend=args.backend, world_size=world, repeats=args.repeats, budget=args.budget
+    )
+    print(render(summary))
+    print(f"\nresults: {sweep_dir} (the tables: harness report {sweep_dir})")
+    return 0

@@ -1,0 +1,175 @@
+"""The pipeline model of `harness tune`, on synthetic profiles whose answers are computed by hand
+(each expected figure is worked out in the comment beside it, not by the model's code)."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.tune_model import (
+    Config,
+    Profile,
+    batches_per_s,
+    bound_of,
+    cheapest_meeting,
+    fit_profile,
+    lightning_workers,
+    predict,
+    prefetch_needed,
+    samples_per_s,
+    what_if,
+)
+
+
+def profile(**kw: object) -> Profile:
+    base: dict[str, object] = dict(
+        batch_size=8, step_s=0.02, main_load_s=0.04, cpu_s_per_batch=0.01, cores=2.0
+    )
+    return Profile(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def w(n: int, prefetch: int = 2, persistent: bool = False) -> Config:
+    return Config(num_workers=n, prefetch_factor=prefetch if n else None, persistent_workers=persistent)
+
+
+def test_main_thread_case_is_the_step_and_the_load_in_series() -> None:
+    # 20 ms step + 40 ms load = 60 ms a batch: 16.67 batches/s, 133.3 samples/s of 8.
+    assert batches_per_s(profile(), w(0)) == pytest.approx(1 / 0.06)
+    assert samples_per_s(profile(), w(0)) == pytest.approx(8 / 0.06)
+    assert bound_of(profile(), w(0)) == "series"
+
+
+def test_workers_add_capacity_until_the_step_caps_it() -> None:
+    p = profile()
+    # One worker: 25 batches/s (1 / 40 ms), under the demand of 50: the loader bounds.
+    assert batches_per_s(p, w(1)) == pytest.approx(25)
+    assert bound_of(p, w(1)) == "workers"
+    # Two: 50 batches/s, the demand exactly; three: 75 of capacity, 50 delivered.
+    assert batches_per_s(p, w(2)) == pytest.approx(50)
+    assert batches_per_s(p, w(3)) == pytest.approx(50)
+    assert bound_of(p, w(3)) == "step"
+    # Two workers meet the demand: the cheapest within 5 % of the best.
+    assert cheapest_meeting(predict(p, [w(0), w(1), w(2), w(3), w(4)])).config == w(2)
+
+
+def test_efficiency_scales_each_worker() -> None:
+    # 0.8 of the main thread's rate: 20 batches/s a worker; three give 60 > 50 demand.
+    p = profile(efficiency=0.8)
+    assert batches_per_s(p, w(2)) == pytest.approx(40)
+    assert batches_per_s(p, w(3)) == pytest.approx(50)
+    assert cheapest_meeting(predict(p, [w(n) for n in range(5)])).config == w(3)
+
+
+def test_cores_cap_a_cpu_bound_loader() -> None:
+    # All of the 40 ms is CPU; 2 cores: at most 2 / 0.04 = 50 batches/s whatever the workers.
+    # A 10 ms step asks for 100: four workers (100 of worker rate) still deliver 50.
+    p = profile(step_s=0.01, cpu_s_per_batch=0.04)
+    assert batches_per_s(p, w(4)) == pytest.approx(50)
+    assert bound_of(p, w(4)) == "cores"
+    assert cheapest_meeting(predict(p, [w(n) for n in range(7)])).config == w(2)
+
+
+def test_a_reader_that_sleeps_scales_past_the_cores() -> None:
+    # Reads that sleep use no core (cpu 1 ms a batch): eight workers on 2 cores deliver
+    # 8 × 25 = 200 batches/s, under a 5 ms step's demand of 200 exactly.
+    p = profile(step_s=0.005, cpu_s_per_batch=0.001)
+    assert batches_per_s(p, w(8)) == pytest.approx(200)
+
+
+def test_prefetch_absorbs_stalls_once_the_lead_covers_them() -> None:
+    # Mean load 40 ms, of which 10 % of batches stall 100 ms: an unstalled batch takes 30 ms.
+    # Four workers: prefetch 1 gives a lead of 4 × 1 × 20 ms = 80 ms < 30 + 100 ms, so a
+    # stalled batch makes the step wait 50 ms, a tenth of the time: 5 ms a batch, 25 ms
+    # periods, 40 batches/s. Prefetch 2: 160 ms of lead, nothing waits: 50 batches/s.
+    p = profile(stall_s=0.1, stall_share=0.1)
+    assert batches_per_s(p, w(4, prefetch=1)) == pytest.approx(40)
+    assert bound_of(p, w(4, prefetch=1)) == "stalls"
+    assert batches_per_s(p, w(4, prefetch=2)) == pytest.approx(50)
+    assert prefetch_needed(p, 4) == 2  # ceil(130 / 80)
+    assert prefetch_needed(p, 8) == 1  # ceil(130 / 160)
+    with pytest.raises(ValueError, match="num_workers=0 has no prefetch"):
+        prefetch_needed(p, 0)
+
+
+def test_epoch_restarts_cost_what_persistent_workers_save() -> None:
+    # 50 ms to restart the workers once per 10-batch epoch: 5 ms a batch: 25 ms, 40 batches/s.
+    p = profile(restart_s=0.05, epoch_steps=10)
+    assert batches_per_s(p, w(2)) == pytest.approx(40)
+    assert batches_per_s(p, w(2, persistent=True)) == pytest.approx(50)
+
+
+def test_memory_grows_by_a_share_per_worker() -> None:
+    p = profile(memory_gb=1.0, memory_per_worker_gb=0.25)
+    assert predict(p, [w(4)])[0].memory_gb == pytest.approx(2.0)
+
+
+def test_fit_profile_reads_each_figure_from_its_column() -> None:
+    zero = {
+        "loading_time": 0.05,
+        "steps_per_s": 1 / 0.07,  # 70 ms a step, 50 of them waiting: a 20 ms step
+        "loading_time_p50": 0.04,
+        "loading_time_p99": 0.14,
+        "bound_steps_per_s": 50.0,
+        "bound_main_cores": 0.1,
+        "cpu_memory_gb": 1.0,
+    }
+    two = {
+        "loader_capacity": 36.0,
+        "steps_per_s": 36.0,
+        "loading_time": 1 / 36 - 0.021,  # a 21 ms step
+        "loader_cores": 0.72,
+        "cpus_allotted": 4,
+        "bound_steps_per_s": 49.0,
+        "bound_main_cores": 0.2,
+        "cpu_memory_gb": 1.5,
+        "first_step_loading_time": 0.3,
+        "epoch_steps": 100,
+    }
+    p = fit_profile(zero, two, workers=2, batch_size=16)
+    # The median of 20 ms (bound), 20 ms (full less its wait), 20.4 ms (bound), 21 ms (full).
+    assert p.step_s == pytest.approx((0.02 + 1 / 49) / 2)
+    assert p.main_load_s == pytest.approx(0.05)
+    assert p.stall_s == pytest.approx(0.10)  # p99 − p50
+    assert p.stall_share == pytest.approx(0.1)  # (mean − p50) / stall
+    assert p.efficiency == pytest.approx(0.9)  # 36 / (2 × 20)
+    assert p.cpu_s_per_batch == pytest.approx(0.02)  # 0.72 cores / 36 batches/s
+    assert p.cores == pytest.approx(3.9)  # 4 allotted − 0.1 the main process keeps busy
+    assert p.memory_per_worker_gb == pytest.approx(0.25)
+    assert (p.restart_s, p.epoch_steps, p.profiled_workers) == (0.3, 100, 2)
+
+
+def test_fit_profile_without_the_tail_assumes_no_stalls() -> None:
+    zero = {"loading_time": 0.05, "bound_steps_per_s": 50.0}
+    one = {"loader_capacity": 20.0, "steps_per_s": 20.0, "bound_steps_per_s": 50.0}
+    p = fit_profile(zero, one, workers=1, batch_size=8)
+    assert (p.stall_s, p.stall_share, p.cpu_s_per_batch, p.memory_per_worker_gb) == (0, 0, 0, 0)
+    with pytest.raises(ValueError, match="needs workers >= 1"):
+        fit_profile(zero, one, workers=0, batch_size=8)
+
+
+def test_a_profile_refuses_a_zero_step() -> None:
+    with pytest.raises(ValueError, match=r"profile: step_s must be > 0 \(got 0\)"):
+        profile(step_s=0)
+
+
+def test_what_if_gives_each_rank_its_share_of_the_node() -> None:
+    # All CPU, 40 ms a batch, a 5 ms step (demand 200 batches/s a rank). 8 GPUs on 64 cores:
+    # 8 cores a rank, less 0.5 the main process keeps: a roof of 7.5 / 0.04 = 187.5 batches/s,
+    # reached at 8 workers (8 × 25 = 200 > 187.5); 7 workers give 175, 6.7 % below: not within 5 %.
+    p = profile(step_s=0.005, cpu_s_per_batch=0.04)
+    node = what_if(p, gpus=8, cores=64, main_cores=0.5)
+    assert node.cores == pytest.approx(7.5)
+    assert node.ranks == 8
+    assert samples_per_s(node, w(8)) == pytest.approx(187.5 * 8 * 8)
+    assert cheapest_meeting(predict(node, [w(n) for n in range(13)])).config == w(8)
+    assert lightning_workers(64, 8) == 7
+    with pytest.raises(ValueError, match="gpus and cores must be >= 1"):
+        what_if(p, gpus=0, cores=64)
+
+
+def test_config_of_settings_drops_worker_settings_without_workers() -> None:
+    zero = Config.of({"num_workers": 0, "prefetch_factor": None, "persistent_workers": False})
+    assert zero == Config(num_workers=0, prefetch_factor=None)
+    assert zero.text() == "num_workers=0"
+    four = Config.of({"num_workers": 4, "prefetch_factor": 3, "persistent_workers": True})
+    assert four.text() == "num_workers=4 prefetch_factor=3 persistent_workers=true"
+    assert four.cost() > Config(num_workers=4, prefetch_factor=3).cost()

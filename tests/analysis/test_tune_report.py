@@ -1,0 +1,90 @@
+"""What `harness tune` prints, from a tune.json made by hand (figures chosen so that each
+printed number can be checked by eye)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from analysis.tune_model import Config, Profile, predict
+from analysis.tune_report import render, render_what_if
+
+
+def w(n: int) -> Config:
+    return Config(num_workers=n, prefetch_factor=2 if n else None)
+
+
+# 40 ms of reading a batch (no CPU to speak of), a 20 ms step: 0, 1, 2, 3 workers give
+# 133.3, 200, 400, 400 samples/s of 8.
+PROFILE = Profile(batch_size=8, step_s=0.02, main_load_s=0.04, cpu_s_per_batch=0.001, cores=2.0)
+
+
+def summary(**kw: Any) -> dict[str, Any]:
+    grid = [w(0), w(1), w(2), w(3)]
+    out = {
+        "spec": "demo",
+        "grid_points": 4,
+        "profile": PROFILE.to_json(),
+        "repeats": 3,
+        "predictions": [
+            {**asdict(x.config), "samples_per_s": x.samples_per_s, "memory_gb": 0.0, "bound": x.bound}
+            for x in predict(PROFILE, grid)
+        ],
+        "model_choice": asdict(w(2)),
+        # Measured 10 % under the prediction at 1 worker and on the mark at 2 and 3.
+        "measured": [
+            {**asdict(c), "runs": r}
+            for c, r in ((w(1), [180.0] * 3), (w(2), [400.0] * 3), (w(3), [400.0] * 3))
+        ],
+        "best": asdict(w(2)),
+        "answer": asdict(w(2)),
+        "verdicts": [{**asdict(w(1)), "verdict": "lower"}, {**asdict(w(2)), "verdict": "within"}],
+        "undecided": [],
+        "point_runs": {"tune": 13, "exhaustive": 12},
+        "device_seconds": {"tune": 50.0, "exhaustive_estimate": 40.0},
+        "budget_spent": False,
+    }
+    return {**out, **kw}
+
+
+def test_render_states_the_answer_the_error_and_the_cost() -> None:
+    text = render(summary())
+    assert (
+        "recommendation: num_workers=2 prefetch_factor=2 persistent_workers=false: 400.0 samples/s measured (the best itself)"
+        in text
+    )
+    assert "the model's choice, confirmed" in text
+    assert "model error: median 0.0% on the 3 point(s) measured" in text  # 11.1 %, 0, 0
+    assert "cost: 13 point-runs against 12 for the exhaustive grid (108%; 3 runs a point)" in text
+    assert "50 device-seconds against about 40 (125%" in text
+    assert "step 20.0 ms a batch (demand 50.0 batches/s a rank)" in text
+
+
+def test_render_says_when_the_measurements_corrected_the_model() -> None:
+    text = render(summary(model_choice=asdict(w(1)), budget_spent=True))
+    assert (
+        "the model chose num_workers=1 prefetch_factor=2 persistent_workers=false; the measurements corrected it"
+        in text
+    )
+    assert "the budget ran out before the answer's neighbourhood was measured: a provisional answer" in text
+
+
+def test_what_if_sizes_the_workers_of_another_node() -> None:
+    # 8 GPUs on 32 cores: 4 cores a rank; reads that sleep scale past them: 2 workers meet
+    # the 20 ms step (400 samples/s a rank, 3200 on the node); Lightning says 3.
+    text = render_what_if(summary(), gpus=8, cores=32)
+    assert "what if: 8 GPU(s) and 32 cores: 4 cores a rank" in text
+    assert (
+        "predicted: num_workers=2 per rank (prefetch_factor=1), 3200 samples/s on the node; --cpus-per-task=4"
+        in text
+    )
+    assert "Lightning's suggestion (cpus // ranks - 1): num_workers=3, 3200 samples/s predicted" in text
+
+
+def test_render_says_when_the_models_choice_is_left_undecided() -> None:
+    verdicts = [{**asdict(w(1)), "verdict": "undecided"}, {**asdict(w(2)), "verdict": "within"}]
+    text = render(summary(model_choice=asdict(w(1)), verdicts=verdicts))
+    assert (
+        "the model chose num_workers=1 prefetch_factor=2 persistent_workers=false; its runs leave it "
+        "undecided against the best (below), so the best stands"
+    ) in text

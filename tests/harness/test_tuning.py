@@ -1,0 +1,144 @@
+"""`harness tune` on a real grid whose answer is known from its injected costs.
+
+The pipeline: each sample's read sleeps 10 ms (tests.fixtures.workloads:read_then_transform,
+8 samples a batch: 80 ms a batch, no core used), the step is the emulated accelerator's 60 ms
+sleep. So a batch takes 140 ms with num_workers=0 (57 samples/s), one worker delivers one
+batch per 80 ms (100 samples/s), and from two workers on the step bounds: 60 ms a batch, 133
+samples/s. Grid num_workers [0, 1, 2, 3]: the answer is 2 (3 ties with it).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from analysis.load import load_results
+from analysis.report import build_report
+from analysis.tune_model import Config, lightning_workers
+from harness.config.plan import expand
+from harness.config.spec import load_spec
+from harness.storage.sweep import load_points
+from harness.tuning import TUNE_FILE, TuneError, check_grid, parse_what_if, tune
+from tests.harness.test_cli import harness
+
+READ_S, STEP_S, BATCH = 0.010, 0.060, 8
+SPEC = f"""\
+name: tune-truth
+workload:
+  dataset: tests.fixtures.workloads:read_then_transform
+  dataset_args: {{size: 400, read: {READ_S}}}
+  model: emulated
+  model_args: {{step_ms: {STEP_S * 1000:.0f}}}
+  batch_size: {BATCH}
+  device: cpu
+measure: {{warmup_steps: 2, steps: 20, repeats: 1}}
+sampler: {{gpu: false}}
+rungs: [full]
+loader:
+  num_workers: [0, 1, 2, 3]
+  persistent_workers: true
+"""
+
+
+def truth(workers: int) -> float:
+    """samples/s from the injected costs (module docstring)."""
+    if workers == 0:
+        return BATCH / (READ_S * BATCH + STEP_S)
+    return BATCH / max(STEP_S, READ_S * BATCH / workers)
+
+
+def write_spec(folder: Path, text: str = SPEC) -> Path:
+    path = folder / "tune.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    folder = tmp_path_factory.mktemp("tune")
+    plan = expand(load_spec(write_spec(folder)))
+    return tune(plan, folder / "results")
+
+
+def test_tune_reaches_the_grids_answer(tuned: tuple[Path, dict]) -> None:
+    _, summary = tuned
+    answer = Config.of(summary["answer"]).num_workers
+    truths = {n: truth(n) for n in (0, 1, 2, 3)}
+    assert truths[answer] >= 0.95 * max(truths.values()), f"tune chose {answer} workers; truth {truths}"
+    # Never worse than Lightning's cpus // ranks - 1 or num_workers = cores (on 2 cores: 1, 2).
+    for other in (lightning_workers(2, 1), 2):
+        assert truths[answer] >= 0.95 * truths[other]
+
+
+def test_tune_writes_a_sweep_that_report_reads(tuned: tuple[Path, dict]) -> None:
+    sweep_dir, summary = tuned
+    assert json.loads((sweep_dir / TUNE_FILE).read_text())["answer"] == summary["answer"]
+    plan = json.loads((sweep_dir / "plan.json").read_text())["points"]
+    measured = {(p["loader"]["num_workers"], tuple(p["rungs"])) for p in plan}
+    # The profile (0 and 1 worker, the bound and full) and the confirmations (full, 3 runs).
+    assert {(0, ("host_batch", "full")), (1, ("host_batch", "full"))} <= measured
+    confirmed = [p for p in plan if p["rungs"] == ["full"]]
+    assert confirmed and all(p["measure"]["repeats"] == 3 for p in confirmed)
+    # Undecided ones may have been measured again (repeats.json): every run is counted.
+    runs = {p.id: p.measure.repeats for p in load_points(sweep_dir)}
+    assert summary["point_runs"]["tune"] == 4 + sum(runs[p["id"]] for p in confirmed)
+    assert summary["point_runs"]["exhaustive"] == 3 * 4
+    report = build_report([sweep_dir], "terminal")
+    assert "recommendation for" in report.text
+
+
+def test_what_if_from_the_tune_sweep(tuned: tuple[Path, dict], tmp_path: Path) -> None:
+    sweep_dir, _ = tuned
+    done = harness("tune", "--what-if", "gpus=8,cores=64", str(sweep_dir), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "what if: 8 GPU(s) and 64 cores: 8 cores a rank" in done.stdout
+    assert "Lightning's suggestion (cpus // ranks - 1): num_workers=7" in done.stdout
+    bad = harness("tune", "--what-if", "gpus=8", str(sweep_dir), cwd=tmp_path)
+    assert bad.returncode == 2
+    assert (
+        "--what-if: expected gpus=G,cores=C with integers >= 1 (e.g. gpus=8,cores=64), got 'gpus=8'"
+        in bad.stderr
+    )
+
+
+def test_what_if_needs_a_tune_sweep(tmp_path: Path) -> None:
+    done = harness("tune", "--what-if", "gpus=8,cores=64", str(tmp_path), cwd=tmp_path)
+    assert done.returncode == 2
+    assert f"{tmp_path}: no tune.json: not a sweep made by `harness tune`" in done.stderr
+
+
+def test_a_grid_over_an_unmodelled_setting_is_refused(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, SPEC.replace(f"batch_size: {BATCH}", "batch_size: [8, 16]"))
+    with pytest.raises(
+        TuneError, match=r"the grid also varies batch_size \(16, 8\): tune one value at a time"
+    ):
+        check_grid(expand(load_spec(spec)))
+
+
+@pytest.mark.parametrize("text", ["gpus=0,cores=8", "cores=8", "gpus=2,cores=8,ram=4", "gpus=a,cores=2"])
+def test_parse_what_if_refuses(text: str) -> None:
+    with pytest.raises(TuneError, match=f"got '{text}'"):
+        parse_what_if(text)
+    assert parse_what_if("gpus=4,cores=40") == (4, 40)
+
+
+def test_tune_on_the_local_backend_measures_every_rank(tmp_path: Path) -> None:
+    """Two ranks a point (submitit's local executor): the profile counts them, and every
+    measured point has both ranks' rows."""
+    text = SPEC.replace("num_workers: [0, 1, 2, 3]", "num_workers: [0, 1]").replace("steps: 20", "steps: 6")
+    plan = expand(load_spec(write_spec(tmp_path, text + "slurm: {tasks_per_node: 2, gpus_per_node: 0}\n")))
+    sweep_dir, summary = tune(plan, tmp_path / "results", backend="local", world_size=2)
+    assert summary["profile"]["ranks"] == 2
+    rows = load_results([sweep_dir]).rows
+    for _, point in rows.groupby("point_id"):
+        assert set(point["rank"]) == {0, 1}
+        assert set(point["status"]) == {"ok"}
+
+
+def test_a_script_workload_is_refused(tmp_path: Path) -> None:
+    script = Path(__file__).resolve().parents[1] / "fixtures" / "probe_script.py"
+    spec = write_spec(tmp_path, f"name: p\nworkload: {{script: {script}}}\nloader: {{num_workers: [0, 1]}}\n")
+    with pytest.raises(TuneError, match=r"a script workload does not have .* sweep it with harness run"):
+        check_grid(expand(load_spec(spec)))
