@@ -1,18 +1,22 @@
-"""Turn a point's workload settings into a dataset and a model."""
+"""Turn a point's workload settings into a dataset, a model and the parts of a user's pipeline
+(collate, sampler or batch sampler, loss or step, sample count), each built from its factory
+as registry.PIPELINE_CALLS says it is called."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from torch import nn
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, IterableDataset
 
 from harness.config.plan import WorkloadSettings
 from harness.workloads import registry
 
 
 class WorkloadError(RuntimeError):
-    """The dataset or model factory failed; the message names which and why."""
+    """A factory failed or returned the wrong thing; the message names which and why."""
 
 
 def build_dataset(settings: WorkloadSettings) -> Dataset[Any]:
@@ -21,10 +25,13 @@ def build_dataset(settings: WorkloadSettings) -> Dataset[Any]:
         dataset = factory(**settings.dataset_args)
     except Exception as e:
         raise WorkloadError(f"dataset {settings.dataset!r} failed to build: {type(e).__name__}: {e}") from e
+    if isinstance(dataset, IterableDataset):
+        return dataset  # a stream: no length to check, its end is found by reading it
     if not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__"):
         raise WorkloadError(
-            f"dataset {settings.dataset!r} returned {type(dataset).__name__}, "
-            "not a map-style dataset (__getitem__ and __len__)"
+            f"dataset {settings.dataset!r} returned {type(dataset).__name__}, which is neither "
+            "map-style (__getitem__ and __len__) nor a torch.utils.data.IterableDataset (a stream: "
+            "subclass it, with __iter__)"
         )
     if len(dataset) == 0:
         raise WorkloadError(f"dataset {settings.dataset!r} is empty")
@@ -32,8 +39,11 @@ def build_dataset(settings: WorkloadSettings) -> Dataset[Any]:
 
 
 def build_model(settings: WorkloadSettings, num_classes: int) -> nn.Module:
+    """The model; `num_classes` (the dataset's, else 10) only if the factory accepts it."""
     factory = registry.resolve(settings.model, registry.MODELS, "model")
-    args = {"num_classes": num_classes, **settings.model_args}
+    args = dict(settings.model_args)
+    if registry.accepts(factory, "num_classes"):
+        args.setdefault("num_classes", num_classes)
     try:
         model = factory(**args)
     except Exception as e:
@@ -43,3 +53,29 @@ def build_model(settings: WorkloadSettings, num_classes: int) -> nn.Module:
             f"model {settings.model!r} returned {type(model).__name__}, not a torch.nn.Module"
         )
     return model
+
+
+def pipeline_factory(settings: WorkloadSettings, field: str) -> Callable[..., Any] | None:
+    """workload.<field>'s factory with the spec's `<field>_args` bound (None when not given):
+    the harness calls it with what registry.PIPELINE_CALLS lists."""
+    name = getattr(settings, field)
+    if name is None:
+        return None
+    factory = registry.resolve(name, {}, field)
+    args = {} if field == "batch_samples" else dict(getattr(settings, f"{field}_args"))
+    return functools.partial(factory, **args) if args else factory
+
+
+def build_callable(settings: WorkloadSettings, field: str, what: str, *args: Any, **kwargs: Any) -> Any:
+    """Call workload.<field>'s factory; what it returns must be callable (`what` says as what)."""
+    factory = pipeline_factory(settings, field)
+    if factory is None:
+        return None
+    name = getattr(settings, field)
+    try:
+        made = factory(*args, **kwargs)
+    except Exception as e:
+        raise WorkloadError(f"{field} {name!r} failed to build: {type(e).__name__}: {e}") from e
+    if not callable(made):
+        raise WorkloadError(f"{field} {name!r} returned {type(made).__name__}, not a callable {what}")
+    return made

@@ -1,13 +1,24 @@
 """What a dataset offers so the caching ladder can cut its pipeline.
 
-A dataset that splits loading from transforming lets the ladder cache a raw sample (and time
-the transforms) and, with `read_bytes`/`decode`, cache the stored bytes (and time decoding).
-Any map-style dataset returning `(input, target)` still gets device_batch, host_batch, full.
+A dataset is map-style (`__getitem__`, `__len__`) or a `torch.utils.data.IterableDataset` (a
+stream). Any of them, with samples of any structure, gets device_batch, host_batch (its first
+batch), processed_sample (its first sample) and full. A dataset that splits loading from
+transforming lets the ladder cache a raw sample (and time the transforms), in one of two forms:
+
+- the (input, target) form, `SplitDataset`: `load_raw(i) -> (raw, target)` and `transform` on
+  the input only; with `read_bytes`/`decode` (`BytesDataset`) the stored bytes too;
+- the whole-sample form, for paired transforms (an image and its mask) and dict samples:
+  `load_raw(i) -> raw sample` and `transform_sample(raw sample) -> sample`
+  (`WholeSampleDataset`); with `read_bytes(i) -> bytes` and `decode(bytes) -> raw sample`, the
+  stored bytes too. A stream offers it as `iter_raw()` and `transform_sample` (`SplitStream`).
+
+Where `transform` or `transform_sample` is a Compose (`.transforms`, a list), the
+`transform:<k>` rungs cut it after its k-th step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -32,6 +43,26 @@ class BytesDataset(SplitDataset, Protocol):
     def read_bytes(self, index: int) -> tuple[bytes, int]: ...
 
     def decode(self, data: bytes) -> Any: ...
+
+
+@runtime_checkable
+class WholeSampleDataset(Protocol):
+    """`self[i] == transform_sample(load_raw(i))`, up to randomness."""
+
+    def __len__(self) -> int: ...
+
+    def load_raw(self, index: int) -> Any: ...
+
+    def transform_sample(self, raw: Any) -> Any: ...
+
+
+@runtime_checkable
+class SplitStream(Protocol):
+    """A stream whose `iter(self)` yields `transform_sample(raw)` for each raw of `iter_raw()`."""
+
+    def iter_raw(self) -> Iterator[Any]: ...
+
+    def transform_sample(self, raw: Any) -> Any: ...
 
 
 class PipelineDataset(Dataset[tuple[Any, int]]):

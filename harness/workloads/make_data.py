@@ -1,6 +1,6 @@
-"""Write image data sets of random pictures: one file per image (image_folder) or packed in
-shards (image_shards), from the same images for the same seed, so that the two layouts can be
-compared on equal bytes."""
+"""Write image data sets of random pictures: one file per image (image_folder), packed in
+shards (image_shards), or in WebDataset tar shards (the stream of harness.examples.shards_stream),
+from the same images for the same seed, so that the layouts can be compared on equal bytes."""
 
 from __future__ import annotations
 
@@ -99,4 +99,38 @@ def make_image_shards(
         total += offset
     atomic_write_text(root / INDEX, json.dumps(entries))
     log.info("wrote %d images (%.1f MB) in %d shard(s) under %s", images, total / 1e6, shards, root)
+    return total
+
+
+def make_webdataset_shards(
+    root: Path,
+    *,
+    images: int,
+    shards: int,
+    classes: int = 10,
+    size: int = 256,
+    image_format: str = "jpg",
+    quality: int = 90,
+    seed: int = 0,
+) -> int:
+    """The same images as WebDataset tar shards, `shard-00000.tar`...: sample i is the
+    members `<i>.jpg` (or `.png`) and `<i>.cls` (its label, as text), the layout webdataset
+    reads (`harness.examples.shards_stream`); returns the image bytes written."""
+    import webdataset as wds  # the `run` extra: only this layout needs it
+
+    _check(images, classes, size, image_format, shards)
+    root.mkdir(parents=True, exist_ok=True)
+    per_shard = -(-images // shards)
+    stream = encoded_images(images, size=size, image_format=image_format, quality=quality, seed=seed)
+    total = 0
+    for k in range(shards):
+        path = root / f"shard-{k:05d}.tar"
+        tmp = path.with_name(path.name + ".tmp")
+        with wds.TarWriter(str(tmp)) as writer:
+            for i in range(k * per_shard, min(images, (k + 1) * per_shard)):
+                data = next(stream)
+                writer.write({"__key__": f"{i:07d}", image_format: data, "cls": i % classes})
+                total += len(data)
+        tmp.replace(path)
+    log.info("wrote %d images (%.1f MB) in %d tar shard(s) under %s", images, total / 1e6, shards, root)
     return total

@@ -38,6 +38,9 @@ BUILTIN_PARAMETERS: dict[str, tuple[tuple[str, bool], ...]] = {
         ("resize", True),
         ("num_classes", True),
         ("seed", True),
+        ("read_ms", True),
+        ("stall_ms", True),
+        ("stall_probability", True),
     ),
     "starved": (
         ("size", True),
@@ -129,3 +132,52 @@ def check_arguments(factory: Callable[..., Any] | inspect.Signature, args: Mappi
             if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
         ]
         raise FactoryError(f"{e}; accepted: {', '.join(accepted) or 'none'}") from e
+
+
+PIPELINE_CALLS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    # field -> (the positional arguments, the keyword arguments) the harness passes to the
+    # factory, before the spec's `<field>_args` (README, "Your own workload").
+    "collate": ((), ()),  # factory(**collate_args) -> collate_fn(list of samples) -> batch
+    "sampler": (("dataset",), ("rank", "world_size", "seed")),  # -> Sampler
+    "batch_sampler": (("dataset",), ("batch_size", "drop_last", "rank", "world_size", "seed")),
+    "loss": ((), ()),  # factory(**loss_args) -> loss_fn(output, batch) -> scalar tensor
+    "step": (("model",), ("device",)),  # -> step_fn(batch): forward, loss, backward, optimizer
+    "batch_samples": (("batch",), ()),  # the function itself, called on every batch
+}
+"""How the harness calls each factory of a user's pipeline (workload.<field>)."""
+
+PIPELINE_FIELDS: tuple[str, ...] = tuple(PIPELINE_CALLS)
+
+
+def check_pipeline_call(field: str, factory: Callable[..., Any], args: Mapping[str, Any]) -> None:
+    """Raise FactoryError unless `factory` accepts what the harness passes it plus `args`."""
+    positional, keywords = PIPELINE_CALLS[field]
+    taken = sorted(set(args) & set(keywords))
+    if taken:
+        raise FactoryError(
+            f"{', '.join(taken)} {'is' if len(taken) == 1 else 'are'} passed by the harness "
+            f"(the point's own); remove {'it' if len(taken) == 1 else 'them'} from {field}_args"
+        )
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return  # builtins without a signature: let the call itself decide
+    placeholders = dict.fromkeys(keywords)
+    try:
+        signature.bind(*(None for _ in positional), **placeholders, **args)
+    except TypeError as e:
+        shown = [*positional, *(f"{k}=" for k in keywords), f"**{field}_args"]
+        expected = "batch" if field == "batch_samples" else ", ".join(shown)
+        raise FactoryError(f"{e}; the harness calls it as ({expected})") from e
+
+
+def accepts(factory: Callable[..., Any], name: str) -> bool:
+    """Whether `factory` takes a keyword argument `name` (by name, or through **kwargs)."""
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(
+        (p.name == name and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)) or p.kind is p.VAR_KEYWORD
+        for p in parameters
+    )

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,62 @@ def test_roots_expand_variables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     make_image_folder(tmp_path / "imgs", images=2, classes=1, size=16)
     monkeypatch.setenv("MYSCRATCH", str(tmp_path))
     assert len(ImageFolderDataset(root="$MYSCRATCH/imgs")) == 2
+
+
+class StallDraws(FakeCIFAR):
+    """FakeCIFAR whose samples are the reader's draws: (stalled?, worker id), no sleep."""
+
+    def __getitem__(self, index: int) -> tuple[bool, int]:  # type: ignore[override]
+        info = torch.utils.data.get_worker_info()
+        return self.stalls(), -1 if info is None else info.id
+
+
+def test_the_erratic_reader_stalls_at_its_rate_from_its_seed() -> None:
+    one = StallDraws(size=1, stall_ms=1, stall_probability=0.2, seed=7)
+    same = StallDraws(size=1, stall_ms=1, stall_probability=0.2, seed=7)
+    other = StallDraws(size=1, stall_ms=1, stall_probability=0.2, seed=8)
+    draws = [one[0][0] for _ in range(5000)]
+    # 5000 draws at 20 %: a standard deviation of 0.57 %; 3 % is five of them.
+    assert 0.17 < sum(draws) / len(draws) < 0.23
+    assert [same[0][0] for _ in range(5000)] == draws  # the same seed, the same stalls
+    assert [other[0][0] for _ in range(5000)] != draws
+    assert not any(StallDraws(size=1, stall_probability=1.0)[0][0] for _ in range(10))  # stall_ms 0: never
+
+
+def test_workers_and_iterators_draw_stalls_of_their_own() -> None:
+    dataset = StallDraws(size=400, stall_ms=1, stall_probability=0.5)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)
+    first, second = list(loader), list(loader)  # two iterators: new workers, new worker seeds
+    by_worker = [[stalled for stalled, worker in first if worker == w] for w in (0, 1)]
+    assert len(by_worker[0]) == len(by_worker[1]) == 200
+    assert by_worker[0] != by_worker[1]  # forked from one parent, yet not in step
+    assert [s for s, _ in first] != [s for s, _ in second]  # each repeat meets stalls of its own
+    assert 0.4 < sum(s for s, _ in first) / 400 < 0.6
+
+
+def test_a_stall_waits_without_using_a_core() -> None:
+    ds = FakeCIFAR(size=2, image_size=8, resize=None, stall_ms=300, stall_probability=1.0)
+    wall, cpu = time.perf_counter(), time.process_time()
+    ds.load_raw(0)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    assert wall >= 0.3  # the stall itself
+    assert cpu < 0.1  # a third of it at most: a read that burned the stall on a core would use it all
+
+
+def test_every_read_waits_read_ms_without_using_a_core() -> None:
+    ds = FakeCIFAR(size=2, image_size=8, resize=None, read_ms=200)
+    wall, cpu = time.perf_counter(), time.process_time()
+    for index in (0, 1):
+        ds.load_raw(index)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    assert wall >= 0.4  # two reads of 200 ms
+    assert cpu < 0.1  # a quarter of it at most: waiting for storage is not computing
+    with pytest.raises(ValueError, match=r"read_ms must be >= 0 \(got -1\)"):
+        FakeCIFAR(size=2, read_ms=-1)
+
+
+def test_the_erratic_reader_refuses_a_probability_outside_0_1() -> None:
+    with pytest.raises(
+        ValueError, match=r"stall_ms must be >= 0 and stall_probability in \[0, 1\] \(got 50, 1.5\)"
+    ):
+        FakeCIFAR(size=2, stall_ms=50, stall_probability=1.5)
