@@ -8,17 +8,26 @@ worker process, during warmup.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, Dataset, DistributedSampler, RandomSampler, Sampler
+from torch.utils.data import (
+    DataLoader,
+    Dataset,
+    DistributedSampler,
+    IterableDataset,
+    RandomSampler,
+    Sampler,
+)
 
 from harness.config import rungs as rung_names
 from harness.config.settings import LoaderSettings
-from harness.workloads.contract import BytesDataset, SplitDataset
+from harness.execution import batches
+from harness.workloads.contract import BytesDataset, SplitDataset, SplitStream, WholeSampleDataset
 
 
 class RungUnavailable(Exception):
@@ -35,29 +44,90 @@ class Placement:
     seed: int = 0
 
 
+SamplerFactory = Callable[[Any, Placement], "Sampler[Any]"]
+"""`(dataset, placement) -> Sampler`: a user's sampler, built for this rank."""
+BatchSamplerFactory = Callable[[Any, Placement, int, bool], Iterable[list[int]]]
+"""`(dataset, placement, batch_size, drop_last) -> iterable of lists of indices`."""
+
+OWNED_BY_PARTS = ("dataset", "batch_size", "shuffle", "sampler", "batch_sampler", "collate_fn")
+"""DataLoader arguments that `LoaderParts.extra` may not give: the parts' fields say them."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LoaderParts:
+    """What a user's pipeline brings to the DataLoader besides the point's loader settings.
+
+    Under DDP (world_size > 1) a map-style dataset gets a DistributedSampler unless the user
+    gives `sampler` or `batch_sampler`; theirs then gets the rank and world size through the
+    Placement and must shard itself (each rank its own share), as in the user's own training.
+    `extra` holds other DataLoader keyword arguments (worker_init_fn, generator,
+    multiprocessing_context, timeout...); the point's settings always win for num_workers,
+    persistent_workers, pin_memory, prefetch_factor and drop_last.
+    """
+
+    collate_fn: Callable[[list[Any]], Any] | None = None
+    sampler: SamplerFactory | None = None
+    batch_sampler: BatchSamplerFactory | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.sampler is not None and self.batch_sampler is not None:
+            raise ValueError("give a sampler or a batch_sampler, not both (the batch sampler samples)")
+        owned = sorted(set(self.extra) & set(OWNED_BY_PARTS))
+        if owned:
+            raise ValueError(
+                f"LoaderParts.extra may not set {', '.join(owned)}: collate_fn, sampler and "
+                "batch_sampler are LoaderParts fields; dataset and batch_size come from the point"
+            )
+
+
 def make_loader(
-    dataset: Dataset[Any], loader: LoaderSettings, batch_size: int, where: Placement
+    dataset: Dataset[Any],
+    loader: LoaderSettings,
+    batch_size: int,
+    where: Placement,
+    parts: LoaderParts = LoaderParts(),  # frozen, so one shared default is safe
 ) -> DataLoader[Any]:
-    sampler: Sampler[int]
-    if where.world_size > 1:
-        sampler = DistributedSampler(
-            dataset, num_replicas=where.world_size, rank=where.rank, shuffle=True, seed=where.seed
-        )
-    else:
-        sampler = RandomSampler(
-            dataset,  # type: ignore[arg-type]  # map-style datasets are Sized
-            generator=torch.Generator().manual_seed(where.seed),
-        )
+    """The point's DataLoader over `dataset`, with the user's collate, sampler or batch sampler."""
+    settings: dict[str, Any] = {
+        **parts.extra,
+        "num_workers": loader.num_workers,
+        "persistent_workers": loader.persistent_workers,
+        "prefetch_factor": loader.prefetch_factor,
+        # Pinning is only meaningful for a copy to a GPU; on the CPU PyTorch warns and skips it.
+        "pin_memory": loader.pin_memory and where.device.type == "cuda",
+    }
+    if parts.collate_fn is not None:
+        settings["collate_fn"] = parts.collate_fn
+    if isinstance(dataset, IterableDataset):
+        if parts.sampler is not None or parts.batch_sampler is not None:
+            raise ValueError(
+                f"{type(dataset).__name__} is an IterableDataset (a stream): it orders and shards "
+                "its samples itself, so it takes no sampler or batch_sampler (PyTorch's rule)"
+            )
+        return DataLoader(dataset, batch_size=batch_size, drop_last=loader.drop_last, **settings)
+    if parts.batch_sampler is not None:
+        indices = parts.batch_sampler(dataset, where, batch_size, loader.drop_last)
+        return DataLoader(dataset, batch_sampler=indices, **settings)
     return DataLoader(
         dataset,
         batch_size=batch_size,
-        sampler=sampler,
-        num_workers=loader.num_workers,
-        persistent_workers=loader.persistent_workers,
-        prefetch_factor=loader.prefetch_factor,
-        # Pinning is only meaningful for a copy to a GPU; on the CPU PyTorch warns and skips it.
-        pin_memory=loader.pin_memory and where.device.type == "cuda",
+        sampler=_sampler(dataset, where, parts),
         drop_last=loader.drop_last,
+        **settings,
+    )
+
+
+def _sampler(dataset: Dataset[Any], where: Placement, parts: LoaderParts) -> Sampler[Any]:
+    if parts.sampler is not None:
+        return parts.sampler(dataset, where)
+    if where.world_size > 1:
+        return DistributedSampler(
+            dataset, num_replicas=where.world_size, rank=where.rank, shuffle=True, seed=where.seed
+        )
+    return RandomSampler(
+        dataset,  # type: ignore[arg-type]  # map-style datasets are Sized
+        generator=torch.Generator().manual_seed(where.seed),
     )
 
 
@@ -68,8 +138,9 @@ class LoaderStream:
     def __init__(self, loader: DataLoader[Any]) -> None:
         self.loader, self.epoch = loader, 0
         self.iterator: Any = None
-        self.epoch_steps: int | None = len(loader)
-        """Batches per epoch of this rank's share of the data."""
+        self.epoch_steps: int | None = _length(loader)
+        """Batches per epoch of this rank's share of the data; None for a stream that does not
+        say (an IterableDataset without __len__): its epochs are counted when it ends."""
         workers = loader.num_workers
         self.stock = workers * (loader.prefetch_factor or 0) if workers else 0
         """Batches the workers can hold ready before they are asked (see loop.py)."""
@@ -81,16 +152,12 @@ class LoaderStream:
             return next(self.iterator)
         except StopIteration:
             self.epoch += 1
-            if isinstance(self.loader.sampler, DistributedSampler):
-                self.loader.sampler.set_epoch(self.epoch)
+            _set_epoch(self.loader, self.epoch)
             self.iterator = iter(self.loader)
             try:
                 return next(self.iterator)
             except StopIteration:
-                raise RuntimeError(
-                    f"the loader yields no batch: {len(self.loader.sampler)} samples per rank, "  # type: ignore[arg-type]
-                    f"batch_size {self.loader.batch_size}, drop_last {self.loader.drop_last}"
-                ) from None
+                raise RuntimeError(_no_batch(self.loader)) from None
 
     def ready(self) -> int | None:
         """Batches made and not yet taken: in the result queue, and received out of order
@@ -119,6 +186,46 @@ class LoaderStream:
         gc.collect()
 
 
+def _length(loader: DataLoader[Any]) -> int | None:
+    try:
+        return len(loader)
+    except TypeError:  # a stream without __len__
+        return None
+
+
+def _no_batch(loader: DataLoader[Any]) -> str:
+    """Why an epoch ended before its first batch, in the words of what the user can change."""
+    if isinstance(loader.dataset, IterableDataset):
+        return (
+            f"the stream yields no batch: {type(loader.dataset).__name__} ended before a first batch "
+            f"(batch_size {loader.batch_size}, drop_last {loader.drop_last}) on this rank; a stream "
+            "sharded between ranks and workers needs at least one sample per reader"
+        )
+    if loader.batch_size is None:  # a user's batch sampler
+        return (
+            f"the loader yields no batch: the batch sampler gave no batch for {len(loader.dataset)} samples"  # type: ignore[arg-type]
+        )
+    return (
+        f"the loader yields no batch: {len(loader.sampler)} samples per rank, "  # type: ignore[arg-type]
+        f"batch_size {loader.batch_size}, drop_last {loader.drop_last}"
+    )
+
+
+def _set_epoch(loader: DataLoader[Any], epoch: int) -> None:
+    """Tell the samplers a new epoch starts, as a training loop does (DistributedSampler
+    reshuffles only then): the loader's sampler, its batch sampler and the sampler that one
+    wraps, and a stream that reshuffles by epoch (Hugging Face's, webdataset's), each once,
+    wherever they have `set_epoch`."""
+    stream = loader.dataset if isinstance(loader.dataset, IterableDataset) else None
+    found = (loader.sampler, loader.batch_sampler, getattr(loader.batch_sampler, "sampler", None), stream)
+    done: list[int] = []
+    for sampler in found:
+        set_epoch = getattr(sampler, "set_epoch", None)
+        if callable(set_epoch) and id(sampler) not in done:
+            done.append(id(sampler))
+            set_epoch(epoch)
+
+
 class RepeatStream:
     """The same batch at every step (device_batch, host_batch)."""
 
@@ -135,94 +242,181 @@ class RepeatStream:
         self.batch = None
 
 
-class CachedStage(Dataset[tuple[Any, int]]):
+_EMPTY: Any = object()
+
+
+class CachedStage(Dataset[Any]):
     """Serve one cached intermediate sample, finishing the pipeline from it at every item.
 
-    `produce()` gives (cached value, target) once per process; `finish(value)` runs the
-    stages that are not cached. The cached value is handed to `finish` as is, as the article
-    does (001_*): a copy per item would charge a memcpy of the whole sample to the stages
-    under test (seen: +15 ms per batch of 16 3×512² samples). A transform that works in place
-    (001_*'s RandomMask does) therefore also changes the cache; that changes values, not the
-    work done, and the ladder measures work.
+    `produce()` gives the cached value once per process; `finish(value)` runs the stages that
+    are not cached and returns the sample (None: the value is the sample). The cached value is
+    handed to `finish` as is, as the article does (001_*): a copy per item would charge a memcpy
+    of the whole sample to the stages under test (seen: +15 ms per batch of 16 3×512² samples).
+    A transform that works in place (001_*'s RandomMask does) therefore also changes the cache;
+    that changes values, not the work done, and the ladder measures work.
     """
 
-    def __init__(
-        self,
-        length: int,
-        produce: Callable[[], tuple[Any, int]],
-        finish: Callable[[Any], Any] | None,
-    ) -> None:
+    def __init__(self, length: int, produce: Callable[[], Any], finish: Callable[[Any], Any] | None) -> None:
         self.length, self.produce, self.finish = length, produce, finish
-        self.cache: tuple[Any, int] | None = None
+        self.cache: Any = _EMPTY
 
     def __len__(self) -> int:
         return self.length
 
-    def __getitem__(self, index: int) -> tuple[Any, int]:
-        if self.cache is None:
+    def __getitem__(self, index: int) -> Any:
+        if self.cache is _EMPTY:
             self.cache = self.produce()
-        value, target = self.cache
-        if self.finish is None:
-            return value, target
-        return self.finish(value), target
+        return self.cache if self.finish is None else self.finish(self.cache)
+
+
+class CachedStream(IterableDataset[Any]):
+    """CachedStage for a stream: each reader (a worker, or the rank without workers) produces
+    its value from its own share of the stream, then yields finish(value) endlessly. Endless,
+    as its length is the stream's and that is not known: a cached rung of a stream never ends
+    an epoch, where `full` may (the row's epoch_restarts says so)."""
+
+    def __init__(self, produce: Callable[[], Any], finish: Callable[[Any], Any] | None) -> None:
+        self.produce, self.finish = produce, finish
+
+    def __iter__(self) -> Iterator[Any]:
+        value = self.produce()
+        while True:
+            yield value if self.finish is None else self.finish(value)
+
+
+@dataclass(frozen=True, slots=True)
+class _Cut:
+    """A dataset's pipeline as the sample-level rungs cut it: `load()` the raw sample (of
+    index 0, or the first of the stream), `transform(raw)` into the sample, its Compose steps
+    (None without a Compose), and, file-backed, `read()` the bytes and `decode(bytes)`."""
+
+    load: Callable[[], Any]
+    transform: Callable[[Any], Any] | None
+    steps: list[Callable[[Any], Any]] | None
+    read: Callable[[], Any] | None
+    decode: Callable[[Any], Any] | None
 
 
 def sample_dataset(rung: str, dataset: Dataset[Any]) -> Dataset[Any]:
     """The dataset a sample-level rung reads from (the full dataset for `full`)."""
     if rung == "full":
         return dataset
-    length = len(dataset)  # type: ignore[arg-type]
-    if rung == "processed_sample":
-        return CachedStage(length, lambda: dataset[0], None)
-    if not isinstance(dataset, SplitDataset):
-        raise RungUnavailable(
-            f"rung {rung} needs a dataset with load_raw(index) and transform "
-            f"(see README, 'Your own workload'); {type(dataset).__name__} has not"
-        )
-    transform = dataset.transform
+    if isinstance(dataset, IterableDataset):
+        stream = dataset
+
+        def stage(produce: Callable[[], Any], finish: Callable[[Any], Any] | None) -> Dataset[Any]:
+            return CachedStream(produce, finish)
+
+        if rung == "processed_sample":
+            return stage(lambda: _first(iter(stream), stream), None)
+    else:
+        length = len(dataset)  # type: ignore[arg-type]
+
+        def stage(produce: Callable[[], Any], finish: Callable[[Any], Any] | None) -> Dataset[Any]:
+            return CachedStage(length, produce, finish)
+
+        if rung == "processed_sample":
+            return stage(lambda: dataset[0], None)
+    cut = _cut(rung, dataset)
     if rung == "raw_sample":
-        return CachedStage(length, lambda: dataset.load_raw(0), transform)
+        return stage(cut.load, cut.transform)
     if rung == "raw_bytes":
-        if not isinstance(dataset, BytesDataset):
+        if cut.read is None or cut.decode is None:
             raise RungUnavailable(
                 f"rung raw_bytes needs a file-backed dataset with read_bytes(index) and "
-                f"decode(bytes); {type(dataset).__name__} has not"
+                f"decode(bytes), map-style; {type(dataset).__name__} has not"
             )
-
-        def decode_and_transform(data: bytes) -> Any:
-            raw = dataset.decode(data)
-            return transform(raw) if transform is not None else raw
-
-        return CachedStage(length, lambda: dataset.read_bytes(0), decode_and_transform)
+        decode, transform = cut.decode, cut.transform
+        return stage(cut.read, lambda data: transform(decode(data)) if transform else decode(data))
     k = rung_names.transform_cut(rung)
-    if k is not None:
-        steps = getattr(transform, "transforms", None)
-        if not isinstance(steps, list):
-            raise RungUnavailable(
-                f"rung {rung} needs a transform that is a torchvision Compose; "
-                f"{type(dataset).__name__}.transform is {type(transform).__name__}"
-            )
-        if not 1 <= k < len(steps):
-            raise RungUnavailable(
-                f"rung {rung}: the Compose has {len(steps)} transforms, so k must be in "
-                f"1..{len(steps) - 1} (k={len(steps)} is processed_sample)"
-            )
-        head, tail = _compose(steps[:k]), _compose(steps[k:])
+    if k is None:
+        raise RungUnavailable(f"unknown rung {rung!r}")
+    return stage(*_transform_cut(rung, k, cut, dataset))
 
-        def produce_head() -> tuple[Any, int]:
-            raw, target = dataset.load_raw(0)
-            return head(raw), target
 
-        return CachedStage(length, produce_head, tail)
-    raise RungUnavailable(f"unknown rung {rung!r}")
+def _cut(rung: str, dataset: Any) -> _Cut:
+    """How this dataset splits loading from transforming (contract.py), or RungUnavailable."""
+    name = type(dataset).__name__
+    if isinstance(dataset, IterableDataset):
+        if not isinstance(dataset, SplitStream):
+            raise RungUnavailable(
+                f"rung {rung} needs a stream with iter_raw() and transform_sample(raw) (see README, "
+                f"'Your own workload'); {name} has not"
+            )
+        split = dataset
+        steps = _compose_steps(dataset.transform_sample)
+        return _Cut(lambda: _first(split.iter_raw(), split), dataset.transform_sample, steps, None, None)
+    read = getattr(dataset, "read_bytes", None)
+    decode = getattr(dataset, "decode", None)
+    if isinstance(dataset, WholeSampleDataset):
+        whole = dataset
+        steps = _compose_steps(dataset.transform_sample)
+        return _Cut(
+            lambda: whole.load_raw(0), whole.transform_sample, steps, read and (lambda: read(0)), decode
+        )
+    if isinstance(dataset, SplitDataset):
+        pair, transform = dataset, dataset.transform
+        inner = _compose_steps(transform)
+        return _Cut(
+            lambda: pair.load_raw(0),
+            None if transform is None else _on_input(transform),
+            None if inner is None else [_on_input(step) for step in inner],
+            None if not isinstance(dataset, BytesDataset) else (lambda: pair.read_bytes(0)),  # type: ignore[attr-defined]
+            None if decode is None else _on_input(decode),
+        )
+    raise RungUnavailable(
+        f"rung {rung} needs a dataset with load_raw(index) and transform, or load_raw(index) and "
+        f"transform_sample(raw) (see README, 'Your own workload'); {name} has not"
+    )
+
+
+def _transform_cut(
+    rung: str, k: int, cut: _Cut, dataset: Any
+) -> tuple[Callable[[], Any], Callable[[Any], Any]]:
+    steps = cut.steps
+    if steps is None:
+        transform = getattr(dataset, "transform_sample", getattr(dataset, "transform", None))
+        raise RungUnavailable(
+            f"rung {rung} needs a transform that is a torchvision Compose; "
+            f"{type(dataset).__name__}'s is {type(transform).__name__}"
+        )
+    if not 1 <= k < len(steps):
+        raise RungUnavailable(
+            f"rung {rung}: the Compose has {len(steps)} transforms, so k must be in "
+            f"1..{len(steps) - 1} (k={len(steps)} is processed_sample)"
+        )
+    head, tail, load = _compose(steps[:k]), _compose(steps[k:]), cut.load
+    return (lambda: head(load())), tail
+
+
+def _first(iterator: Iterator[Any] | Iterable[Any], stream: Any) -> Any:
+    for item in iterator:
+        return item
+    raise RuntimeError(f"the stream {type(stream).__name__} yields no sample in this reader (rank or worker)")
+
+
+def _on_input(transform: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A transform of the input applied to an (input, target) pair."""
+
+    def run(pair: Any) -> Any:
+        value, target = pair
+        return transform(value), target
+
+    return run
+
+
+def _compose_steps(transform: Any) -> list[Callable[[Any], Any]] | None:
+    steps = getattr(transform, "transforms", None)
+    return steps if isinstance(steps, list) else None
 
 
 def transform_names(dataset: Dataset[Any]) -> str:
-    """The class names of the dataset's Compose steps, "" when it has no Compose."""
-    steps = getattr(getattr(dataset, "transform", None), "transforms", None)
-    if not isinstance(steps, list):
-        return ""
-    return ",".join(type(t).__name__ for t in steps)
+    """The class names of the dataset's Compose steps (transform_sample's, else transform's),
+    "" when it has no Compose."""
+    steps = _compose_steps(getattr(dataset, "transform_sample", None)) or _compose_steps(
+        getattr(dataset, "transform", None)
+    )
+    return ",".join(type(t).__name__ for t in steps or [])
 
 
 def build_stream(
@@ -231,17 +425,35 @@ def build_stream(
     loader: LoaderSettings,
     batch_size: int,
     where: Placement,
+    parts: LoaderParts = LoaderParts(),  # frozen, so one shared default is safe
 ) -> LoaderStream | RepeatStream:
     if rung in ("device_batch", "host_batch"):
-        source = LoaderStream(make_loader(dataset, loader, batch_size, where))
+        source = LoaderStream(make_loader(dataset, loader, batch_size, where, parts))
         try:
             batch = source.next()
         finally:
             source.close()
         if rung == "device_batch":
-            batch = [t.to(where.device) if isinstance(t, torch.Tensor) else t for t in batch]
+            batch = batches.to_device(batch, where.device)
         return RepeatStream(batch)
-    return LoaderStream(make_loader(sample_dataset(rung, dataset), loader, batch_size, where))
+    return LoaderStream(
+        make_loader(sample_dataset(rung, dataset), loader, batch_size, where, on(parts, dataset))
+    )
+
+
+def on(parts: LoaderParts, dataset: Dataset[Any]) -> LoaderParts:
+    """The parts with the user's sampler or batch sampler built on the user's own dataset, not
+    on a rung's cached stage: a sampler may read the dataset's attributes (a length-bucketing
+    one reads its `lengths`, as Hugging Face's LengthGroupedSampler does), and the stage has
+    the dataset's length and serves any index, so the indices it gets stay valid."""
+    sampler, batch_sampler = parts.sampler, parts.batch_sampler
+    return dataclasses.replace(
+        parts,
+        sampler=None if sampler is None else (lambda _stage, where: sampler(dataset, where)),
+        batch_sampler=None
+        if batch_sampler is None
+        else (lambda _stage, where, size, last: batch_sampler(dataset, where, size, last)),
+    )
 
 
 def _compose(steps: list[Callable[[Any], Any]]) -> Callable[[Any], Any]:

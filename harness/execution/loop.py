@@ -32,9 +32,11 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, cast
+
+from harness.execution.batches import count_samples
 
 DRAIN_FACTOR = 4
 """After the stock's own steps, at most this many times more to see the stock used up."""
@@ -64,7 +66,7 @@ class LoopTimes:
     next_times: tuple[float, ...]
     step_times: tuple[float, ...]
     samples: int
-    """Samples delivered in the window (len of each batch's targets)."""
+    """Samples delivered in the window (the leading dimension of each batch's tensors)."""
     training_time: float
     epoch_restarts: int = 0
     epoch_restart_time: float = 0.0
@@ -139,41 +141,38 @@ class _Clocked:
     new_epoch: bool
 
 
+Window = Generator[Any, None, "LoopTimes"]
+"""A measured rung as its consumer sees it: it yields each batch, on the device, for the
+train step to run on, and returns the LoopTimes when the window is done."""
+
+
 def _one_step(
     stream: BatchStream,
     to_device: Callable[[Any], Any],
-    train_step: Callable[[Any], None],
     clock: Callable[[], float],
-) -> _Clocked:
+    count: Callable[[Any], int],
+) -> Generator[Any, None, _Clocked]:
+    """next(), the copy, then the batch handed to the train step (the yield): the step is
+    whatever the consumer does before it asks for the next batch."""
     epoch = getattr(stream, "epoch", 0)
     t0 = clock()
     batch = stream.next()
     t1 = clock()
     on_device = to_device(batch)
     t2 = clock()
-    train_step(on_device)
+    yield on_device
     t3 = clock()
     return _Clocked(
         next_s=t1 - t0,
         copy_s=t2 - t1,
         total_s=t3 - t0,
-        samples=batch_samples(batch),
+        samples=count(batch),
         new_epoch=getattr(stream, "epoch", 0) != epoch,
     )
 
 
-def batch_samples(batch: Any) -> int:
-    """Samples in a batch: the length of its targets (or of the batch itself)."""
-    target = batch[1] if isinstance(batch, (tuple, list)) and len(batch) > 1 else batch
-    try:
-        return len(target)
-    except TypeError:
-        return 1
-
-
-def timed_loop(
+def window(
     stream: BatchStream,
-    train_step: Callable[[Any], None],
     *,
     warmup_steps: int,
     steps: int,
@@ -184,25 +183,37 @@ def timed_loop(
     barrier: Callable[[], None] = lambda: None,
     clock: Callable[[], float] = time.perf_counter,
     mark: Callable[[str], None] = lambda region: None,
-) -> LoopTimes:
-    """`stock`: batches the loader can hold ready (num_workers × prefetch_factor). `agree`
+    count: Callable[[Any], int] = count_samples,
+) -> Window:
+    """The one timed loop, as a generator: the warmup, then the measured window, yielding
+    every batch (on the device) to whoever runs the train step: the harness's own step
+    (`timed_loop`) or a user's training loop (`harness.probe`). Both get the same rules.
+
+    `stock`: batches the loader can hold ready (num_workers × prefetch_factor). `agree`
     turns this rank's "the stock is used up" into the ranks' common answer (all of them).
-    `mark` is told "warmup", "measure" and "end" as the loop crosses those boundaries."""
+    `mark` is told "warmup", "measure" and "end" as the loop crosses those boundaries.
+    `count` gives the samples of a batch (as it came from the loader)."""
     if steps < 1:
         raise ValueError(f"steps must be >= 1 (got {steps})")
     mark("warmup")
-    warm = _warm_up(stream, to_device, train_step, clock, warmup_steps, stock, agree)
+    warm = yield from _warm_up(stream, to_device, clock, count, warmup_steps, stock, agree)
     sync()
     barrier()
     mark("measure")
     region_start = clock()
-    measured = [_one_step(stream, to_device, train_step, clock) for _ in range(steps)]
+    measured = []
+    for _ in range(steps):
+        measured.append((yield from _one_step(stream, to_device, clock, count)))
     sync()
     region_end = clock()
     mark("end")
+    return _times(warm, measured, region_start, region_end)
+
+
+def _times(warm: Sequence[_Clocked], measured: Sequence[_Clocked], start: float, end: float) -> LoopTimes:
     step_times = [m.total_s for m in measured]
     # The final sync waits for work queued by the last steps: charge it to the last step.
-    step_times[-1] += region_end - (region_start + sum(step_times))
+    step_times[-1] += end - (start + sum(step_times))
     first = warm[0].next_s if warm else measured[0].next_s
     restarts = [m for m in measured if m.new_epoch]
     return LoopTimes(
@@ -212,25 +223,54 @@ def timed_loop(
         next_times=tuple(m.next_s for m in measured),
         step_times=tuple(step_times),
         samples=sum(m.samples for m in measured),
-        training_time=region_end - region_start,
+        training_time=end - start,
         epoch_restarts=len(restarts),
         epoch_restart_time=sum(m.total_s for m in restarts),
     )
 
 
+R = TypeVar("R")
+
+
+def drive(batches: Generator[Any, None, R], train_step: Callable[[Any], None]) -> R:
+    """Run `train_step` on every batch a generator yields (a `window`, a point's rungs) and
+    return what it returns. A step that raises is thrown into the generator at its yield, so
+    that the measurement around it records the failure (a failed row) and goes on."""
+    try:
+        batch = next(batches)
+        while True:
+            try:
+                train_step(batch)
+            except Exception as e:  # the generator decides what a failure is
+                batch = batches.throw(e)
+            else:
+                batch = batches.send(None)
+    except StopIteration as stop:
+        return cast(R, stop.value)
+
+
+def timed_loop(
+    stream: BatchStream,
+    train_step: Callable[[Any], None],
+    **rules: Any,
+) -> LoopTimes:
+    """The harness's own train step through `window` (its keyword arguments are `rules`)."""
+    return drive(window(stream, **rules), train_step)
+
+
 def _warm_up(
     stream: BatchStream,
     to_device: Callable[[Any], Any],
-    train_step: Callable[[Any], None],
     clock: Callable[[], float],
+    count: Callable[[Any], int],
     warmup_steps: int,
     stock: int,
     agree: Callable[[bool], bool],
-) -> list[_Clocked]:
+) -> Generator[Any, None, list[_Clocked]]:
     """The spec's warmup, at least `stock` steps, then on until the stock is used up."""
     done: list[_Clocked] = []
     for _ in range(max(warmup_steps, stock)):
-        done.append(_one_step(stream, to_device, train_step, clock))
+        done.append((yield from _one_step(stream, to_device, clock, count)))
     if stock == 0:
         return done
     used_up = _stock_used_up(stream, done)
@@ -238,7 +278,7 @@ def _warm_up(
         # Every rank asks the same number of times, so that the collective in `agree` pairs up.
         if agree(used_up):
             break
-        done.append(_one_step(stream, to_device, train_step, clock))
+        done.append((yield from _one_step(stream, to_device, clock, count)))
         used_up = _stock_used_up(stream, done)
     return done
 
@@ -263,19 +303,28 @@ def capacity_loop(
     *,
     steps: int,
     stock: int,
+    min_seconds: float = 0.0,
     barrier: Callable[[], None] = lambda: None,
     clock: Callable[[], float] = time.perf_counter,
 ) -> float:
     """Batches per second the loader delivers with no train step: its capacity.
 
-    The stock is drained first (with no step, it is handed over at once), so the time counts
-    batches made while the clock runs. Every rank runs it at the same time (the barrier), as
-    the loaders of the ranks of a node share its cores during training.
+    Every rank runs it at the same time (the barrier first), as the loaders of the ranks of a
+    node share its cores during training. Then the stock is drained (with no step, it is handed
+    over at once), so the time counts batches made while the clock runs: drained before the
+    barrier, a rank's workers would refill it while the rank waits there, and hand it over
+    free inside the timed region.
+
+    At least `steps` batches, and on for at least `min_seconds` (the rung's window): a loader
+    far faster than the step makes the window's steps in a few milliseconds, where one hiccup
+    of a loaded machine would decide the figure.
     """
+    barrier()
     for _ in range(stock + 1):
         stream.next()
-    barrier()
     start = clock()
-    for _ in range(steps):
+    made = 0
+    while made < steps or clock() - start < min_seconds:
         stream.next()
-    return steps / (clock() - start)
+        made += 1
+    return made / (clock() - start)

@@ -34,12 +34,13 @@ SLURM_VARIABLES = (
 )
 
 
-def git_commit() -> str:
-    """The harness's own commit (not the user's cwd), or "" outside a git checkout."""
+def git_commit(where: Path | None = None) -> str:
+    """The commit of the checkout holding `where` (a folder; by default the harness's own, not
+    the user's cwd), or "" outside a git checkout."""
     try:
         out = subprocess.run(
             ["git", "rev-parse", "HEAD"],
-            cwd=Path(harness.__file__).resolve().parent,
+            cwd=where or Path(harness.__file__).resolve().parent,
             capture_output=True,
             text=True,
             timeout=5,

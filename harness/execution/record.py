@@ -1,7 +1,17 @@
-"""What a rank records about one (rung, repeat): its row, from the point and the loop's times."""
+"""What a rank records about one (rung, repeat): its row, from the point and the loop's times.
+
+Besides the means, the row keeps the tail of the wait for data: the 50th, 95th and 99th
+percentiles of the per-step `loading_time`, and `waited_share`, the share of measured steps that
+waited for their batch longer than they computed. A mean hides a read that stalls now and then
+(erratic shared storage, "IOs on Jean Zay are erratic", 004_*); prefetch_factor exists for
+exactly that ("prevents GPU inactivity if the CPU occasionally struggles"), and only the tail
+shows whether it does.
+"""
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from harness.config.plan import Point
@@ -52,6 +62,10 @@ class RowMaker:
         row.loading_time = times.loading_time
         row.loading_time_median = times.loading_time_median
         row.loading_time_total = sum(times.loading_times)
+        row.loading_time_p50, row.loading_time_p95, row.loading_time_p99 = (
+            percentile(times.loading_times, q) for q in (50, 95, 99)
+        )
+        row.waited_share = waited_share(times.loading_times, times.step_times)
         row.next_time = times.next_time
         row.step_time = times.step_time
         row.step_time_median = times.step_time_median
@@ -63,6 +77,21 @@ class RowMaker:
         row.epoch_restarts = times.epoch_restarts
         row.epoch_restart_time = times.epoch_restart_time
         return row
+
+
+def percentile(values: Sequence[float], q: int) -> float:
+    """The q-th percentile, interpolated between the two nearest values (numpy's default,
+    "linear"; statistics' "inclusive" method): with 50 steps, p99 lies between the two longest."""
+    if len(values) == 1:
+        return float(values[0])
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+def waited_share(waits: Sequence[float], steps: Sequence[float]) -> float:
+    """The share of steps whose wait for data was longer than their own compute (the step
+    minus its wait): steps in which the accelerator stood idle more than it worked."""
+    waited = sum(wait > step - wait for wait, step in zip(waits, steps, strict=True))
+    return waited / len(steps)
 
 
 def now() -> str:

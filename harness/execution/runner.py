@@ -9,19 +9,21 @@ from __future__ import annotations
 
 import logging
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.config import rungs as rung_names
-from harness.config.plan import Point
+from harness.config.plan import Point, WorkloadSettings
 from harness.execution import ladder
+from harness.execution.batches import count_samples
 from harness.execution.dist import DistEnv, agreement, barrier, init_process_group
-from harness.execution.loop import capacity_loop, timed_loop
+from harness.execution.loop import capacity_loop, drive, window
 from harness.execution.meta import collect_meta
 from harness.execution.record import RowMaker, now
 from harness.execution.train_step import (
+    StepParts,
     TrainStep,
     choose_device,
     device_sync,
@@ -32,7 +34,15 @@ from harness.sampling.host import process_tree_memory_bytes
 from harness.sampling.timeline import Phase, RankSampler, TimelineFile, timeline_name
 from harness.storage import layout
 from harness.storage import rows as results
-from harness.workloads.build import build_dataset, build_model
+from harness.workloads.build import (
+    WorkloadError,
+    build_callable,
+    build_dataset,
+    build_model,
+    pipeline_factory,
+)
+from harness.workloads.emulated import one_host_thread
+from harness.workloads.registry import PIPELINE_FIELDS
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +57,18 @@ class PointOutcome:
 
 
 def build_workload(point: Point, device: Any, *, distributed: bool = False) -> tuple[Any, TrainStep]:
-    """The point's dataset and its train step (model, loss, optimizer, precision, copy)."""
+    """The point's dataset and its train step (model, loss or the user's step, optimizer,
+    precision, copy, sample count)."""
     w = point.workload
     dataset = build_dataset(w)
     normalize = dataset.to_uint8() if w.gpu_normalize else None  # type: ignore[attr-defined]
     model = build_model(w, int(getattr(dataset, "num_classes", 10)))
+    parts = StepParts(
+        loss=build_callable(w, "loss", "loss_fn(output, batch)"),
+        step=pipeline_factory(w, "step"),
+        count=pipeline_factory(w, "batch_samples"),
+        names={name: getattr(w, name) for name in PIPELINE_FIELDS if getattr(w, name) is not None},
+    )
     step = TrainStep(
         model,
         device,
@@ -62,8 +79,47 @@ def build_workload(point: Point, device: Any, *, distributed: bool = False) -> t
         channels_last=w.channels_last,
         set_to_none=w.zero_grad_set_to_none,
         normalize=normalize,
+        parts=parts,
     )
     return dataset, step
+
+
+def loader_parts(w: WorkloadSettings) -> ladder.LoaderParts:
+    """The user's collate, sampler or batch sampler of the point, for every rung's DataLoader.
+    A sampler gets this rank's place (rank, world_size, seed) and must shard itself."""
+    sampler, batch_sampler = _named(w, "sampler"), _named(w, "batch_sampler")
+    return ladder.LoaderParts(
+        collate_fn=build_callable(w, "collate", "collate_fn(list of samples)"),
+        sampler=None
+        if sampler is None
+        else lambda data, where: sampler(data, rank=where.rank, world_size=where.world_size, seed=where.seed),
+        batch_sampler=None
+        if batch_sampler is None
+        else lambda data, where, size, drop: batch_sampler(
+            data,
+            batch_size=size,
+            drop_last=drop,
+            rank=where.rank,
+            world_size=where.world_size,
+            seed=where.seed,
+        ),
+    )
+
+
+def _named(w: WorkloadSettings, field: str) -> Callable[..., Any] | None:
+    """workload.<field>'s factory, whose failure names it (the rung's failed row says which)."""
+    factory = pipeline_factory(w, field)
+    if factory is None:
+        return None
+    made = factory
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return made(*args, **kwargs)
+        except Exception as e:
+            raise WorkloadError(f"{field} {getattr(w, field)!r} failed: {type(e).__name__}: {e}") from e
+
+    return call
 
 
 def run_point(
@@ -73,77 +129,138 @@ def run_point(
     env: DistEnv | None = None,
     skip_done: bool = True,
 ) -> PointOutcome:
+    """The harness's own workload and train step, through the same rungs and window as a
+    user's script under `harness.probe` (`measure_point`)."""
     env = env or DistEnv.from_environ()
-    point_path = layout.point_dir(sweep_dir, point.id)
-    point_path.mkdir(parents=True, exist_ok=True)
-    writer, done = _writer(point_path, env, skip_done)
-    context = RowMaker(point, sweep_dir.name, env)
-    rows: list[results.RungRow] = []
+    if point.workload.script is not None:  # the user's own script measures through the probe
+        from harness.execution.script import run_script
+
+        return run_script(point, sweep_dir, env=env, skip_done=skip_done)
+    opened = open_point(point, sweep_dir, env, skip_done)
     try:
         device = choose_device(point.workload.device, env.local_rank, env.local_world_size)
-        context.device = str(device)
+        opened.rows.device = str(device)
         init_process_group(env, device.type)
-        layout.write_meta(point_path, env.rank, collect_meta(device, env))
+        layout.write_meta(opened.path, env.rank, collect_meta(device, env))
         dataset, step = build_workload(point, device, distributed=env.distributed)
-        context.transform_names = ladder.transform_names(dataset)
+        parts = loader_parts(point.workload)
+        opened.rows.transform_names = ladder.transform_names(dataset)
     except Exception as e:
-        log.error("point %s: %s", point.id, _one_line(e))
-        log.debug("%s", traceback.format_exc())
-        for rung in point.rungs:
-            for repeat in range(point.measure.repeats):
-                if (rung, repeat) not in done:
-                    row = context.row(rung, repeat, status="failed", error=_one_line(e))
-                    writer.append(row)
-                    rows.append(row)
-        return _outcome(point, rows)
-
-    sampler = RankSampler(
-        hz=point.sampler.hz, host=point.sampler.host, gpu=point.sampler.gpu, device=device, rank=env.rank
-    )
-    # A requeued or resumed point appends to the timeline of its earlier runs (TimelineFile).
-    timeline = TimelineFile(point_path / timeline_name(env.rank), keep_earlier=skip_done)
-    rank = _Rank(
-        rows=context,
+        return opened.fail_all(e)
+    rank = opened.rank(
         dataset=dataset,
-        step=step,
-        where=ladder.Placement(device=device, rank=env.rank, world_size=env.world_size),
-        sampler=sampler,
-        agree=agreement(env, device.type),
-        barrier=barrier(env),
-        flush=lambda: timeline.write(sampler) if sampler.enabled else None,
+        device=device,
+        to_device=step.to_device,
+        count=step.count,
+        parts=parts,
+        on_rung=step.input_shapes.clear,
+        shapes=lambda: len(step.input_shapes),
     )
-    sampler.start()
-    try:
-        _run_rungs(rank, done, writer, rows)
-        if point.profile is not None and not any(r.status == "failed" for r in rows):
-            _profile(point, dataset, step, rank.where, point_path / "profile", env.rank)
-    finally:
-        sampler.stop()
-        rank.flush()
-    return _outcome(point, rows)
+    with one_host_thread(point.workload.model):
+        outcome = drive(measure_point(rank), step.compute)
+    if point.profile is not None and not outcome.failed:
+        _profile(point, dataset, step, rank, opened.path / "profile")
+    return outcome
 
 
-def _writer(
-    point_path: Path, env: DistEnv, skip_done: bool
-) -> tuple[results.RankWriter, set[tuple[str, int]]]:
-    """The rank's row writer, and the units (rung, repeat) that are done already."""
+@dataclass(kw_only=True, slots=True)
+class OpenPoint:
+    """A point opened on this rank: its folder, its row writer and the units already done."""
+
+    point: Point
+    path: Path
+    env: DistEnv
+    rows: RowMaker
+    writer: results.RankWriter
+    done: set[tuple[str, int]]
+    skip_done: bool
+
+    def fail_all(self, e: BaseException) -> PointOutcome:
+        """The point could not start (no device, a workload that does not build): a failed
+        row with the error for every unit not yet done."""
+        log.error("point %s: %s", self.point.id, one_line(e))
+        log.debug("%s", traceback.format_exc())
+        rows = []
+        for rung in self.point.rungs:
+            for repeat in range(self.point.measure.repeats):
+                if (rung, repeat) not in self.done:
+                    row = self.rows.row(rung, repeat, status="failed", error=one_line(e))
+                    self.writer.append(row)
+                    rows.append(row)
+        return _outcome(self.point, rows)
+
+    def rank(
+        self,
+        *,
+        dataset: Any,
+        device: Any,
+        to_device: Callable[[Any], Any],
+        count: Callable[[Any], int] = count_samples,
+        on_rung: Callable[[], None] = lambda: None,
+        shapes: Callable[[], int | None] = lambda: None,
+        parts: ladder.LoaderParts | None = None,
+    ) -> Rank:
+        """What this rank measures with, its sampler and its timeline (not started yet)."""
+        point, env = self.point, self.env
+        sampler = RankSampler(
+            hz=point.sampler.hz, host=point.sampler.host, gpu=point.sampler.gpu, device=device, rank=env.rank
+        )
+        # A requeued or resumed point appends to the timeline of its earlier runs (TimelineFile).
+        timeline = TimelineFile(self.path / timeline_name(env.rank), keep_earlier=self.skip_done)
+        return Rank(
+            opened=self,
+            dataset=dataset,
+            to_device=to_device,
+            count=count,
+            on_rung=on_rung,
+            shapes=shapes,
+            parts=parts or ladder.LoaderParts(),
+            where=ladder.Placement(device=device, rank=env.rank, world_size=env.world_size),
+            sampler=sampler,
+            agree=agreement(env, device.type),
+            barrier=barrier(env),
+            flush=lambda: timeline.write(sampler) if sampler.enabled else None,
+        )
+
+
+def open_point(point: Point, sweep_dir: Path, env: DistEnv, skip_done: bool = True) -> OpenPoint:
+    """The point's folder and this rank's writer. A requeued or resumed point keeps what it
+    measured and goes on with the rest. What counts as done is what *every* rank finished, so
+    that all ranks run the same rungs."""
+    point_path = layout.point_dir(sweep_dir, point.id)
+    point_path.mkdir(parents=True, exist_ok=True)
     writer = results.RankWriter(point_path, env.rank)
     done: set[tuple[str, int]] = set()
     if skip_done and writer.path.exists():
-        # A requeued or resumed point keeps what it measured and goes on with the rest. What
-        # counts as done is what *every* rank finished, so that all ranks run the same rungs.
         writer.rows = [dict(r) for r in results.read_rows(writer.path)]
         done = results.completed_units(point_path, env.world_size)
-    return writer, done
+    return OpenPoint(
+        point=point,
+        path=point_path,
+        env=env,
+        rows=RowMaker(point, sweep_dir.name, env),
+        writer=writer,
+        done=done,
+        skip_done=skip_done,
+    )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class _Rank:
-    """What this rank measures with: its rows, workload, placement, sampler and collectives."""
+class Rank:
+    """What this rank measures with: its rows, data, copy, placement, sampler and collectives."""
 
-    rows: RowMaker
+    opened: OpenPoint
     dataset: Any
-    step: TrainStep
+    to_device: Callable[[Any], Any]
+    """The copy call the window times with next(): the harness's TrainStep.to_device, or the
+    generic copy of any batch structure for a user's loop (harness.execution.batches)."""
+    count: Callable[[Any], int]
+    """Samples in a batch (batches.count_samples, or the user's hook)."""
+    on_rung: Callable[[], None]
+    shapes: Callable[[], int | None]
+    """Distinct input shapes seen in the rung (None where nobody looks)."""
+    parts: ladder.LoaderParts
+    """The user's collate, sampler or batch sampler and other DataLoader arguments."""
     where: ladder.Placement
     sampler: RankSampler
     agree: Callable[[bool], bool]
@@ -154,46 +271,64 @@ class _Rank:
 
     @property
     def point(self) -> Point:
-        return self.rows.point
+        return self.opened.point
+
+    @property
+    def rows(self) -> RowMaker:
+        return self.opened.rows
 
 
-def _run_rungs(
-    rank: _Rank, done: set[tuple[str, int]], writer: results.RankWriter, rows: list[results.RungRow]
-) -> None:
-    env, point = rank.rows.env, rank.point
+def measure_point(rank: Rank) -> Generator[Any, None, PointOutcome]:
+    """Every rung and repeat of the point not done yet, each through the one timed window,
+    yielding every batch (on the device) to the train step of whoever drives it: `run_point`
+    with the harness's step, or a user's own loop through `harness.probe`."""
+    rows: list[results.RungRow] = []
+    rank.sampler.start()
+    try:
+        yield from _run_rungs(rank, rows)
+    finally:
+        rank.sampler.stop()
+        rank.flush()
+    return _outcome(rank.point, rows)
+
+
+def _run_rungs(rank: Rank, rows: list[results.RungRow]) -> Generator[Any, None, None]:
+    env, point, opened = rank.opened.env, rank.point, rank.opened
     stop_reason = ""
     # Repeats outermost (ABCABC, not AABBCC): a slow spell of the machine then lands on
     # different rungs in different repeats, and shows up in the spread instead of in one rung.
     for repeat in range(point.measure.repeats):
         for rung in point.rungs:
-            if (rung, repeat) in done:
+            if (rung, repeat) in opened.done:
                 continue
             if stop_reason:
                 row = rank.rows.row(rung, repeat, status="failed", error=stop_reason)
             else:
-                row = _measure_rung(rank, rung, repeat)
+                row = yield from _measure_rung(rank, rung, repeat)
                 if row.status == "failed" and env.distributed:
                     # The other ranks may be inside a collective this rank left: the process
                     # group is no longer in step, so no further rung of this point can be.
                     stop_reason = f"not run: {rung} failed on rank {env.rank} of a distributed point"
-            writer.append(row)
+            opened.writer.append(row)
             rows.append(row)
             rank.flush()
 
 
-def _measure_rung(rank: _Rank, rung: str, repeat: int) -> results.RungRow:
-    point, step = rank.point, rank.step
+def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, results.RungRow]:
+    point = rank.point
     started = now()
     phases = _Phases(rank.sampler, f"{rung}/{repeat}")
     stream: ladder.LoaderStream | ladder.RepeatStream | None = None
-    step.input_shapes.clear()
+    rank.on_rung()
     try:
-        stream = ladder.build_stream(rung, rank.dataset, point.loader, point.workload.batch_size, rank.where)
+        stream = ladder.build_stream(
+            rung, rank.dataset, point.loader, point.workload.batch_size, rank.where, rank.parts
+        )
         reset_peak_memory(rank.where.device)
-        times = timed_loop(
+        times = yield from window(
             stream,
-            step.compute,
-            to_device=step.to_device,
+            to_device=rank.to_device,
+            count=rank.count,
             warmup_steps=point.measure.warmup_steps,
             steps=point.measure.steps,
             stock=stream.stock,
@@ -205,14 +340,14 @@ def _measure_rung(rank: _Rank, rung: str, repeat: int) -> results.RungRow:
         peaks = peak_memory_gb(rank.where.device)
         # Taken while the workers are still alive: what the loader really holds.
         memory_gb = process_tree_memory_bytes() / 1e9
-        capacity = _capacity(rank, rung, stream, phases)
+        capacity = _capacity(rank, rung, stream, phases, times.training_time)
     except ladder.RungUnavailable as e:
         log.warning("point %s, rung %s skipped: %s", point.id, rung, e)
         return rank.rows.row(rung, repeat, status="skipped", error=str(e), started=started)
     except Exception as e:
-        log.error("point %s, rung %s failed: %s", point.id, rung, _one_line(e))
+        log.error("point %s, rung %s failed: %s", point.id, rung, one_line(e))
         log.debug("%s", traceback.format_exc())
-        return rank.rows.row(rung, repeat, status="failed", error=_one_line(e), started=started)
+        return rank.rows.row(rung, repeat, status="failed", error=one_line(e), started=started)
     finally:
         phases.close()
         if stream is not None:
@@ -221,7 +356,7 @@ def _measure_rung(rank: _Rank, rung: str, repeat: int) -> results.RungRow:
     row.cpu_memory_gb, row.loader_capacity = memory_gb, capacity
     row.max_memory_allocated_gb, row.max_memory_reserved_gb = peaks
     row.epoch_steps = stream.epoch_steps
-    row.input_shapes = len(step.input_shapes)
+    row.input_shapes = rank.shapes()
     if phases.measured is not None:
         for key, value in phases.measured.summary(samples=row.samples).items():
             setattr(row, key, value)
@@ -237,9 +372,15 @@ def _measure_rung(rank: _Rank, rung: str, repeat: int) -> results.RungRow:
 
 
 def _capacity(
-    rank: _Rank, rung: str, stream: ladder.LoaderStream | ladder.RepeatStream, phases: _Phases
+    rank: Rank,
+    rung: str,
+    stream: ladder.LoaderStream | ladder.RepeatStream,
+    phases: _Phases,
+    window_s: float,
 ) -> float | None:
-    """The loader alone, right after the rung, on the same workers: batches per second."""
+    """The loader alone, right after the rung, on the same workers: batches per second, over
+    at least the rung's window (`window_s`), so a fast loader's figure has the same exposure
+    to the machine's noise as the rung's own."""
     measure = rank.point.measure
     wanted = measure.loader_capacity
     if wanted == "auto":
@@ -247,14 +388,14 @@ def _capacity(
     if not wanted or not rung_names.is_sample_level(rung):
         return None
     phases.mark("capacity")
-    capacity = capacity_loop(stream, steps=measure.steps, stock=stream.stock, barrier=rank.barrier)
+    capacity = capacity_loop(
+        stream, steps=measure.steps, stock=stream.stock, min_seconds=window_s, barrier=rank.barrier
+    )
     phases.mark("end")
     return capacity
 
 
-def _profile(
-    point: Point, dataset: Any, step: TrainStep, where: ladder.Placement, out_dir: Path, rank: int
-) -> None:
+def _profile(point: Point, dataset: Any, step: TrainStep, rank: Rank, out_dir: Path) -> None:
     """torch.profiler over the profiled rung, in a pass of its own after the measurements, so
     no measured step carries the profiler's overhead. A failure costs the trace, not the point."""
     from harness.execution.profiling import ProfileConfig, TraceCapture
@@ -263,14 +404,16 @@ def _profile(
     config = ProfileConfig(**asdict(point.profile))
     stream = None
     try:
-        stream = ladder.build_stream(config.rung, dataset, point.loader, point.workload.batch_size, where)
-        with TraceCapture(config, out_dir, rank=rank) as capture:
+        stream = ladder.build_stream(
+            config.rung, dataset, point.loader, point.workload.batch_size, rank.where, rank.parts
+        )
+        with TraceCapture(config, out_dir, rank=rank.opened.env.rank) as capture:
             for _ in range(config.steps):
                 step(stream.next())
                 capture.step()
-        device_sync(where.device)()
+        device_sync(rank.where.device)()
     except Exception as e:
-        log.warning("point %s: profiling %s failed: %s", point.id, config.rung, _one_line(e))
+        log.warning("point %s: profiling %s failed: %s", point.id, config.rung, one_line(e))
     finally:
         if stream is not None:
             stream.close()
@@ -313,7 +456,7 @@ def _outcome(point: Point, rows: list[results.RungRow]) -> PointOutcome:
     )
 
 
-def _one_line(e: BaseException) -> str:
+def one_line(e: BaseException) -> str:
     """The error as one line for a CSV cell. A DataLoader worker's error carries the worker's
     whole traceback; its last line is the cause a user needs."""
     message = str(e)

@@ -1,21 +1,33 @@
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 import time
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
+from torch.utils.data import DistributedSampler
 
-from harness.config.plan import LoaderSettings
+from analysis.load import load_results
+from analysis.verdict import Verdict, ladder_verdicts
+from harness.config.plan import LoaderSettings, expand
+from harness.config.spec import parse_spec
 from harness.execution import ladder
+from harness.execution.loop import timed_loop
+from harness.execution.runner import run_point
+from harness.storage import rows as results
 from harness.workloads.fake_cifar import FakeCIFAR
 from harness.workloads.image_folder import ImageFolderDataset
 from harness.workloads.make_data import make_image_folder
+from tests.fixtures import pipelines
 from tests.fixtures.workloads import AddOne, Sleep, StagedDataset, ToTensor, plain_dataset
 
 CPU = ladder.Placement(device=torch.device("cpu"))
+P = "tests.fixtures.pipelines"
+PAD = ladder.LoaderParts(collate_fn=pipelines.pad_collate())
 NO_WORKERS = LoaderSettings(
     num_workers=0,
     persistent_workers=False,
@@ -165,3 +177,302 @@ def test_ready_counts_both_queues_when_batches_are_pinned() -> None:
     shared = _Queue(2)
     stream.iterator = types.SimpleNamespace(_data_queue=shared, _worker_result_queue=shared, _task_info={})
     assert stream.ready() == 2  # unpinned, the two names are one queue
+
+
+# --- the user's collate, sampler and batch sampler (LoaderParts) ------------------------------
+
+
+def _parts(**kwargs: Any) -> ladder.LoaderParts:
+    return ladder.LoaderParts(**kwargs)
+
+
+def test_the_users_collate_makes_the_batches() -> None:
+    loader = ladder.make_loader(
+        pipelines.tokens(8), NO_WORKERS, 4, CPU, _parts(collate_fn=pipelines.pad_collate(pad=-1))
+    )
+    batch = next(iter(loader))
+    assert set(batch) == {"input_ids", "attention_mask", "labels"}
+    assert batch["input_ids"].shape[0] == 4 and (batch["input_ids"] == -1).any()
+
+
+def test_under_ddp_a_map_style_dataset_gets_a_distributed_sampler_by_default() -> None:
+    rank1 = ladder.Placement(device=torch.device("cpu"), rank=1, world_size=2)
+    loader = ladder.make_loader(plain_dataset(8), NO_WORKERS, 2, rank1)
+    assert isinstance(loader.sampler, DistributedSampler) and loader.sampler.rank == 1
+    assert len(loader.sampler) == 4
+
+
+def test_a_users_sampler_replaces_it_and_gets_the_rank_and_world_size() -> None:
+    rank1 = ladder.Placement(device=torch.device("cpu"), rank=1, world_size=2)
+
+    def factory(dataset: Any, where: ladder.Placement) -> Any:
+        return pipelines.every_other(dataset, rank=where.rank, world_size=where.world_size, seed=0)
+
+    loader = ladder.make_loader(plain_dataset(8), NO_WORKERS, 2, rank1, _parts(sampler=factory))
+    assert [t.tolist() for _, t in loader] == [[1, 3], [5, 7]]  # its own order, its own share
+
+
+def test_a_users_batch_sampler_gets_batch_size_and_drop_last_and_hears_of_each_epoch() -> None:
+    made: list[Any] = []
+
+    def factory(dataset: Any, where: ladder.Placement, batch_size: int, drop_last: bool) -> Any:
+        made.append(
+            pipelines.buckets(
+                dataset, batch_size=batch_size, drop_last=drop_last, rank=0, world_size=1, seed=0
+            )
+        )
+        return made[-1]
+
+    settings = dataclasses.replace(NO_WORKERS, drop_last=True)
+    parts = _parts(collate_fn=pipelines.pad_collate(), batch_sampler=factory)
+    stream = ladder.LoaderStream(ladder.make_loader(pipelines.tokens(32), settings, 3, CPU, parts))
+    assert stream.epoch_steps == 8  # 8 lengths x 4 indices: one full batch of 3 each
+    for _ in range(stream.epoch_steps * 2 + 1):
+        batch = stream.next()
+        assert batch["attention_mask"].all()  # one length per batch: no padding
+    assert made[0].epochs == [1, 2]
+
+
+def test_loader_parts_refuse_what_they_cannot_honour() -> None:
+    with pytest.raises(ValueError, match="give a sampler or a batch_sampler, not both"):
+        _parts(sampler=lambda d, w: None, batch_sampler=lambda d, w, b, last: None)
+    with pytest.raises(ValueError, match=r"LoaderParts\.extra may not set batch_size, sampler"):
+        _parts(extra={"sampler": None, "batch_size": 3, "timeout": 5})
+    extra = _parts(extra={"timeout": 7, "num_workers": 5})
+    loader = ladder.make_loader(plain_dataset(8), NO_WORKERS, 4, CPU, extra)
+    assert loader.timeout == 7 and loader.num_workers == 0  # the point's setting wins
+
+
+# --- streams (IterableDataset) and the whole-sample form ---------------------------------------
+
+
+def test_a_stream_runs_epoch_after_epoch_without_a_length() -> None:
+    stream = ladder.build_stream("full", pipelines.plain_stream(8), NO_WORKERS, 4, CPU, PAD)
+    assert isinstance(stream, ladder.LoaderStream) and stream.epoch_steps is None
+    seen = [stream.next()["input_ids"].shape[0] for _ in range(5)]
+    assert seen == [4] * 5 and stream.epoch == 2  # 8 samples: an epoch every 2 batches
+    stream.close()
+
+
+def test_a_stream_that_yields_no_batch_says_so() -> None:
+    settings = dataclasses.replace(NO_WORKERS, drop_last=True)
+    stream = ladder.build_stream("full", pipelines.plain_stream(3), settings, 4, CPU, PAD)
+    with pytest.raises(
+        RuntimeError,
+        match=r"the stream yields no batch: PlainStream ended before a first batch \(batch_size 4, "
+        r"drop_last True\) on this rank",
+    ):
+        stream.next()
+
+
+def test_a_users_stream_gets_no_sampler() -> None:
+    with pytest.raises(ValueError, match=r"PlainStream is an IterableDataset .* takes no sampler"):
+        ladder.make_loader(pipelines.plain_stream(8), NO_WORKERS, 4, CPU, _parts(sampler=lambda d, w: None))
+
+
+def test_the_batch_rungs_and_processed_sample_work_on_any_stream() -> None:
+    for rung in ("device_batch", "host_batch"):
+        stream = ladder.build_stream(rung, pipelines.plain_stream(8), NO_WORKERS, 4, CPU, PAD)
+        assert isinstance(stream, ladder.RepeatStream) and stream.next()["input_ids"].shape[0] == 4
+    cached = ladder.build_stream("processed_sample", pipelines.plain_stream(8), NO_WORKERS, 4, CPU, PAD)
+    assert cached.epoch_steps is None
+    batches = [cached.next() for _ in range(5)]  # endless: past the stream's 2 batches
+    assert all(torch.equal(b["input_ids"], batches[0]["input_ids"]) for b in batches)
+    assert cached.epoch == 0
+    cached.close()
+
+
+def test_a_stream_with_the_split_serves_raw_sample_and_one_without_is_skipped_with_why() -> None:
+    calls: list[str] = []
+    stream = pipelines.token_stream(8)
+    raw_iter, transform = stream.iter_raw, stream.transform_sample
+    stream.iter_raw = lambda: (calls.append("raw") or x for x in raw_iter())  # type: ignore[method-assign]
+    stream.transform_sample = lambda raw: calls.append("transform") or transform(raw)  # type: ignore[method-assign]
+    cached = iter(ladder.sample_dataset("raw_sample", stream))
+    samples = [next(cached) for _ in range(5)]
+    assert calls.count("raw") == 1 and calls.count("transform") == 5
+    assert all(torch.equal(s["input_ids"], samples[0]["input_ids"]) for s in samples)
+    with pytest.raises(
+        ladder.RungUnavailable,
+        match=r"rung raw_sample needs a stream with iter_raw\(\) and transform_sample\(raw\) .*; "
+        r"PlainStream has not",
+    ):
+        ladder.sample_dataset("raw_sample", pipelines.plain_stream())
+    with pytest.raises(
+        ladder.RungUnavailable, match=r"rung raw_bytes needs a file-backed dataset .*TokenStream"
+    ):
+        ladder.sample_dataset("raw_bytes", pipelines.token_stream())
+
+
+def test_the_whole_sample_form_serves_raw_sample_and_the_transform_cuts() -> None:
+    ds = pipelines.paired(8)
+    cached = ladder.sample_dataset("raw_sample", ds)
+    samples = [cached[i] for i in range(4)]
+    assert ds.raw_loads == 1 and set(samples[0]) == {"image", "mask"}
+    assert all(torch.equal(s["image"], samples[0]["image"]) for s in samples)
+    tail: list[int] = []
+    ds.transform_sample.transforms.append(lambda sample: tail.append(1) or sample)
+    cut = ladder.sample_dataset("transform:1", ds)  # ToTensors cached, the rest every time
+    assert isinstance(cut[0]["image"], torch.Tensor) and isinstance(cut[1]["mask"], torch.Tensor)
+    assert ds.raw_loads == 2 and len(tail) == 2
+    assert ladder.transform_names(ds) == "ToTensors,SleepSample,function"
+
+
+def test_the_stock_rule_holds_for_a_stream() -> None:
+    """loop.py's rule on a real stream with 2 workers: each makes a batch in 4 × 20 ms (one
+    every 40 ms together) against a 20 ms step, and fills its stock (2 × 4 batches) during a
+    slow first step; the warmup goes on until no batch is left ready."""
+    loader = dataclasses.replace(NO_WORKERS, num_workers=2, prefetch_factor=4)
+    stream = ladder.build_stream("full", pipelines.token_stream(4096, read_delay=0.02), loader, 4, CPU, PAD)
+    ready_at_start: list[int | None] = []
+    calls = [0]
+
+    def step(batch: Any) -> None:
+        calls[0] += 1
+        time.sleep(0.4 if calls[0] == 1 else 0.02)
+
+    try:
+        times = timed_loop(
+            stream,
+            step,
+            warmup_steps=1,
+            steps=10,
+            stock=stream.stock,
+            sync=lambda: None,
+            mark=lambda region: ready_at_start.append(stream.ready()) if region == "measure" else None,
+        )
+    finally:
+        stream.close()
+    assert stream.stock == 8 and ready_at_start == [0]
+    assert times.warmup_steps >= 8 and times.samples == 10 * 4
+
+
+# --- a user's pipeline measured end to end (run_point, inline) and the ladder's verdict ---------
+# Known costs are injected as sleeps: a slow padding collate (per batch), a slow stream read
+# (per sample). The verdict must name the stage the cost was injected in, and nothing else.
+
+
+def run_user_pipeline(
+    tmp_path: Path, workload: str, rungs: str, *, repeats: int = 3
+) -> tuple[Verdict, list[dict[str, str]]]:
+    spec = parse_spec(
+        f"""\
+name: user
+workload:
+  loss: {P}:output_loss
+  batch_size: 2
+  device: cpu
+{textwrap.indent(textwrap.dedent(workload), "  ")}
+measure: {{warmup_steps: 1, steps: 4, repeats: {repeats}}}
+rungs: {rungs}
+"""
+    )
+    (point,) = expand(spec).points
+    outcome = run_point(point, tmp_path)
+    rows = results.read_rows(tmp_path / "points" / point.id / "rank0.csv")
+    assert outcome.failed == 0 and outcome.skipped == 0, [r["error"] for r in rows]
+    (verdict,) = ladder_verdicts(load_results([tmp_path]).rows)
+    return verdict, rows
+
+
+def test_a_slow_collate_of_dict_batches_is_named_collation(tmp_path: Path) -> None:
+    """Padding costs 100 ms a batch against a 20 ms step: caching the processed sample keeps
+    the collate, so it is the drop from host_batch; reading is free and is not named."""
+    verdict, rows = run_user_pipeline(
+        tmp_path,
+        f"""\
+        dataset: {P}:tokens
+        collate: {P}:pad_collate
+        collate_args: {{delay: 0.1}}
+        model: {P}:tiny_lm
+        model_args: {{delay: 0.02}}
+        """,
+        "[host_batch, processed_sample, full]",
+    )
+    assert verdict.stages == ["collation and worker IPC"], verdict.sentence
+    assert {int(r["samples"]) for r in rows} == {4 * 2}  # counted from the dict batch
+    assert {r["collate"] for r in rows} == {f"{P}:pad_collate"}
+
+
+def test_a_slow_stream_read_is_named_raw_data_loading(tmp_path: Path) -> None:
+    """A stream whose read costs 50 ms a sample (100 ms a batch of 2), transformed for free,
+    against a 20 ms step: the drop from raw_sample (the raw sample cached, via iter_raw) to
+    full is the read; the cheap collate is not named."""
+    verdict, rows = run_user_pipeline(
+        tmp_path,
+        f"""\
+        dataset: {P}:token_stream
+        dataset_args: {{size: 4096, read_delay: 0.05}}
+        collate: {P}:pad_collate
+        model: {P}:tiny_lm
+        model_args: {{delay: 0.02}}
+        """,
+        "[host_batch, processed_sample, raw_sample, full]",
+    )
+    assert verdict.stages == ["raw data loading"], verdict.sentence
+    assert {r["epoch_steps"] for r in rows} == {""}  # a stream does not say its length
+
+
+def test_a_slow_paired_transform_is_named_transforms(tmp_path: Path) -> None:
+    """The whole-sample form (load_raw, transform_sample: image and mask together), whose
+    transform costs 50 ms a sample (100 ms a batch of 2) against a 20 ms step: the drop from
+    processed_sample to raw_sample is the transforms; reading is free and is not named."""
+    verdict, rows = run_user_pipeline(
+        tmp_path,
+        f"""\
+        dataset: {P}:paired
+        dataset_args: {{size: 64, transform_delay: 0.05}}
+        model: {P}:tiny_segmenter
+        model_args: {{delay: 0.02}}
+        """,
+        "[host_batch, processed_sample, raw_sample, full]",
+    )
+    assert verdict.stages == ["transforms"], verdict.sentence
+    assert {r["transform_names"] for r in rows} == {"ToTensors,SleepSample"}
+
+
+def test_a_cheap_user_pipeline_names_nothing(tmp_path: Path) -> None:
+    """The same stream and collate with nothing injected, against a 150 ms step."""
+    verdict, _ = run_user_pipeline(
+        tmp_path,
+        f"""\
+        dataset: {P}:token_stream
+        dataset_args: {{size: 4096}}
+        collate: {P}:pad_collate
+        model: {P}:tiny_lm
+        model_args: {{delay: 0.15}}
+        """,
+        "[host_batch, processed_sample, raw_sample, full]",
+        repeats=2,
+    )
+    # Whether full is called within the noise of the bound depends on the machine's load
+    # (the step shares its cores here); that no stage is named does not.
+    assert verdict.stages == [] and verdict.costliest is None, verdict.sentence
+
+
+def test_a_runtime_mistake_is_a_failed_row_that_says_what_to_change(tmp_path: Path) -> None:
+    spec = parse_spec(
+        f"name: user\nworkload: {{dataset: '{P}:tokens', model: '{P}:tiny_lm', collate: '{P}:pad_collate', "
+        "batch_size: 2, device: cpu}\nmeasure: {warmup_steps: 1, steps: 2}\nrungs: [host_batch, full]\n"
+    )
+    (point,) = expand(spec).points
+    outcome = run_point(point, tmp_path)
+    assert (outcome.ok, outcome.failed) == (0, 2)  # and the sweep goes on: each rung has its row
+    assert all("give workload.loss" in row.error for row in outcome.rows)
+
+
+def test_a_cached_rungs_sampler_is_built_on_the_users_dataset() -> None:
+    """A bucketing sampler reads the user's dataset (its lengths, its load_raw): on a cached
+    rung it still gets that dataset, not the cache that stands in for it."""
+    built_on: list[str] = []
+
+    def factory(dataset: Any, where: ladder.Placement, batch_size: int, drop_last: bool) -> Any:
+        built_on.append(type(dataset).__name__)
+        return [[i, i + 1] for i in range(0, len(dataset), 2)]
+
+    parts = ladder.LoaderParts(batch_sampler=factory)
+    for rung in ("processed_sample", "raw_sample", "transform:1", "full"):
+        stream = ladder.build_stream(rung, pipelines.paired(8), NO_WORKERS, 2, CPU, parts)
+        assert stream.next()["image"].shape == (2, 4, 4)
+        stream.close()
+    assert built_on == ["Paired"] * 4

@@ -1,8 +1,15 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from harness.execution.loop import timed_loop
+from harness.execution import loop
+
+
+def timed_loop(*args: Any, **rules: Any) -> loop.LoopTimes:
+    """The loop on fake batches (ints): one sample each."""
+    return loop.timed_loop(*args, count=lambda batch: 1, **rules)
 
 
 class FakeClock:
@@ -77,3 +84,251 @@ def test_without_warmup_the_first_measured_step_is_the_first_step() -> None:
 def test_steps_must_be_positive() -> None:
     with pytest.raises(ValueError, match="steps must be >= 1"):
         timed_loop(SlowStream(FakeClock(), 0, 0), lambda b: None, warmup_steps=0, steps=0, sync=lambda: None)
+
+
+def test_the_window_yields_every_batch_to_the_consumer_and_returns_the_times() -> None:
+    """A user's own loop drives the same window: the step is what it does between batches."""
+    clock = FakeClock()
+    window = loop.window(
+        SlowStream(clock, 0.5, 0.5),
+        warmup_steps=1,
+        steps=2,
+        sync=lambda: None,
+        clock=clock,
+        count=lambda b: 4,
+    )
+    seen = []
+    try:
+        batch = next(window)
+        while True:
+            seen.append(batch)
+            clock.now += 2.0  # the user's step
+            batch = window.send(None)
+    except StopIteration as stop:
+        times = stop.value
+    assert seen == [1, 2, 3]
+    assert times.step_times == pytest.approx((2.5, 2.5)) and times.samples == 8
+
+
+def test_a_step_that_raises_is_thrown_into_the_generator_that_drives_it() -> None:
+    """drive() hands a failing step back to the measurement, which decides what it records."""
+
+    def measured() -> Any:
+        try:
+            yield "batch"
+        except RuntimeError as e:
+            return f"failed row: {e}"
+        return "ok row"
+
+    def bad_step(batch: str) -> None:
+        raise RuntimeError("out of memory")
+
+    assert loop.drive(measured(), bad_step) == "failed row: out of memory"
+    assert loop.drive(measured(), lambda batch: None) == "ok row"
+
+
+# -- the steadiness rule (LoopTimes.drift, steady), against known step times ----------------------
+
+
+def window_of(step_costs: list[float]) -> loop.LoopTimes:
+    """A window whose measured steps cost exactly `step_costs` of fake time (no warmup, free
+    batches, a sync that costs nothing), so that every step time is known."""
+    clock = FakeClock()
+    costs = iter(step_costs)
+
+    def step(batch: int) -> None:
+        clock.now += next(costs)
+
+    return timed_loop(
+        SlowStream(clock, 0.0, 0.0),
+        step,
+        warmup_steps=0,
+        steps=len(step_costs),
+        sync=lambda: None,
+        clock=clock,
+    )
+
+
+def halves(first: list[float], second: list[float]) -> list[float]:
+    """Step costs whose halves are `first` and `second`, and a last step (left out of the
+    comparison: it absorbs the final sync) that is wildly off, to show it is left out."""
+    return [*first, *second, 50.0]
+
+
+@pytest.mark.parametrize(("drift", "steady"), [(0.049, True), (0.051, False), (-0.051, False)])
+def test_a_drift_is_called_unsteady_only_beyond_the_5_percent_floor(drift: float, steady: bool) -> None:
+    # No noise at all (the standard error is 0): the floor alone decides.
+    times = window_of(halves([1.0] * 4, [1.0 + drift] * 4))
+    assert times.drift == pytest.approx(drift)
+    assert times.steady is steady
+
+
+@pytest.mark.parametrize(("spread", "steady"), [(0.058, False), (0.064, True)])
+def test_a_drift_within_twice_its_standard_error_is_steady(spread: float, steady: bool) -> None:
+    """A 10 % drift, with steps alternating ±spread around each half's mean: the standard
+    error of the drift is spread × sqrt(2/3) (4 steps per half), so 2 × SE crosses 10 % at
+    spread = 0.0612; these two spreads pin the factor between 1.91 and 2.11."""
+    first = [1.0 - spread, 1.0 + spread] * 2
+    second = [1.1 - spread, 1.1 + spread] * 2
+    times = window_of(halves(first, second))
+    assert times.drift == pytest.approx(0.10)
+    assert times.steady is steady
+
+
+def test_under_8_steps_steadiness_is_not_judged() -> None:
+    assert window_of([1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 1.0]).steady is None  # a 100 % drift, 7 steps
+    assert window_of([1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0, 1.0]).steady is False  # the same, 8 steps
+
+
+# -- the drain rule: the window starts on an empty stock ----------------------------------------
+
+
+class StockedLoader:
+    """A loader on the fake clock: its workers finish a batch every `every` seconds and hold at
+    most `stock` ready (the prefetch limit: they pause while it is full, and go on when a batch
+    is taken). next() takes a ready batch at no cost, or waits for the next one. `ready()`
+    says how many are ready, as LoaderStream.ready does; `has_ready=False` hides it (a
+    loader that cannot say)."""
+
+    def __init__(self, clock: FakeClock, *, stock: int, every: float, has_ready: bool = True) -> None:
+        self.clock, self.stock, self.every = clock, stock, every
+        self.made = self.taken = 0
+        self.next_done = clock.now + every
+        if has_ready:
+            self.ready = self._ready
+
+    def _advance(self) -> None:
+        while self.made - self.taken < self.stock and self.next_done <= self.clock.now:
+            self.made += 1
+            self.next_done += self.every
+
+    def _ready(self) -> int:
+        self._advance()
+        return self.made - self.taken
+
+    def next(self) -> int:
+        self._advance()
+        if self.made == self.taken:
+            self.clock.now = self.next_done  # the wait for data
+            self._advance()
+        if self.made - self.taken == self.stock:  # a slot frees: the paused workers go on
+            self.next_done = self.clock.now + self.every
+        self.taken += 1
+        return self.taken
+
+    def close(self) -> None:
+        pass
+
+
+def loader_bound(clock: FakeClock, first_step: float = 10.0) -> Any:
+    """A 1 s step whose first call takes `first_step` (a GPU job's start-up): meanwhile the
+    workers fill their whole stock."""
+    calls = [0]
+
+    def step(batch: int) -> None:
+        calls[0] += 1
+        clock.now += first_step if calls[0] == 1 else 1.0
+
+    return step
+
+
+@pytest.mark.parametrize("has_ready", [True, False])
+def test_the_warmup_uses_the_stock_up_and_every_measured_step_waits_as_in_the_steady_state(
+    has_ready: bool,
+) -> None:
+    """Workers that make a batch every 2 s for a 1 s step: in the steady state each step waits
+    1 s for its batch. The 4 batches stocked during the slow first step must not be measured."""
+    clock = FakeClock()
+    loader = StockedLoader(clock, stock=4, every=2.0, has_ready=has_ready)
+    left: list[int] = []
+    times = timed_loop(
+        loader,
+        loader_bound(clock),
+        warmup_steps=1,
+        steps=6,
+        stock=4,
+        sync=lambda: None,
+        clock=clock,
+        mark=lambda region: left.append(loader.made - loader.taken) if region == "measure" else None,
+    )
+    assert left == [0]  # no batch ready when the window starts
+    assert times.warmup_steps > 4  # past the stock's own steps: the workers kept refilling it
+    assert times.loading_times == pytest.approx((1.0,) * 6)
+
+
+def test_without_the_drain_the_window_is_served_from_the_stock() -> None:
+    """The failure the rule prevents, on the same loader: the first measured steps wait for
+    nothing, and the window's throughput is flattered."""
+    clock = FakeClock()
+    times = timed_loop(
+        StockedLoader(clock, stock=4, every=2.0),
+        loader_bound(clock),
+        warmup_steps=1,
+        steps=6,
+        sync=lambda: None,
+        clock=clock,
+    )
+    assert times.warmup_steps == 1
+    assert times.loading_times[:3] == pytest.approx((0.0, 0.0, 0.0))
+
+
+def test_a_loader_that_never_runs_out_ends_the_warmup_after_the_drain_limit() -> None:
+    """Workers faster than the step keep the stock full: the warmup gives up after the
+    stock's steps and DRAIN_FACTOR × stock more, and no measured step waits."""
+    clock = FakeClock()
+    times = timed_loop(
+        StockedLoader(clock, stock=4, every=0.5),
+        loader_bound(clock),
+        warmup_steps=1,
+        steps=6,
+        stock=4,
+        sync=lambda: None,
+        clock=clock,
+    )
+    assert times.warmup_steps == 4 + loop.DRAIN_FACTOR * 4
+    assert times.loading_times == pytest.approx((0.0,) * 6)
+
+
+# -- capacity_loop: the loader alone, its stock drained first --------------------------------------
+
+
+def test_capacity_counts_only_batches_made_while_the_clock_runs() -> None:
+    """3 batches stocked (free), then one per 0.25 s: the capacity is exactly 4 batches/s;
+    counting the stock would give 6.4."""
+    clock = FakeClock()
+    loader = StockedLoader(clock, stock=3, every=0.25)
+    clock.now += 10.0  # the workers filled their stock during the rung before
+    read_at_barrier: list[int] = []
+    capacity = loop.capacity_loop(
+        loader, steps=8, stock=3, barrier=lambda: read_at_barrier.append(loader.taken), clock=clock
+    )
+    assert capacity == pytest.approx(4.0)
+    assert loader.taken == 3 + 1 + 8
+    assert read_at_barrier == [0]  # the ranks meet, then drain, then the clock starts
+
+
+def test_a_fast_loader_is_timed_for_at_least_the_rungs_window() -> None:
+    """One batch per 10 ms against a 1 s window: 8 batches would be timed over 80 ms, where
+    one 50 ms hiccup of a loaded machine reads as a 40 % loss. The loop goes on for the
+    window's second (100 batches), where the same hiccup moves the figure by 5 %. A slow
+    loader, past the window at its 8 batches, is not held longer."""
+    clock = FakeClock()
+    loader = StockedLoader(clock, stock=3, every=0.01)
+    assert loop.capacity_loop(loader, steps=8, stock=3, min_seconds=1.0, clock=clock) == pytest.approx(100.0)
+    assert loader.taken == 3 + 1 + 100
+    slow = StockedLoader(FakeClock(), stock=3, every=0.5)  # already past the window at 8 batches
+    assert loop.capacity_loop(slow, steps=8, stock=3, min_seconds=1.0, clock=slow.clock) == pytest.approx(2.0)
+    assert slow.taken == 3 + 1 + 8
+
+
+def test_a_long_wait_at_the_barrier_is_not_counted_as_capacity() -> None:
+    """A rank that waits 10 s for its peers: its workers refill their stock meanwhile. Drained
+    before the barrier, those 3 batches were handed over free in the timed region (6.4
+    batches/s instead of 4); drained after it, the capacity stays exact."""
+    clock = FakeClock()
+    loader = StockedLoader(clock, stock=3, every=0.25)
+
+    def slow_peers() -> None:
+        clock.now += 10.0
+
+    assert loop.capacity_loop(loader, steps=8, stock=3, barrier=slow_peers, clock=clock) == pytest.approx(4.0)

@@ -55,13 +55,16 @@ def test_config_from_a_mapping_and_its_errors() -> None:
         ProfileConfig(rung="fast")
 
 
-def test_time_breakdown_is_none_without_hta_or_gpu(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_time_breakdown_without_hta_says_it_is_not_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     with TraceCapture({"wait": 0, "warmup": 1, "active": 1}, tmp_path, rank=0) as capture:
         train_steps(capture, 2)
+    monkeypatch.setitem(sys.modules, "hta", None)  # import hta raises ImportError, installed or not
+    monkeypatch.setitem(sys.modules, "hta.trace_analysis", None)
     with caplog.at_level(logging.INFO, logger="analysis.profiles"):
         assert time_breakdown(tmp_path) is None
-    # Either HTA is not installed, or it is and refuses a trace without GPU kernels.
-    assert any(r.getMessage().startswith("time breakdown skipped: ") for r in caplog.records)
+    assert caplog.messages == ["time breakdown skipped: HolisticTraceAnalysis (hta) is not installed"]
 
 
 def test_time_breakdown_of_an_empty_folder_is_none(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -129,4 +132,25 @@ def test_a_trace_without_distributed_info_says_why_hta_skips_it(
         f"time breakdown skipped: the traces in {tmp_path} carry no distributedInfo (a single rank "
         'profiled without a process group); HTA needs {"distributedInfo": {"rank": k}} in each: '
         "profile again with this harness, which writes it"
+    ]
+
+
+class CpuOnlyTraceAnalysis(FakeTraceAnalysis):
+    """HTA on a trace without GPU kernels (a CPU run): it reads the trace, then cannot break
+    down GPU time."""
+
+    def get_temporal_breakdown(self, visualize: bool = False) -> pd.DataFrame:
+        raise ValueError("no GPU kernels in the trace of rank 0")
+
+
+def test_time_breakdown_of_a_cpu_trace_says_why_hta_cannot(
+    tmp_path: Path, fake_hta: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(sys.modules["hta.trace_analysis"], "TraceAnalysis", CpuOnlyTraceAnalysis)
+    with TraceCapture({"wait": 0, "warmup": 1, "active": 1}, tmp_path, rank=0) as capture:
+        train_steps(capture, 2)
+    assert time_breakdown(tmp_path) is None
+    assert caplog.messages == [
+        f"time breakdown skipped: HolisticTraceAnalysis cannot analyse {tmp_path} "
+        "(ValueError: no GPU kernels in the trace of rank 0)"
     ]

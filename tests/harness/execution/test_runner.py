@@ -4,8 +4,10 @@ import csv
 from pathlib import Path
 
 import pytest
+import torch
 
 from analysis.load import load_samples
+from harness.backends.local import run_local
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
 from harness.execution import runner
@@ -13,7 +15,9 @@ from harness.execution.dist import DistEnv
 from harness.execution.runner import run_point
 from harness.storage import rows as results
 from harness.storage.atomic import atomic_write_text
+from harness.storage.sweep import create_sweep
 from tests.conftest import TINY_WORKLOAD
+from tests.fixtures.workloads import read_indices
 
 
 def points_of(extra: str, workload: str = TINY_WORKLOAD, measure: str = ""):
@@ -71,10 +75,30 @@ def test_a_resumed_point_keeps_its_rows_and_runs_the_rest(tmp_path: Path) -> Non
 
 
 def test_two_ranks_split_the_data_with_a_distributed_sampler(tmp_path: Path) -> None:
-    (point,) = points_of("")
-    for rank in (0, 1):
-        run_point(point, tmp_path, env=DistEnv(rank=rank, world_size=2, hostname="n1"))
-    assert results.point_complete(tmp_path / "points" / point.id, ["full"], 1, world_size=2)
+    """Two real ranks (the local backend: two processes, DDP over gloo) on 48 samples: each
+    reads its own 24 in an epoch, reshuffled at the next, and counts what it trained on."""
+    log = tmp_path / "indices"
+    log.mkdir()
+    workload = TINY_WORKLOAD.replace(
+        "dataset: fake_cifar", "dataset: tests.fixtures.workloads:logged_indices"
+    )
+    workload = workload.replace("{size: 48, image_size: 8, resize: null}", f"{{size: 48, log: {str(log)!r}}}")
+    spec = parse_spec("name: split\n" + workload + "slurm: {tasks_per_node: 2, gpus_per_node: 0}\n")
+    plan = expand(spec)
+    sweep = create_sweep(plan, tmp_path / "results", backend="local", world_size=2)
+    assert run_local(plan.points, sweep, spec.slurm) == []
+    point_path = sweep / "points" / plan.points[0].id
+    rows = [results.read_rows(point_path / f"rank{k}.csv")[0] for k in (0, 1)]
+    assert [r["status"] for r in rows] == ["ok", "ok"], [r["error"] for r in rows]
+    # 1 warmup step and 3 measured, of 8 samples: an epoch of a rank's 24 samples is 3 steps.
+    assert [(r["samples"], r["epoch_steps"], r["epoch_restarts"]) for r in rows] == [("24", "3", "1")] * 2
+    read = [read_indices(log / f"job-rank{k}.txt") for k in (0, 1)]
+    assert [len(r) for r in read] == [4 * 8, 4 * 8]  # the batches the ranks asked for, no more
+    first, second = ([r[:24] for r in read], [r[24:] for r in read])
+    assert all(len(set(epoch)) == 24 for epoch in first)  # no sample twice in a rank's epoch
+    assert set(first[0]).isdisjoint(first[1]) and set(first[0]) | set(first[1]) == set(range(48))
+    assert set(second[0]).isdisjoint(second[1])  # the next epoch is split too
+    assert second[0] != first[0][:8]  # and shuffled anew (DistributedSampler.set_epoch)
 
 
 def test_the_timeline_is_on_disk_after_each_rung_and_a_resumed_run_appends_to_it(
@@ -105,3 +129,27 @@ def test_the_timeline_is_on_disk_after_each_rung_and_a_resumed_run_appends_to_it
     assert timeline is not None and sorted(timeline["run"].unique()) == [0, 1]
     assert "processed_sample/0" not in set(timeline[timeline["run"] == 1]["phase"])
     assert timeline["t"].is_monotonic_increasing
+
+
+def test_an_emulated_point_steps_on_one_host_thread_and_gives_the_threads_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The emulated accelerator stands in for a GPU step, whose host side is one thread: its
+    head must not spin up a thread per core and take the workers' cores."""
+    from harness.workloads import emulated
+
+    seen: list[int] = []
+    forward = emulated.EmulatedAccelerator.forward
+
+    def spy(self: emulated.EmulatedAccelerator, x: torch.Tensor) -> torch.Tensor:
+        seen.append(torch.get_num_threads())
+        return forward(self, x)
+
+    monkeypatch.setattr(emulated.EmulatedAccelerator, "forward", spy)
+    torch.set_num_threads(2)
+    (point,) = points_of(
+        "", TINY_WORKLOAD.replace("model: linear", "model: emulated\n  model_args: {step_ms: 1}")
+    )
+    run_point(point, tmp_path)
+    assert seen and set(seen) == {1}
+    assert torch.get_num_threads() == 2  # given back to the process (the next inline point)

@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+import functools
+
+import numpy as np
 import pytest
 import torch
 
 from harness.execution.train_step import (
     DeviceError,
+    StepError,
+    StepParts,
     TrainStep,
     choose_device,
     device_sync,
@@ -14,6 +19,7 @@ from harness.execution.train_step import (
 from harness.workloads.contract import Normalization
 from harness.workloads.fake_cifar import FakeCIFAR
 from harness.workloads.models import linear, toy_conv
+from tests.fixtures import pipelines
 
 CPU = torch.device("cpu")
 
@@ -68,22 +74,36 @@ def test_channels_last_applies_to_model_and_inputs() -> None:
     step(batch())
 
 
-def test_bf16_autocast_runs_on_the_cpu_and_fp16_is_refused() -> None:
+def test_bf16_autocast_computes_in_bf16_on_the_cpu_and_fp16_is_refused() -> None:
     step = TrainStep(toy_conv(num_classes=10, width=4, depth=1), CPU, non_blocking=False, amp="bf16")
+    conv = next(m for m in step.model.modules() if isinstance(m, torch.nn.Conv2d))
+    seen: list[torch.dtype] = []
+    conv.register_forward_hook(lambda module, inputs, output: seen.append(output.dtype))
+    before = [p.detach().clone() for p in step.model.parameters()]
     step(batch())
+    assert seen == [torch.bfloat16]  # the convolution ran under autocast, in bf16
+    assert all(p.dtype == torch.float32 for p in step.model.parameters())  # fp32 master weights
+    assert any(not torch.equal(a, b) for a, b in zip(before, step.model.parameters(), strict=True))
     with pytest.raises(DeviceError, match="amp fp16 needs a CUDA device; on the CPU use amp: bf16"):
         TrainStep(linear(num_classes=10), CPU, non_blocking=False, amp="fp16")
 
 
-def test_devices_without_a_gpu() -> None:
+def test_devices_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on a machine without one
     assert choose_device("auto") == CPU
     assert choose_device("cpu", local_rank=3) == CPU
-    if not torch.cuda.is_available():
-        with pytest.raises(
-            DeviceError, match=r"device cuda requested, but torch.cuda.is_available\(\) is False here"
-        ):
-            choose_device("cuda")
+    with pytest.raises(
+        DeviceError, match=r"device cuda requested, but torch.cuda.is_available\(\) is False here"
+    ):
+        choose_device("cuda")
     device_sync(CPU)()  # a no-op on the CPU, and it must not fail
+
+
+def test_auto_takes_the_ranks_gpu_where_one_is_visible(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert choose_device("auto", local_rank=1, local_world_size=2) == torch.device("cuda", 1)
+    assert choose_device("cpu", local_rank=1, local_world_size=2) == CPU
 
 
 class RecordingCompile:
@@ -137,3 +157,148 @@ def test_peak_memory_reads_the_caching_allocator_of_the_rank_gpu(monkeypatch: py
     assert peak_memory_gb(cuda1) == (2.5, 4.0)
     reset_peak_memory(CPU)
     assert reset == [cuda1] and peak_memory_gb(CPU) == (None, None)
+
+
+# --- batches of any structure, a user's loss and a user's step ---------------------------------
+
+
+def dict_batch(n: int = 4, length: int = 5) -> dict[str, torch.Tensor]:
+    return pipelines.pad_collate()(
+        [{"input_ids": torch.arange(length), "label": torch.tensor(i % 2)} for i in range(n)]
+    )
+
+
+def user_step(model: torch.nn.Module | None = None, **parts: object) -> TrainStep:
+    return TrainStep(model or pipelines.tiny_lm(), CPU, non_blocking=False, parts=StepParts(**parts))
+
+
+def test_a_dict_batch_is_copied_whole_and_the_model_called_with_its_keys() -> None:
+    step = user_step(loss=pipelines.output_loss())
+    before = [p.detach().clone() for p in step.model.parameters()]
+    on_device = step.to_device(dict_batch())
+    assert set(on_device) == {"input_ids", "attention_mask", "labels"}
+    step.compute(on_device)  # TinyLM.forward(input_ids=, attention_mask=, labels=) -> its loss
+    assert any(not torch.equal(a, b) for a, b in zip(before, step.model.parameters(), strict=True))
+    assert step.input_shapes == {((5,), (5,), ())}
+
+
+def test_the_model_call_follows_the_batchs_shape() -> None:
+    seen: list[object] = []
+
+    class Echo(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.zeros(1))
+
+        def forward(self, x: object = None, **keys: object) -> object:
+            seen.append(x if x is not None else sorted(keys))
+            return x
+
+    step = user_step(Echo())
+    images = torch.zeros(2, 3)
+    step.call_model(images)
+    step.call_model((images, torch.zeros(2)))
+    step.call_model([images, torch.zeros(2), "ids"])
+    step.call_model({"a": images, "b": images})
+    step.call_model("a user's batch type")
+    assert seen[0] is images and seen[1] is images and seen[2] is images
+    assert seen[3:] == [["a", "b"], "a user's batch type"]
+
+
+def test_the_default_loss_needs_inputs_and_targets_and_says_what_to_give() -> None:
+    step = user_step()
+    with pytest.raises(
+        StepError,
+        match=r"the default loss \(cross-entropy\) needs batches \(inputs, targets\); this batch is a "
+        r'dict of input_ids, attention_mask, labels: give workload.loss: "package.module:factory"',
+    ):
+        step.compute(dict_batch())
+
+
+def test_a_loss_that_is_not_a_scalar_is_named() -> None:
+    step = user_step(loss=pipelines.per_sample_loss(), names={"loss": "pkg.losses:per_sample"})
+    with pytest.raises(
+        StepError,
+        match=r"loss 'pkg.losses:per_sample' returned a tensor of shape \(4,\), not a scalar tensor: "
+        r"reduce it in loss_fn\(output, batch\)",
+    ):
+        step.compute(dict_batch())
+
+
+def test_a_users_step_trains_the_harness_model_with_its_own_optimizer() -> None:
+    factory = functools.partial(pipelines.adamw_step, accumulate=2)
+    step = user_step(step=factory)
+    assert step.optimizer is None  # the step's own AdamW, not the harness's SGD
+    before = [p.detach().clone() for p in step.model.parameters()]
+    step(dict_batch())
+    assert all(torch.equal(a, b) for a, b in zip(before, step.model.parameters(), strict=True))
+    step(dict_batch())  # the second accumulated batch: the optimizer steps
+    assert any(not torch.equal(a, b) for a, b in zip(before, step.model.parameters(), strict=True))
+    assert step.user_step.calls == [2]  # type: ignore[union-attr]
+
+
+def test_a_users_step_runs_under_autocast_when_amp_is_set() -> None:
+    dtypes: list[torch.dtype] = []
+
+    def factory(model: torch.nn.Module, *, device: torch.device):
+        def run(batch: dict[str, torch.Tensor]) -> None:
+            logits = model.head(model.embed(batch["input_ids"]).mean(1))  # type: ignore[operator]
+            dtypes.append(logits.dtype)
+            logits.float().sum().backward()
+
+        return run
+
+    TrainStep(pipelines.tiny_lm(), CPU, non_blocking=False, amp="bf16", parts=StepParts(step=factory))(
+        dict_batch()
+    )
+    assert dtypes == [torch.bfloat16]
+
+
+def test_a_step_without_backward_is_refused_and_one_that_clears_its_gradients_is_not() -> None:
+    step = user_step(step=pipelines.forward_only_step, names={"step": "pkg.train:eval_only"})
+    with pytest.raises(
+        StepError,
+        match=r"after step 'pkg.train:eval_only' ran, no parameter of the model had received a "
+        r"gradient: the step must call backward\(\) on its loss",
+    ):
+        step(dict_batch())
+    # adamw_step sets its gradients to None after the optimizer's step: still a training step.
+    clears = user_step(step=pipelines.adamw_step)
+    clears(dict_batch())
+    assert all(p.grad is None for p in clears.model.parameters()) and clears.step_checked
+
+
+def test_a_batch_with_no_tensor_names_the_collate() -> None:
+    step = user_step(loss=pipelines.output_loss(), names={"collate": "pkg.data:to_strings"})
+    with pytest.raises(
+        StepError,
+        match=r"the batch holds no tensor \(list\): collate 'pkg.data:to_strings' must return tensors",
+    ):
+        step.to_device(pipelines.no_tensor_collate()([1, 2]))
+    with pytest.raises(StepError, match="PyTorch's default collate of the dataset's samples must return"):
+        user_step().to_device(["a", "b"])
+
+
+def test_samples_are_counted_by_the_users_function_where_given() -> None:
+    assert user_step().count(dict_batch(3)) == 3  # the leading dimension its tensors share
+    assert user_step(count=pipelines.count_labels).count(dict_batch(3)) == 3
+    assert user_step(count=lambda batch: np.int64(5)).count(dict_batch(3)) == 5
+    assert user_step(count=lambda batch: torch.tensor(6)).count(dict_batch(3)) == 6
+    bad = user_step(count=lambda batch: "three", names={"batch_samples": "pkg.data:count"})
+    with pytest.raises(StepError, match=r"batch_samples 'pkg.data:count' returned 'three', not a number"):
+        bad.count(dict_batch())
+
+
+def test_the_inputs_of_an_inputs_and_targets_batch_are_still_normalised_on_the_device() -> None:
+    normalization = FakeCIFAR(size=2, image_size=8).to_uint8()
+    step = TrainStep(linear(num_classes=10), CPU, non_blocking=False, normalize=normalization)
+    inputs, targets, extra = step.to_device(
+        (torch.zeros(2, 3, 8, 8, dtype=torch.uint8), torch.tensor([1, 2]), "ids")
+    )
+    assert inputs.dtype == torch.float32 and targets.tolist() == [1, 2] and extra == "ids"
+    with pytest.raises(
+        StepError, match=r"gpu_normalize needs batches \(uint8 images, targets\); this batch is a dict"
+    ):
+        TrainStep(linear(num_classes=10), CPU, non_blocking=False, normalize=normalization).to_device(
+            dict_batch()
+        )

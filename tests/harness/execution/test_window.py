@@ -70,38 +70,41 @@ def _emulated_step(step_ms: float, first_step_s: float = 0.0) -> Callable[[Any],
     return run
 
 
-def _window(steps: int, *, drain: bool, workers: int = 2, prefetch: int = 4) -> LoopTimes:
+def _window(steps: int, *, drain: bool, workers: int = 2, prefetch: int = 4) -> tuple[LoopTimes, int]:
     """A loader-bound rung: each worker makes a batch in 4 × 20 ms, so 2 workers deliver one
-    every 40 ms against a 20 ms step: half the step's demand."""
+    every 40 ms against a 20 ms step: half the step's demand. Returns the times and the
+    batches the loader held ready when the window started."""
     loader = LoaderSettings(num_workers=workers, prefetch_factor=prefetch)
     stream = ladder.build_stream("full", slow_read(1024, 0.02), loader, 4, CPU)
+    ready_at_start: list[int | None] = []
     try:
-        return timed_loop(
+        times = timed_loop(
             stream,
             _emulated_step(20, first_step_s=0.4),
             warmup_steps=1,
             steps=steps,
             stock=stream.stock if drain else 0,
             sync=lambda: None,
+            mark=lambda region: ready_at_start.append(stream.ready()) if region == "measure" else None,
         )
     finally:
         stream.close()
+    (ready,) = ready_at_start
+    assert ready is not None, "this DataLoader cannot say how many batches it holds ready"
+    return times, ready
 
 
-def _rate(times: LoopTimes) -> float:
-    return times.samples / times.training_time
-
-
-def test_a_short_window_is_not_flattered_by_the_workers_stock() -> None:
-    long = _window(200, drain=True)
-    short = _window(20, drain=True)
-    old_rule = _window(20, drain=False)
-    # The rule: a short window agrees with a long one, or says it is not steady.
-    assert abs(_rate(short) / _rate(long) - 1) < 0.07 or short.steady is False
-    assert short.warmup_steps >= 2 * 4  # the stock, at least, was used up before the window
-    # Without it, the batches stocked during the slow first step are served for free.
-    assert _rate(old_rule) / _rate(long) > 1.2
-    assert old_rule.warmup_steps == 1
+def test_the_window_starts_once_the_workers_stock_is_used_up() -> None:
+    """The rule of loop.py on a real DataLoader: the workers fill their stock (2 × 4 batches)
+    during the slow first step; the warmup goes on until none is left, so that no measured
+    step is served from it. What it is worth in samples/s (a 20-step window against a
+    200-step one, with and without the rule) is measured by benchmarks/measurement_truth.py."""
+    times, ready = _window(20, drain=True)
+    assert ready == 0
+    assert times.warmup_steps >= 2 * 4  # the stock's own steps at least
+    old_rule, stocked = _window(20, drain=False)
+    # Without the rule the window starts on the batches made during the first step.
+    assert old_rule.warmup_steps == 1 and stocked >= 2
 
 
 def _point_rows(tmp_path: Path, spec: str) -> list[dict[str, str]]:
@@ -126,12 +129,22 @@ def _epochs_spec(persistent: bool) -> str:
         """
 
 
+def restarts_in_window(warmup_steps: int, steps: int, epoch_steps: int) -> int:
+    """Epoch ends inside the window: the steps k (counted from the rung's first, warmup
+    included) whose next() starts a new epoch are the multiples of the epoch's length."""
+    return sum(1 for k in range(warmup_steps, warmup_steps + steps) if k > 0 and k % epoch_steps == 0)
+
+
 def test_a_window_longer_than_an_epoch_counts_and_times_the_restarts(tmp_path: Path) -> None:
     (fresh,) = _point_rows(tmp_path / "fresh", _epochs_spec(persistent=False))
     (kept,) = _point_rows(tmp_path / "kept", _epochs_spec(persistent=True))
-    assert fresh["epoch_steps"] == "3"
-    assert int(fresh["epoch_restarts"]) >= 3 and float(fresh["epoch_restart_time"]) > 0
-    assert int(kept["epoch_restarts"]) >= 3
+    for row in (fresh, kept):
+        # 12 samples in batches of 4: 3 steps an epoch; 10 measured steps after the warmup
+        # (whose length the stock decides) cross 3 or 4 epoch ends.
+        assert row["epoch_steps"] == "3"
+        expected = restarts_in_window(int(row["warmup_steps"]), 10, 3)
+        assert int(row["epoch_restarts"]) == expected and expected in (3, 4)
+        assert 0 < float(row["epoch_restart_time"]) < float(row["training_time"])
 
     def per_restart(row: dict[str, str]) -> float:
         return float(row["epoch_restart_time"]) / int(row["epoch_restarts"])

@@ -1,0 +1,321 @@
+"""A point whose workload is the user's own training script (`workload: {script: train.py}`).
+
+Every rank of the point (inline, a local task, a Slurm array task) runs the script as a
+subprocess, `python SCRIPT ARGS...` from the harness's working directory, with a torchrun-style
+environment (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the
+rank's DistEnv) and `HARNESS_PROBE`, which tells `harness.probe` in the script what the point is
+(ProbeJob). The probe then measures the point from the script's own loop, through
+`runner.measure_point`, and writes this rank's rows, timeline and meta itself.
+
+What the script leaves undone is a failed row here, for every unit (rung, repeat) the rank has
+no row for, with the script's exit status (or the signal that killed it), whether it reached
+the probe, and the tail of its stderr; the sweep goes on. The script's stdout and stderr pass
+through to the job's own (its log).
+
+Torch-free at import: `harness plan` uses `check_script` (the script's flags, parsed by the
+script itself up to its first probe call) before anything runs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from harness.config.plan import Point
+from harness.execution.dist import TORCHRUN_VARIABLES, DistEnv
+
+if TYPE_CHECKING:
+    from harness.execution.runner import PointOutcome
+
+log = logging.getLogger(__name__)
+
+PROBE_VARIABLE = "HARNESS_PROBE"
+"""What the point is, for `harness.probe` in the script's process (ProbeJob as JSON)."""
+STDERR_LINES = 6
+"""Lines of the script's stderr kept for a failed row (a traceback's last frames and error)."""
+ERROR_CHARS = 500
+CHECK_TIMEOUT_S = 120
+"""`harness plan`'s check run: the script's imports and argument parsing, up to the probe."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProbeJob:
+    """What the harness tells the script's process: the point, where its results go, the rank."""
+
+    sweep_dir: Path
+    point: Point
+    env: DistEnv
+    skip_done: bool
+    script: Path
+    report_path: Path | None = None
+    """Where the probe writes how far it got ("reached", "done"), for the failed rows' words."""
+    check: bool = False
+    """`harness plan`'s check run: the probe exits (status 0) at the script's first probe call."""
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "sweep_dir": str(self.sweep_dir),
+                "point": self.point.to_json(),
+                "env": asdict(self.env),
+                "skip_done": self.skip_done,
+                "script": str(self.script),
+                "report_path": str(self.report_path) if self.report_path else None,
+                "check": self.check,
+            }
+        )
+
+    @staticmethod
+    def from_environ(environ: Mapping[str, str] | None = None) -> ProbeJob | None:
+        """The job of this process, or None when the script runs alone."""
+        text = (os.environ if environ is None else environ).get(PROBE_VARIABLE)
+        if not text:
+            return None
+        data = json.loads(text)
+        return ProbeJob(
+            sweep_dir=Path(data["sweep_dir"]),
+            point=Point.from_json(data["point"]),
+            env=DistEnv(**data["env"]),
+            skip_done=bool(data["skip_done"]),
+            script=Path(data["script"]),
+            report_path=Path(data["report_path"]) if data.get("report_path") else None,
+            check=bool(data.get("check", False)),
+        )
+
+    def report(self, word: str) -> None:
+        """Say a milestone ("reached", "done", "left:N") once, for run_script's failed rows."""
+        if self.report_path is None:
+            return
+        said = self.report_path.read_text().split() if self.report_path.exists() else []
+        if word not in said:
+            with self.report_path.open("a") as f:
+                f.write(word + "\n")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Ended:
+    """How the script's process ended."""
+
+    returncode: int
+    stderr_tail: str
+    reached: bool
+    """The script called the probe (its loader or its measure)."""
+    done: bool
+    """The probe measured the whole point."""
+    left_after: int | None = None
+    """The script's loop let go of the probe after this many batches (None: it did not)."""
+
+    @property
+    def last_line(self) -> str:
+        """The last line of the script's stderr (argparse's `error:` line, an exception)."""
+        return self.stderr_tail.rsplit(" | ", 1)[-1]
+
+    def status(self) -> str:
+        if self.returncode < 0:
+            try:
+                name = signal.Signals(-self.returncode).name
+            except ValueError:
+                name = f"signal {-self.returncode}"
+            return f"was killed by {name} (status {self.returncode})"
+        return f"exited with status {self.returncode}"
+
+    def reason(self) -> str:
+        """Why units of the point have no row, in one line for the rows' error column."""
+        if self.returncode == 0 and self.left_after is not None:
+            return (
+                f"the script's loop left harness.probe.measure early (after {self.left_after} "
+                "batches): iterate it to its end (no break) so that every rung is measured"
+            )
+        if not self.reached:
+            where = "without reaching harness.probe (does its loop iterate probe.measure?)"
+        elif not self.done:
+            where = "before the probe had measured the point"
+        else:
+            where = "after the probe"
+        text = f"the script {self.status()} {where}"
+        if self.stderr_tail:
+            text += f"; stderr: {self.stderr_tail}"
+        return text[:ERROR_CHARS]
+
+
+def command(point: Point) -> list[str]:
+    """`python SCRIPT ARGS...` with the harness's own interpreter (its environment)."""
+    if point.workload.script is None:
+        raise ValueError(f"point {point.id} has no script")
+    return [sys.executable, point.workload.script, *point.workload.args]
+
+
+def script_environment(job: ProbeJob, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The process environment of the script: the job's, with torchrun's rank variables set
+    from the rank's DistEnv (and none of torchrun's others inherited from a launching shell)."""
+    base = os.environ if base is None else base
+    environ = {k: v for k, v in base.items() if k not in TORCHRUN_VARIABLES}
+    environ.update(_agent_store(job.env, base))
+    env = job.env
+    environ.update(
+        RANK=str(env.rank),
+        LOCAL_RANK=str(env.local_rank),
+        WORLD_SIZE=str(env.world_size),
+        LOCAL_WORLD_SIZE=str(env.local_world_size or env.world_size),
+        # One rank alone still gets a rendezvous, for a script that always joins a group.
+        MASTER_ADDR=env.master_addr or "127.0.0.1",
+        MASTER_PORT=str(env.master_port or free_port()),
+    )
+    environ[PROBE_VARIABLE] = job.to_json()
+    cpus = environ.get("SLURM_CPUS_PER_TASK", "")
+    if cpus.isdigit() and "OMP_NUM_THREADS" not in environ:
+        # As a built-in point's job does (job._threads_from_allocation): threads for the
+        # task's cores, not the node's.
+        environ["OMP_NUM_THREADS"] = cpus
+    return environ
+
+
+AGENT_STORE = ("TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT")
+
+
+def _agent_store(env: DistEnv, base: Mapping[str, str]) -> dict[str, str]:
+    """torchrun's agent hosts the rendezvous store on MASTER_PORT, and the ranks it starts join
+    it as clients. Where this rank is one of them (`torchrun -m harness.backends.worker`: its
+    RANK and MASTER_PORT are the job's, and no submitit job owns it), the script's rank is told
+    so too; else rank 0 would try to listen on the agent's port (EADDRINUSE)."""
+    own = (
+        base.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+        and not base.get("SUBMITIT_EXECUTOR")
+        and base.get("RANK") == str(env.rank)
+        and base.get("MASTER_PORT") == str(env.master_port)
+    )
+    return {k: base[k] for k in AGENT_STORE if own and k in base}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_script(point: Point, sweep_dir: Path, *, env: DistEnv, skip_done: bool = True) -> PointOutcome:
+    """This rank of the point: the script under the probe, then a failed row for every unit
+    it left without one."""
+    from harness.storage import layout
+
+    script = Path(point.workload.script or "")
+    point_path = layout.point_dir(sweep_dir, point.id)
+    point_path.mkdir(parents=True, exist_ok=True)
+    if not skip_done:  # as run_point's writer starts afresh: no row of an earlier run counts
+        layout.rank_file(point_path, env.rank).unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory(prefix="harness-probe-") as tmp:
+        job = ProbeJob(
+            sweep_dir=sweep_dir,
+            point=point,
+            env=env,
+            skip_done=skip_done,
+            script=script,
+            report_path=Path(tmp) / "report",
+        )
+        log.info("point %s rank %d: %s", point.id, env.rank, " ".join(command(point)[1:]))
+        ended = run_process(command(point), script_environment(job), job.report_path)
+    return account(point, sweep_dir, env, ended)
+
+
+def run_process(
+    argv: Sequence[str],
+    environ: Mapping[str, str],
+    report_path: Path | None,
+    *,
+    timeout: float | None = None,
+    echo: bool = True,
+) -> Ended:
+    """Run the script; its stderr goes on to ours (`echo`), and its last lines are kept."""
+    tail: deque[str] = deque(maxlen=STDERR_LINES)
+    with subprocess.Popen(
+        list(argv), env=dict(environ), stderr=subprocess.PIPE, text=True, errors="replace"
+    ) as p:
+        assert p.stderr is not None
+        reader = threading.Thread(target=_tee, args=(p.stderr, tail, echo), daemon=True)
+        reader.start()
+        try:
+            returncode = p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            returncode = p.wait()
+        except BaseException:
+            # Interrupted (Ctrl-C, a job's signal): the script must not outlive its point.
+            p.terminate()
+            raise
+        reader.join(timeout=10)
+    words = report_path.read_text().split() if report_path and report_path.exists() else []
+    return Ended(
+        returncode=returncode,
+        stderr_tail=" | ".join(line.strip() for line in tail if line.strip())[-ERROR_CHARS:],
+        reached="reached" in words,
+        done="done" in words,
+        left_after=next((int(w.split(":")[1]) for w in words if w.startswith("left:")), None),
+    )
+
+
+def _tee(stream: IO[str], tail: deque[str], echo: bool) -> None:
+    for line in stream:
+        if echo:
+            sys.stderr.write(line)
+        if line.strip():
+            tail.append(line.rstrip())
+    sys.stderr.flush()
+
+
+def account(point: Point, sweep_dir: Path, env: DistEnv, ended: Ended) -> PointOutcome:
+    """This rank's rows once the script has ended: a failed row for each unit it has none for."""
+    from harness.execution.runner import PointOutcome, open_point
+    from harness.storage import rows as results
+
+    opened = open_point(point, sweep_dir, env, skip_done=True)
+    written = {(r["rung"], int(r["repeat"])) for r in opened.writer.rows if r.get("rung")}
+    missing = [
+        (rung, repeat)
+        for repeat in range(point.measure.repeats)
+        for rung in point.rungs
+        if (rung, repeat) not in written
+    ]
+    if missing or ended.returncode != 0:
+        log.error("point %s rank %d: %s", point.id, env.rank, ended.reason())
+    opened.rows.device = ""
+    for rung, repeat in missing:
+        opened.writer.append(opened.rows.row(rung, repeat, status="failed", error=ended.reason()))
+    statuses = [r["status"] for r in opened.writer.rows]
+    return PointOutcome(
+        point_id=point.id,
+        ok=statuses.count("ok"),
+        failed=statuses.count("failed"),
+        skipped=statuses.count("skipped"),
+        # As read back from the CSV (text cells): the rows this rank holds for the point.
+        rows=tuple(results.RungRow.from_cells(r) for r in opened.writer.rows),
+    )
+
+
+def check_script(point: Point, *, timeout: float = CHECK_TIMEOUT_S) -> Ended:
+    """Run the script with the point's flags until its first probe call, where the probe
+    exits with status 0: its imports and argument parsing (argparse exits 2 on a bad flag)."""
+    with tempfile.TemporaryDirectory(prefix="harness-check-") as tmp:
+        job = ProbeJob(
+            sweep_dir=Path(tmp),
+            point=point,
+            env=DistEnv(local_world_size=1),
+            skip_done=True,
+            script=Path(point.workload.script or ""),
+            report_path=Path(tmp) / "report",
+            check=True,
+        )
+        return run_process(
+            command(point), script_environment(job), job.report_path, timeout=timeout, echo=False
+        )

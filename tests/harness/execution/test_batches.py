@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import pytest
+import torch
+
+from harness.execution.batches import BatchError, count_samples, leaves, to_device
+
+META = torch.device("meta")  # a second device on a CPU-only machine: moves are visible
+
+
+class Pair(NamedTuple):
+    images: torch.Tensor
+    labels: torch.Tensor
+
+
+@dataclass
+class Segment:
+    image: torch.Tensor
+    mask: torch.Tensor
+    name: str = "tile"
+
+
+class OwnBatch:
+    """A user batch type with its own to(), as a Hugging Face BatchEncoding has."""
+
+    def __init__(self, x: torch.Tensor) -> None:
+        self.x = x
+        self.moved_with: dict[str, Any] = {}
+
+    def to(self, device: torch.device, non_blocking: bool = False) -> OwnBatch:
+        moved = OwnBatch(self.x.to(device))
+        moved.moved_with = {"device": device, "non_blocking": non_blocking}
+        return moved
+
+
+def test_every_tensor_of_a_nested_batch_moves_and_the_structure_is_kept() -> None:
+    batch = {
+        "text": {"input_ids": torch.zeros(4, 7, dtype=torch.long), "lengths": [7, 5, 3, 2]},
+        "pair": Pair(torch.zeros(4, 3), torch.ones(4)),
+        "segment": Segment(torch.zeros(4, 3, 8, 8), torch.zeros(4, 8, 8)),
+        "ids": ("a", "b", "c", "d"),
+    }
+    moved = to_device(batch, META)
+    assert moved["text"]["input_ids"].device == META
+    assert moved["text"]["lengths"] == [7, 5, 3, 2]  # non-tensor leaves untouched
+    assert isinstance(moved["pair"], Pair) and moved["pair"].labels.device == META
+    assert isinstance(moved["segment"], Segment) and moved["segment"].mask.device == META
+    assert moved["segment"].name == "tile" and moved["ids"] == ("a", "b", "c", "d")
+    assert batch["pair"].images.device.type == "cpu"  # the original is left as it was
+
+
+def test_a_user_batch_type_moves_itself_with_the_points_non_blocking() -> None:
+    moved = to_device(OwnBatch(torch.zeros(2)), META, non_blocking=True)
+    assert moved.x.device == META and moved.moved_with == {"device": META, "non_blocking": True}
+
+
+def test_samples_are_the_leading_dimension_the_tensors_share() -> None:
+    padded = {
+        "input_ids": torch.zeros(6, 31),
+        "attention_mask": torch.zeros(6, 31),
+        "labels": torch.zeros(6, 31),
+    }
+    assert count_samples(padded) == 6  # sequences, not tokens
+    assert count_samples((torch.zeros(3, 3, 4, 4), torch.zeros(3))) == 3  # a partial last batch
+    assert count_samples(Segment(torch.zeros(5, 3, 2, 2), torch.zeros(5, 2, 2))) == 5
+    assert count_samples({"x": torch.zeros(2, 4), "scale": torch.tensor(0.5)}) == 2  # scalars ignored
+
+
+def test_an_ambiguous_count_names_the_tensors_and_the_hook() -> None:
+    detection = (torch.zeros(2, 3, 8, 8), [{"boxes": torch.zeros(5, 4)}, {"boxes": torch.zeros(1, 4)}])
+    with pytest.raises(
+        BatchError, match=r"disagree .*batch\[0\]: 2, batch\[1\]\[0\]\['boxes'\]: 5.*workload.batch_samples"
+    ):
+        count_samples(detection)
+    with pytest.raises(BatchError, match="no tensor of at least one dimension"):
+        count_samples({"name": "x"})
+
+
+def test_leaves_are_named_by_their_path() -> None:
+    assert [path for path, _ in leaves({"a": [torch.zeros(1), torch.zeros(1)]})] == [
+        "batch['a'][0]",
+        "batch['a'][1]",
+    ]
