@@ -10,6 +10,7 @@ runs on a login node or a laptop with a plain `pip install pipeline-harness`.
                                                        # per node type, with load_meta)
     tables = analysis.loader_tables(summary)           # the course's table per node
     recs = analysis.recommend(summary)                 # per node: best and cheapest tied
+    more = analysis.undecided_points(summary)          # point id -> runs that would decide
     verdicts = analysis.ladder_verdicts(loaded.rows)   # the caching ladder, per point and host
     comparison = analysis.compare(["results/a"], ["results/b"])
     timeline = analysis.load_samples(point_folder, rank=0)   # the sampler's timeline, or None
@@ -25,7 +26,7 @@ from analysis.aggregate import add_nodes, summarize
 from analysis.compare import compare
 from analysis.export import tidy
 from analysis.load import load_meta, load_results, load_samples
-from analysis.recommend import recommend
+from analysis.recommend import recommend, undecided_points
 from analysis.report import build_report
 from analysis.stragglers import find_stragglers
 from analysis.tables import loader_tables
@@ -44,4 +45,5 @@ __all__ = [
     "recommend",
     "summarize",
     "tidy",
+    "undecided_points",
 ]

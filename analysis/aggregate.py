@@ -11,13 +11,19 @@ Aggregation rules, in order:
    *waited most* (`loading_rank` names it), and likewise next_time (`next_rank`). The spread of
    training_time between ranks, (slowest - fastest) / median rank, is `rank_spread`.
 3. Over the runs of a point in a table group (its repeats; with --by gpu also the nodes of one
-   type), the median is reported, with `runs` and `relative_spread`: the robust spread of the
-   runs' samples_per_s from analysis.noise (MAD over median). The runs' own figures stay in
-   `run_samples_per_s` and `run_loading_time`, for the tests of analysis.noise (compare, the
-   recommendation).
+   type), the median is reported, with `runs` and `ci95`: half the width of the 95 % interval
+   of the point's samples/s, relative to it, from analysis.noise (the same model, on the same
+   runs, as every judgement of a difference). A run that stands out (analysis.noise.outliers)
+   is named in `outliers` ("repeat 2 -8%": its repeat, and how far it lies from the median),
+   and stays in every figure. The runs' own figures stay in `run_samples_per_s` and
+   `run_loading_time`, for the judgements (compare, the recommendation, the expectations).
+4. The tail of the wait (`loading_time_p50`, `_p95`, `_p99`, `waited_share`) is, in a run, that
+   of the rank with the longest tail: under DDP every rank waits for the one whose read stalled.
 """
 
 from __future__ import annotations
+
+import statistics
 
 import pandas as pd
 
@@ -34,8 +40,10 @@ SAMPLED_COLUMNS = ["gpu_util", "energy_per_sample_j", "loader_cores"]
 GROUPINGS = ("node", "gpu")
 KEY = ["group", "sweep_dir", "point_id", "rung"]
 RUN = [*KEY, "node", "repeat"]
+TAIL_COLUMNS = ["loading_time_p50", "loading_time_p95", "loading_time_p99", "waited_share"]
 METRICS = [
     "loading_time",
+    *TAIL_COLUMNS,
     "next_time",
     "training_time",
     "first_step_loading_time",
@@ -154,6 +162,7 @@ def per_run(ok: pd.DataFrame) -> pd.DataFrame:
         energy_per_sample_j=grouped["energy_per_sample_j"].mean(),
         peak_device_memory_gb=grouped["peak_device_memory_gb"].max(),
         cpus_allotted=grouped["cpus_allotted"].max(),
+        **{column: grouped[column].max() for column in TAIL_COLUMNS},
     )
     for column, rank_column in (("loading_time", "loading_rank"), ("next_time", "next_rank")):
         runs[column], runs[rank_column] = _most_waiting(ok, column)
@@ -196,8 +205,9 @@ def over_runs(runs: pd.DataFrame) -> pd.DataFrame:
     by_point = runs.groupby(KEY, sort=False)
     summary = by_point[METRICS].median()
     rates = by_point["samples_per_s"]
-    summary["relative_spread"] = rates.agg(noise.relative_spread).astype(float)
+    summary["ci95"] = rates.agg(noise.relative_half_width).astype(float)
     summary["run_samples_per_s"] = rates.agg(tuple)
+    summary["outliers"] = _outliers(runs, summary["run_samples_per_s"])
     summary["run_loading_time"] = by_point["loading_time"].agg(tuple)
     summary["runs"] = by_point.size()
     summary["repeats"] = by_point["repeat"].nunique()
@@ -218,6 +228,20 @@ def over_runs(runs: pd.DataFrame) -> pd.DataFrame:
     out["jobid"] = out["jobid"].fillna(out["point_id"]).astype(object)
     out["sweep"] = [_sweep_label(s) for s in out["sweep_dir"]]
     return out
+
+
+def _outliers(runs: pd.DataFrame, rates: pd.Series) -> pd.Series:
+    """Per point, its runs that stand out, as `repeat 2 -8%` (with the node where a point's
+    runs come from several): "" where none does."""
+    several = runs.groupby(KEY, sort=False)["node"].transform("nunique") > 1
+    label = "repeat " + runs["repeat"].astype(str)
+    label = label.where(~several, runs["node"].astype(str) + " " + label)
+    labels = label.groupby([runs[c] for c in KEY], sort=False).agg(tuple).reindex(rates.index)
+    cells = []
+    for values, names in zip(rates, labels, strict=True):
+        middle = statistics.median(values)
+        cells.append("; ".join(f"{names[i]} {values[i] / middle - 1:+.0%}" for i in noise.outliers(values)))
+    return pd.Series(cells, index=rates.index, dtype=object)
 
 
 def _usual(runs: pd.DataFrame, column: str) -> pd.Series:

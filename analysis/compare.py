@@ -6,11 +6,15 @@ dataset_args and model_args from plan.json, and the rung), never on point ids. A
 is constant in A and in B but differs between them (the change itself: batch_size 32 in A, 64
 in B) is left out of the match and named under "what changed".
 
-Significance, by analysis.noise (the one noise model): the runs of a configuration on each side
-(its repeats, and every point that measured it) are independent runs; B over A is called faster
-or slower when its 95 % interval excludes no change and the change is at least noise.PRACTICAL.
-With one run on a side there is no interval: the change is shown, marked untested, and never
-called.
+Judgements, by analysis.noise (the one noise model): the runs of a configuration on each side
+(its repeats, and every point that measured it) are independent runs. Throughput: B over A is
+*faster* or *slower* when its whole 95 % interval lies beyond the ±5 % margin, *same* when it
+lies inside it, *undecided* otherwise (with the runs per side that would likely decide).
+The wait for data (loading_time) is judged by what it costs a step: B − A as a share of A's
+step time, against the same margin (5 % of a step). A wait of 2 ms that becomes 3 ms is +50 %
+of itself and nothing to a 100 ms step; judged as a ratio of waits, an A/A comparison called
+such changes "longer". With one run on a side there is no interval: the change is shown,
+marked untested, and never called.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from analysis import noise
 from analysis.aggregate import LOADER_COLUMNS, WORKLOAD_COLUMNS, summarize, type_label
 from analysis.load import Loaded, SweepPlan, load_meta, load_plan, load_results
 from analysis.tables import FORMATS
+from harness.config.settings import WORKER_ONLY
 
 MATCH_COLUMNS = [*WORKLOAD_COLUMNS, *LOADER_COLUMNS, "rung"]  # dataset_args, model_args included
 # Constant per side and different between them: named as what changed, not matched on.
@@ -127,6 +132,7 @@ def _per_config(frame: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     out = grouped.agg(
         samples_per_s=("samples_per_s", "median"),
         loading_time=("loading_time", "median"),
+        step_time=("step_time", "median"),
         runs=("runs", "sum"),
         points=("point_id", lambda s: ",".join(sorted(set(s)))),
         run_samples_per_s=("run_samples_per_s", _pooled),
@@ -141,7 +147,7 @@ def _pooled(runs: pd.Series) -> tuple[float, ...]:
 
 def _judge_changes(table: pd.DataFrame) -> pd.DataFrame:
     """Per matched configuration: the change of B over A, its interval and what it is called,
-    for throughput and for the wait for data."""
+    for throughput (a ratio) and for the wait for data (a share of A's step)."""
     if table.empty:
         return table
     table = table.copy()
@@ -154,25 +160,38 @@ def _judge_changes(table: pd.DataFrame) -> pd.DataFrame:
     table["judgement"] = [word for _, word in judged]
     table["tested"] = table["interval"] != ""
     table["loading_change"] = table["loading_time_b"] / table["loading_time_a"] - 1
-    table["loading_judgement"] = [
-        _judge(a, b, "longer", "shorter")[1]
-        for a, b in zip(table["run_loading_time_a"], table["run_loading_time_b"], strict=True)
+    waits = [
+        _judge(a, b, "longer", "shorter", step=step)
+        for a, b, step in zip(
+            table["run_loading_time_a"], table["run_loading_time_b"], table["step_time_a"], strict=True
+        )
     ]
+    table["loading_interval"] = [interval for interval, _ in waits]
+    table["loading_judgement"] = [word for _, word in waits]
     return table.sort_values("change", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def _judge(a: tuple[float, ...], b: tuple[float, ...], up: str, down: str) -> tuple[str, str]:
-    """(the interval of B over A, or "" when untested; the word for the change)."""
+def _judge(
+    a: tuple[float, ...], b: tuple[float, ...], up: str, down: str, *, step: float | None = None
+) -> tuple[str, str]:
+    """(the interval of B against A, or "" when untested; the word for the change). With
+    `step`, B − A as a share of that step time; else B over A."""
     try:
-        ratio = noise.independent_ratio(a, b)
-    except ValueError:  # a side without a positive figure: nothing to compare
+        estimate = noise.independent_ratio(a, b) if step is None else noise.independent_shift(a, b, step)
+    except ValueError:  # a side without a figure (or no step time): nothing to compare
         return "", ""
-    if not ratio.tested or ratio.low is None or ratio.high is None:
+    judgement = estimate.judge()
+    if judgement == noise.NOT_TESTED or estimate.low is None or estimate.high is None:
         return "", "untested"
-    interval = f"{ratio.low - 1:+.1%} .. {ratio.high - 1:+.1%}"
-    if not ratio.called():
-        return interval, "same (within noise)"
-    return interval, up if ratio.estimate > 1 else down
+    zero = 0 if estimate.shift else 1
+    interval = f"{estimate.low - zero:+.1%} .. {estimate.high - zero:+.1%}"
+    if judgement == noise.WITHIN:
+        return interval, f"same (within ±{noise.MARGIN:.0%})"
+    if judgement == noise.UNDECIDED:
+        runs = estimate.runs_needed()
+        more = f"{runs} runs would decide" if runs else f"over {noise.MAX_RUNS} runs would decide"
+        return interval, f"undecided ({more})"
+    return interval, up if judgement == noise.HIGHER else down
 
 
 def _no_match(a: pd.DataFrame, b: pd.DataFrame, key: list[str]) -> str:
@@ -248,14 +267,9 @@ def comparison_table(c: Comparison) -> pd.DataFrame:
     if c.table.empty:
         return pd.DataFrame()
     t = c.table
-    # prefetch_factor and persistent_workers do not apply to num_workers=0: no variation there.
+    # The worker-only settings do not apply to num_workers=0: no variation there.
     workers = t[t["num_workers"] != "0"] if "num_workers" in t else t
-    shown = [
-        k
-        for k in c.key
-        if k == "num_workers"
-        or (workers if k in ("prefetch_factor", "persistent_workers") else t)[k].nunique() > 1
-    ]
+    shown = [k for k in c.key if k == "num_workers" or (workers if k in WORKER_ONLY else t)[k].nunique() > 1]
     out = t[shown].copy()
     out["A samples/s"] = t["samples_per_s_a"]
     out["B samples/s"] = t["samples_per_s_b"]
@@ -265,6 +279,7 @@ def comparison_table(c: Comparison) -> pd.DataFrame:
     out["A loading_time"] = t["loading_time_a"]
     out["B loading_time"] = t["loading_time_b"]
     out["loading change"] = t["loading_change"]
+    out["loading interval"] = t["loading_interval"]
     out["loading"] = t["loading_judgement"]
     return out
 
@@ -291,7 +306,8 @@ def render_comparison(c: Comparison, fmt: str = "terminal") -> str:
         parts.append(
             tabulate(shown, headers="keys", tablefmt=FORMATS[fmt], showindex=False, disable_numparse=True)
         )
-        counts = c.table["judgement"].value_counts()
+        words = c.table["judgement"].str.replace(r" \((over )?\d+ runs would decide\)", "", regex=True)
+        counts = words.value_counts()
         judgements = ", ".join(f"{v} {n}" for v, n in counts.items())
         varying = [k for k in table.columns if k in c.key]
         fixed = len(c.key) - len(varying)
@@ -300,11 +316,14 @@ def render_comparison(c: Comparison, fmt: str = "terminal") -> str:
             f"{c.matched} configuration(s) in both, matched on {matched_on}; throughput of B: {judgements}"
         ]
         parts.append("\n".join(lines))
+    margin = f"{noise.MARGIN:.0%}"
     legend = [
-        "interval: 95% interval of the change of B over A from the runs of each side (Welch's t on the "
-        f"logs); faster or slower only where it excludes no change and the change is at least "
-        f"{noise.PRACTICAL:.0%}. untested: one run on a side, no interval, never called; "
-        "set measure.repeats to 3 or more to know."
+        "interval: 95% interval of the change of B over A from the runs of each side (Yuen's trimmed t on "
+        f"the logs; Welch's t under 5 runs): faster or slower where it lies wholly beyond ±{margin}, same "
+        f"where it lies inside, undecided otherwise (the runs per side that would likely decide). "
+        f"loading interval: B's wait for data minus A's, as a share of A's step time, judged against "
+        f"±{margin} of a step. untested: one run on a side, no interval, never called; set "
+        "measure.repeats to 3 or more to know."
     ]
     if c.only_a or c.only_b:
         legend.append(f"not matched: {c.only_a} configuration(s) only in A, {c.only_b} only in B")

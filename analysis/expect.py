@@ -6,6 +6,14 @@ entry is checked on every point it matches, on the figures the tables show (per 
 node, the median over its runs, i.e. its repeats): its worst point decides. An entry that
 matches no figure (no point, or a figure not measured) is "no data", and fails: a gate that
 cannot see must not pass.
+
+Where the figure has runs to judge by (samples_per_s, loading_time), each point is judged by
+analysis.noise's model, one-sided against the bound less (or, for a max_, plus) the ±5 %
+margin: *pass* when the point's whole 95 % interval lies on the right side of it, *FAIL* when
+it lies wholly on the wrong side, *undecided* otherwise (and an undecided gate fails too, with
+the runs that would likely decide). A figure within the margin of its bound meets it, as a tie
+does in every other judgement of the harness. Figures without runs (of_bound, gpu_util) and
+points with one run are judged on the median alone, as written.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from analysis import noise
 from analysis.aggregate import add_nodes, summarize, table_rows
 from analysis.load import load_meta
 from harness.config.expect import Expectation, parse_expect
@@ -39,14 +48,38 @@ class Outcome:
     """The point (and node) of the worst figure."""
     runs: int = 0
     problem: str = ""
+    judgement: str = ""
+    """PASS, FAIL or UNDECIDED for the worst point ("" where there is nothing to judge)."""
+    interval: noise.Estimate | None = None
+    """The worst point's figure over the bound, with its interval (None: judged on the median)."""
 
     @property
     def passed(self) -> bool:
-        if self.expectation is None or self.figure is None:
-            return False
-        if self.expectation.figure.at_least:
-            return self.figure >= self.expectation.bound
-        return self.figure <= self.expectation.bound
+        return self.judgement == PASS
+
+
+PASS, FAIL, UNDECIDED = "pass", "FAIL", "undecided"
+RUNS = {"samples_per_s": "run_samples_per_s", "loading_time": "run_loading_time"}
+"""The figures whose runs the summary keeps, to judge a point by its interval."""
+
+
+def judge(e: Expectation, figure: float, runs: tuple[float, ...] = ()) -> tuple[str, noise.Estimate | None]:
+    """One point's figure against the bound: by its runs' interval where it has two or more
+    (one-sided, with the margin), else by the figure alone."""
+    estimate = None
+    if len(runs) > 1 and e.bound > 0:
+        try:
+            estimate = noise.location([r / e.bound for r in runs])
+        except ValueError:  # no positive run (a wait of 0): the figure alone decides
+            estimate = None
+    if estimate is None or estimate.low is None or estimate.high is None:
+        met = figure >= e.bound if e.figure.at_least else figure <= e.bound
+        return (PASS if met else FAIL), None
+    if e.figure.at_least:  # pass: not below the bound less the margin, interval and all
+        good, bad = estimate.low >= 1 - noise.MARGIN, estimate.high < 1 - noise.MARGIN
+    else:
+        good, bad = estimate.high <= 1 + noise.MARGIN, estimate.low > 1 + noise.MARGIN
+    return (PASS if good else FAIL if bad else UNDECIDED), estimate
 
 
 def read_expectations(sweep_dir: Path) -> tuple[Expectation, ...]:
@@ -110,7 +143,13 @@ def _check(sweep_dir: str, e: Expectation, summary: pd.DataFrame) -> Outcome:
     if table.empty or column not in table.columns or table[column].isna().all():
         return Outcome(sweep_dir, e)
     table = table.dropna(subset=[column])
-    worst = table.loc[table[column].idxmin() if e.figure.at_least else table[column].idxmax()]
+    runs = table[RUNS[column]] if column in RUNS else [()] * len(table)
+    judged = [judge(e, float(f), tuple(r)) for f, r in zip(table[column], runs, strict=True)]
+    # The worst point: a FAIL before an undecided before a pass, then the worst figure.
+    rank = {FAIL: 0, UNDECIDED: 1, PASS: 2}
+    sign = 1 if e.figure.at_least else -1
+    at = min(range(len(table)), key=lambda i: (rank[judged[i][0]], sign * float(table[column].iloc[i])))
+    worst = table.iloc[at]
     return Outcome(
         sweep_dir,
         e,
@@ -118,6 +157,8 @@ def _check(sweep_dir: str, e: Expectation, summary: pd.DataFrame) -> Outcome:
         points=len(table),
         where=f"point {worst['point_id']} on {worst['node']}",
         runs=int(table["runs"].max()),
+        judgement=judged[at][0],
+        interval=judged[at][1],
     )
 
 
@@ -171,11 +212,27 @@ def _line(o: Outcome, several: bool) -> str:
     if o.expectation is None:
         return f"FAIL  {sweep}{o.problem}"
     e = o.expectation
-    word = "pass" if o.passed else "FAIL"
     if o.figure is None:
-        return f"{word}  {sweep}{e.label()}: no data (no point matched, or the figure was not measured)"
+        return f"FAIL  {sweep}{e.label()}: no data (no point matched, or the figure was not measured)"
     figure = f"{o.figure:.0%}" if e.figure.column == "of_bound" else f"{o.figure:.4g}"
     worst = "worst of" if o.points > 1 else "of"
     median = f", median over {o.runs} runs" if o.runs > 1 else ""
-    where = f"{worst} {o.points} point(s): {o.where}{median}"
-    return f"{word}  {sweep}{e.label()}: {figure} {e.figure.unit} ({where})"
+    where = f"{worst} {o.points} point(s): {o.where}{median}{_judged(o)}"
+    return f"{o.judgement}  {sweep}{e.label()}: {figure} {e.figure.unit} ({where})"
+
+
+def _judged(o: Outcome) -> str:
+    """What the worst point's interval says, where it was judged by one."""
+    r, e = o.interval, o.expectation
+    if r is None or r.low is None or r.high is None or e is None or o.figure is None:
+        return ""
+    edge = e.bound * (1 - noise.MARGIN if e.figure.at_least else 1 + noise.MARGIN)
+    ci = f"95% CI {r.low * e.bound:.4g} .. {r.high * e.bound:.4g}"
+    if o.judgement == UNDECIDED:
+        runs = r.runs_needed(edge=edge / e.bound)
+        more = f"about {runs} runs would decide" if runs else f"over {noise.MAX_RUNS} runs would decide"
+        return f"; {ci} across {edge:.4g}, the bound with the {noise.MARGIN:.0%} margin: {more}"
+    side = "above" if e.figure.at_least else "below"
+    if o.judgement == PASS and (o.figure < e.bound if e.figure.at_least else o.figure > e.bound):
+        return f"; {ci}, {side} {edge:.4g}: within the {noise.MARGIN:.0%} margin of the bound"
+    return f"; {ci}"

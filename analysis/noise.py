@@ -1,24 +1,48 @@
-"""One noise model for every judgement of a difference: the ladder's verdict, `compare`, the
-stragglers and the recommendation all ask it the same question — is B different from A, beyond
-what the repeats say the noise is?
+"""One noise model for every judgement of a difference: the recommendation, `compare`, the
+stragglers, the ladder's verdict and the expectations all ask it the same question, and the
+tables show its figures: how far apart are B and A, and what do the repeats allow us to say?
 
-The method, in a few lines (the README repeats them):
+The method (the README repeats it in a few lines):
 
-- Figures are compared as ratios, on a log scale (a 2× gain and a 2× loss weigh the same).
-- **Paired** where the two were measured in turn in the same process (the rungs of a point:
-  repeats run ABC ABC): the per-repeat ratios b_i / a_i cancel what a slow spell of the
-  machine did to both. **Independent** otherwise (two points, two sweeps): Welch's t on the
-  logs of each side's repeats.
-- The interval is Student's t at 95 % on the mean log-ratio: it narrows as 1/√n, so more
-  repeats see smaller differences (a max − min spread does the opposite: it only grows).
-- A difference is **called** when its interval excludes no-change *and* it is at least
-  PRACTICAL (3 %): below that, machines jitter run to run and no user would act on it.
-- With one run on either side there is no interval: the ratio is shown, marked **untested**,
-  and never called. Where a verdict must still point somewhere (the ladder's one-repeat
-  sentence), only drops beyond UNTESTED_FLOOR (10 %) are named, and always as untested.
-
-The same bar as pyperf's `compare_to` (a t-test before "faster") and criterion.rs (an
-interval, and a noise threshold under which a change is not reported).
+- **Scale.** Throughputs and times are compared as ratios, on a log scale (a 2× gain and a 2×
+  loss weigh the same). Waits that may be zero (a rank's wait for data) are compared as
+  differences in seconds, as a share of the step they delay.
+- **Estimate: Hodges-Lehmann** on the logs (Hodges & Lehmann 1963): of B against A, the median
+  of all the differences between a run of B and a run of A; of one sample (a point, or paired
+  per-repeat ratios), the median of its Walsh averages. It follows the runs that agree: one
+  slow run out of three moves it far less than it moves a mean (runs 222.6, 222.7, 204.5
+  against 191, 190, 192: -13.8 %, where the means say -11.7 %).
+- **Interval: Yuen's trimmed t** around it (Yuen 1974; Wilcox, *Introduction to Robust
+  Estimation and Hypothesis Testing*, ch. 4-5): the standard error of the 20 % trimmed mean
+  from the winsorized variance, Student's t with Welch's degrees of freedom. From 5 runs on,
+  the lowest and the highest run of a side are winsorized, so one stalled run does not widen
+  the interval much; under 5 runs nothing can be trimmed and it is Welch's: with 3 runs no
+  estimator can tell an outlier from the spread (a 33 % contamination), so the interval stays
+  honest and wide rather than confidently wrong, and the run is flagged. (Simulated on 4,000
+  A/A pairs, 1 % gaussian noise or that and a 10-50 % stall in 15 % of runs, n = 3, 5, 10,
+  the interval covered no change 95-99 % of the time.) Paired
+  where two figures were measured in turn in the same process (the rungs of a point, ABC ABC;
+  the ranks of a repeat): the one-sample version on the per-repeat log-ratios, which cancels a
+  slow spell of the machine. Independent otherwise (two points, two sweeps, two nodes).
+  Outliers are not discounted at 3-4 runs on purpose: on erratic storage a slow run is most
+  often the configuration's own stall, and discounting it would flatter exactly the
+  configurations that erratic reads hurt.
+- **One picture.** A point's own interval (`location`, the same estimate and interval on its
+  runs) is what the table shows as `ci95` (± half its width); the differences the sentences
+  judge come from the same runs and formulas.
+- **Three-way judgement with a practical margin** (MARGIN, ±5 %), as criterion.rs judges a
+  change against its noise threshold: WITHIN (tied) only when the whole 95 % interval lies
+  inside the margin; LOWER or HIGHER when it lies wholly beyond it; UNDECIDED otherwise. A
+  wide interval is never a tie. With one run there is no interval: UNTESTED, never called.
+- **Repeats that would decide** (`Estimate.runs_needed`): for an undecided difference, the
+  runs per side after which the interval would likely (80 % power) clear the margin, if the
+  estimate stays where it is and the standard error shrinks as √(n/n′): the smallest n′ with
+  (t₀.₉₇₅(df′) + z₀.₈) · SE · √(n/n′) ≤ the distance from the estimate to the boundary it must
+  clear (the nearer edge of the margin when inside it, the edge it lies beyond otherwise).
+- **A run that stands out** (`outliers`): modified z-score above 3.5 (Iglewicz & Hoaglin 1993:
+  0.6745 × distance from the median over the MAD) and at least MARGIN/2 from the median (a
+  smaller deviation cannot move a judgement). It is kept in every figure and named in the
+  report, never dropped.
 """
 
 from __future__ import annotations
@@ -29,13 +53,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 CONFIDENCE = 0.95
-PRACTICAL = 0.03
-"""Differences under 3 % are never called, whatever the interval says."""
+MARGIN = 0.05
+"""The practical margin: differences within ±5 % are ties; a call needs its interval beyond."""
+TRIM = 0.2
+"""Yuen's trimming: the lowest and highest 20 % of a side's runs (none below 5 runs)."""
+POWER_Z = 0.8416
+"""z₀.₈: the repeats named for an undecided difference decide it with about 80 % probability."""
+MAX_RUNS = 100
+"""Beyond this, runs_needed says None (a difference on the margin's edge, or a wide spread)."""
+OUTLIER_Z = 3.5
+"""Iglewicz & Hoaglin's cut-off for the modified z-score."""
 UNTESTED_FLOOR = 0.10
 """With one repeat, a drop must exceed 10 % to be named at all (and is named as untested)."""
 STRAGGLER_SHARE = 0.10
-"""A rank straggles when it waits for data (or steps) 10 % of a step longer than its peers."""
+"""A rank straggles when it waits for data 10 % of a step longer than its peers (the margin of
+the stragglers' judgement); a node when its training_time is 10 % longer."""
 UNTESTED = "untested: 1 run"
+
+LOWER, WITHIN, HIGHER, UNDECIDED, NOT_TESTED = "lower", "within", "higher", "undecided", "untested"
+"""The judgements: wholly below −margin, wholly inside ±margin, wholly above +margin, none of
+these, no interval."""
 
 # Student's t, two-sided 95 % (0.975 quantile), by degrees of freedom; 1.96 beyond 30.
 _T975: tuple[float, ...] = (
@@ -53,14 +90,39 @@ def t_quantile(df: float) -> float:
 
 
 @dataclass(frozen=True, slots=True)
-class Ratio:
-    """B over A: the estimate and its 95 % interval (None when untested)."""
+class _Side:
+    """One sample's squared standard error (of its trimmed mean) and Yuen's degrees of freedom."""
+
+    var: float  # the squared standard error of the trimmed mean
+    df: int  # h − 1: the runs left after trimming, less one
+    n: int
+
+
+def _side(values: Sequence[float]) -> _Side:
+    x = sorted(values)
+    n = len(x)
+    g = int(TRIM * n)
+    h = n - 2 * g
+    if n < 2:
+        return _Side(math.nan, 0, n)
+    winsorized = [x[g]] * g + x[g : n - g] + [x[n - g - 1]] * g
+    var = (n - 1) * statistics.variance(winsorized) / (h * (h - 1))
+    return _Side(var, h - 1, n)
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """B against A: the estimate and its 95 % interval (None when untested), as a ratio (log
+    scale inside) or, with `shift`, as a difference (a share of a step)."""
 
     estimate: float
     low: float | None
     high: float | None
     n: int
-    """Pairs (paired) or the smaller side's runs (independent)."""
+    """Pairs (paired), or the smaller side's runs (independent)."""
+    shift: bool = False
+    """A difference (estimate − 0) rather than a ratio (estimate / 1)."""
+    sides: tuple[_Side, ...] = ()
 
     @property
     def tested(self) -> bool:
@@ -68,73 +130,183 @@ class Ratio:
 
     @property
     def change(self) -> float:
-        """estimate − 1: +0.25 is 25 % more."""
-        return self.estimate - 1
+        """A ratio's estimate − 1 (+0.25 is 25 % more); a shift's estimate."""
+        return self.estimate if self.shift else self.estimate - 1
 
-    def called(self) -> bool:
-        """Beyond the noise and beyond PRACTICAL: a difference a user may act on."""
+    def judge(self, margin: float = MARGIN) -> str:
+        """LOWER, WITHIN, HIGHER (the interval wholly below, inside, above ±margin),
+        UNDECIDED, or NOT_TESTED (one run: no interval)."""
         if self.low is None or self.high is None:
-            return False
-        outside = self.low > 1 or self.high < 1
-        return outside and abs(math.log(self.estimate)) >= math.log1p(PRACTICAL)
+            return NOT_TESTED
+        zero = 0.0 if self.shift else 1.0
+        if self.high < zero - margin:
+            return LOWER
+        if self.low > zero + margin:
+            return HIGHER
+        if self.low >= zero - margin and self.high <= zero + margin:
+            return WITHIN
+        return UNDECIDED
 
-    def tied(self) -> bool:
-        """Tested and not called: the same, as far as the repeats can tell."""
-        return self.tested and not self.called()
+    def called(self, margin: float = MARGIN) -> bool:
+        """Beyond the margin, interval and all: a difference a user may act on."""
+        return self.judge(margin) in (LOWER, HIGHER)
+
+    def tied(self, margin: float = MARGIN) -> bool:
+        """Inside the margin, interval and all: the same, as far as anyone would act on."""
+        return self.judge(margin) == WITHIN
+
+    def runs_needed(self, margin: float = MARGIN, *, edge: float | None = None) -> int | None:
+        """Runs per side after which an undecided difference would likely be decided (the
+        module's formula); the current count where it is decided already; None where it
+        cannot be told (one run, no spread) or would take more than MAX_RUNS. `edge`: the one
+        boundary a one-sided judgement must clear (an expectation's bound with its margin),
+        on the estimate's scale, instead of the nearer edge of ±margin."""
+        verdict = self.judge(margin)
+        if verdict == NOT_TESTED or not self.sides:
+            return None
+        n = min(side.n for side in self.sides)
+        if verdict != UNDECIDED:
+            return n
+        center, se = self._center_se()
+        edges: tuple[float, ...] = (
+            (-margin, margin) if self.shift else (math.log1p(-margin), math.log1p(margin))
+        )
+        if edge is not None:
+            edges = (edge,) if self.shift else (math.log(edge),)
+        # Inside the margin the interval must clear both edges, beyond it the edge it lies
+        # beyond: either way, the nearer edge decides.
+        distance = min(abs(center - e) for e in edges)
+        if distance <= 0 or se <= 0:
+            return None
+        for runs in range(n + 1, MAX_RUNS + 1):
+            df = _welch_df([_project(side, runs) for side in self.sides])
+            if (t_quantile(max(1.0, df)) + POWER_Z) * se * math.sqrt(n / runs) <= distance:
+                return runs
+        return None
+
+    def _center_se(self) -> tuple[float, float]:
+        """The estimate on the analysis scale (a log-ratio or a shift) and its standard error."""
+        sides = self.sides
+        center = self.estimate if self.shift else math.log(self.estimate)
+        return center, math.sqrt(sum(s.var for s in sides))
 
     def interval_text(self) -> str:
         if self.low is None or self.high is None:
             return UNTESTED
+        if self.shift:
+            return f"95% CI {self.low:+.1%} .. {self.high:+.1%}, n={self.n}"
         return f"95% CI {self.low - 1:+.1%} .. {self.high - 1:+.1%}, n={self.n}"
 
 
-def paired_ratio(a: Sequence[float], b: Sequence[float]) -> Ratio:
+def _project(side: _Side, runs: int) -> _Side:
+    """The side as it would be with `runs` runs: the same spread, Yuen's df for that count."""
+    g = int(TRIM * runs)
+    return _Side(side.var * side.n / runs, runs - 2 * g - 1, runs)
+
+
+def _welch_df(sides: Sequence[_Side]) -> float:
+    if len(sides) == 1:
+        return float(sides[0].df)
+    total = sum(s.var for s in sides)
+    parts = sum(s.var**2 / s.df for s in sides if s.df > 0)
+    if total == 0 or parts == 0:
+        return float(min(s.df for s in sides))
+    return total**2 / parts
+
+
+def _hodges_lehmann(b: Sequence[float], a: Sequence[float] | None = None) -> float:
+    """The Hodges-Lehmann estimate: of one sample, the median of its Walsh averages (every
+    pair's mean, each value with itself included); of B against A, the median of all the
+    differences b_j - a_i. One run out of three moves it less than it moves the mean, and it
+    equals the plain difference when the runs agree."""
+    if a is None:
+        return statistics.median((x + y) / 2 for i, x in enumerate(b) for y in b[i:])
+    return statistics.median(y - x for x in a for y in b)
+
+
+def _estimate(sides: tuple[_Side, ...], center: float, *, shift: bool) -> Estimate:
+    """The interval of `center` from the sides' trimmed means and squared standard errors."""
+    n = min(s.n for s in sides)
+    back = (lambda v: v) if shift else math.exp
+    if n < 2:
+        return Estimate(back(center), None, None, n, shift, sides)
+    se = math.sqrt(sum(s.var for s in sides))
+    half = t_quantile(max(1.0, _welch_df(sides))) * se
+    return Estimate(back(center), back(center - half), back(center + half), n, shift, sides)
+
+
+def paired_ratio(a: Sequence[float], b: Sequence[float]) -> Estimate:
     """B over A from runs measured in turn: a[i] and b[i] belong to the same repeat."""
-    pairs = [(x, y) for x, y in zip(a, b, strict=True) if _positive(x) and _positive(y)]
-    logs = [math.log(y / x) for x, y in pairs]
-    return _interval(logs, len(logs) - 1)
+    logs = [math.log(y / x) for x, y in zip(a, b, strict=True) if _positive(x) and _positive(y)]
+    if not logs:
+        raise ValueError("no pair of positive values to compare")
+    return _estimate((_side(logs),), _hodges_lehmann(logs), shift=False)
 
 
-def independent_ratio(a: Sequence[float], b: Sequence[float]) -> Ratio:
-    """B over A from independent runs (Welch's t on the logs)."""
+def paired_shift(differences: Sequence[float]) -> Estimate:
+    """The typical value of per-repeat differences (already on their scale: a share of a step)."""
+    clean = [d for d in differences if d == d]
+    if not clean:
+        raise ValueError("no difference to judge")
+    return _estimate((_side(clean),), _hodges_lehmann(clean), shift=True)
+
+
+def independent_ratio(a: Sequence[float], b: Sequence[float]) -> Estimate:
+    """B over A from independent runs (Yuen's trimmed t on the logs; Welch's t under 5 runs)."""
     la = [math.log(x) for x in a if _positive(x)]
     lb = [math.log(y) for y in b if _positive(y)]
     if not la or not lb:
         raise ValueError("independent_ratio needs at least one positive value on each side")
-    center = statistics.fmean(lb) - statistics.fmean(la)
-    n = min(len(la), len(lb))
-    if n < 2:
-        return Ratio(math.exp(center), None, None, n)
-    va, vb = statistics.variance(la) / len(la), statistics.variance(lb) / len(lb)
-    se = math.sqrt(va + vb)
-    if se == 0:
-        return Ratio(math.exp(center), math.exp(center), math.exp(center), n)
-    df = (va + vb) ** 2 / (va**2 / (len(la) - 1) + vb**2 / (len(lb) - 1)) if va and vb else n - 1
-    half = t_quantile(max(1.0, df)) * se
-    return Ratio(math.exp(center), math.exp(center - half), math.exp(center + half), n)
+    return _estimate((_side(la), _side(lb)), _hodges_lehmann(lb, la), shift=False)
 
 
-def _interval(logs: Sequence[float], df: int) -> Ratio:
+def independent_shift(a: Sequence[float], b: Sequence[float], scale: float) -> Estimate:
+    """B − A over `scale` (a step time) from independent runs: for figures that may be zero."""
+    if not scale > 0:
+        raise ValueError(f"the scale of a shift must be positive (got {scale})")
+    xa = [x / scale for x in a if x == x]
+    xb = [y / scale for y in b if y == y]
+    if not xa or not xb:
+        raise ValueError("independent_shift needs at least one value on each side")
+    return _estimate((_side(xa), _side(xb)), _hodges_lehmann(xb, xa), shift=True)
+
+
+def location(values: Sequence[float]) -> Estimate:
+    """A point's own figure from its runs: the trimmed mean (log scale) and its 95 % interval.
+    `relative_half_width` of it is the table's ci95."""
+    logs = [math.log(v) for v in values if _positive(v)]
     if not logs:
-        raise ValueError("no pair of positive values to compare")
-    center = statistics.fmean(logs)
-    if len(logs) < 2:
-        return Ratio(math.exp(center), None, None, len(logs))
-    half = t_quantile(df) * statistics.stdev(logs) / math.sqrt(len(logs))
-    return Ratio(math.exp(center), math.exp(center - half), math.exp(center + half), len(logs))
+        raise ValueError("location needs at least one positive value")
+    return _estimate((_side(logs),), _hodges_lehmann(logs), shift=False)
 
 
-def relative_spread(values: Sequence[float]) -> float | None:
-    """A robust dispersion, relative to the median: the median absolute deviation, scaled to
-    estimate a standard deviation (× 1.4826), over the median. None with fewer than 2 values."""
-    clean = [v for v in values if v == v]
+def relative_half_width(values: Sequence[float]) -> float | None:
+    """Half the width of a point's 95 % interval, relative to its estimate (the table's
+    ci95: ±12 % reads "the point's throughput is known to about ±12 %"): sinh of the
+    half-width on the log scale. None under 2 runs."""
+    clean = [v for v in values if _positive(v)]
     if len(clean) < 2:
         return None
+    est = location(clean)
+    assert est.low is not None and est.high is not None
+    return math.sinh(math.log(est.high / est.low) / 2)
+
+
+def outliers(values: Sequence[float], margin: float = MARGIN) -> list[int]:
+    """Indexes of the runs that stand out (the module's rule); none under 3 runs."""
+    logs = [math.log(v) if _positive(v) else math.nan for v in values]
+    clean = [v for v in logs if v == v]
+    if len(clean) < 3:
+        return []
     center = statistics.median(clean)
-    if center == 0:
-        return None
     mad = statistics.median(abs(v - center) for v in clean)
-    return 1.4826 * mad / abs(center)
+    floor = math.log1p(margin / 2)
+    out = []
+    for i, v in enumerate(logs):
+        distance = abs(v - center)
+        if v == v and distance >= floor and (mad == 0 or 0.6745 * distance / mad > OUTLIER_Z):
+            out.append(i)
+    return out
 
 
 def _positive(x: float) -> bool:

@@ -29,6 +29,7 @@ from analysis.aggregate import WORKLOAD_COLUMNS, table_rows
 from analysis.load import SAMPLES_FILE, load_samples
 from analysis.recommend import Recommendation
 from harness.config import rungs as rung_names
+from harness.config.settings import WORKER_ONLY
 from harness.storage.atomic import atomic_write_bytes
 
 log = logging.getLogger(__name__)
@@ -156,9 +157,8 @@ def _text(v: object) -> str:
 
 
 # Settings a line of the throughput plot keeps fixed, besides pin_memory and non_blocking.
-# persistent_workers and prefetch_factor do not apply to num_workers=0 (PyTorch refuses them):
+# The worker-only settings (WORKER_ONLY) do not apply to num_workers=0 (PyTorch refuses them):
 # that point starts every line with its pin_memory and non_blocking.
-WORKER_ONLY = ["persistent_workers", "prefetch_factor"]
 OTHER_LINE_SETTINGS = ["drop_last", *WORKLOAD_COLUMNS]
 
 
@@ -183,8 +183,8 @@ def throughput_png(rows: pd.DataFrame, title: str) -> bytes | None:
         points = pd.concat([zero, line]).sort_values("num_workers")
         # One y per x: the best of points that differ only in settings not on this line.
         points = points.loc[points.groupby("num_workers")["samples_per_s"].idxmax()]
-        # ±1 robust standard deviation of the runs (analysis.noise.relative_spread).
-        spread = (points["relative_spread"] * points["samples_per_s"]).fillna(0)
+        # The 95 % interval's half-width (ci95, analysis.noise): the table's figure, drawn.
+        spread = (points["ci95"] * points["samples_per_s"]).fillna(0)
         label = ", ".join(f"{k}={_text(v)}" for k, v in settings.items())
         ax.errorbar(
             points["num_workers"],
@@ -230,9 +230,7 @@ def ladder_png(rows: pd.DataFrame, title: str) -> bytes | None:
         x = [i + (n - (len(ids) - 1) / 2) * width for i in range(len(order))]
         first = bars.dropna(subset=["samples_per_s"]).iloc[0]
         label = f"{point_id} (num_workers={_text(first['num_workers'])}, pin_memory={first['pin_memory']})"
-        spread = (
-            (bars["relative_spread"] * bars["samples_per_s"]).fillna(0) if (bars["runs"] > 1).any() else None
-        )
+        spread = (bars["ci95"] * bars["samples_per_s"]).fillna(0) if (bars["runs"] > 1).any() else None
         drawn = ax.bar(x, bars["samples_per_s"], width=width, label=label, yerr=spread, capsize=3)
         ax.bar_label(
             drawn, labels=[_text(round(v)) if pd.notna(v) else "" for v in bars["samples_per_s"]], fontsize=7

@@ -1,13 +1,18 @@
 """Per node and sweep: the best configuration, and the cheapest one tied with it.
 
-The best is the highest median samples/s; a configuration is *tied* with it when analysis.noise
-does not call the difference (independent runs: each point's per-run samples/s). The cheapest of
-the tied is recommended. Cheapest means, in this order: fewest workers, no persistent workers,
-least host memory (the rank's process tree, workers included). With one run on a side there is
-nothing to test: the old rule stands in, labelled untested: within 5 % of the best counts as
-tied. Both are given with their speedup over the sweep's baseline, its first point
-(point_index 0): the spec's first values are the user's starting point; the same test says
-whether the speedup is a measurable change.
+The best is the highest median samples/s. Every other configuration is judged against it by
+analysis.noise's three-way rule on the runs of both (each point's per-run samples/s, as
+independent runs): *tied* only when the 95 % interval of the difference lies inside the
+practical margin (±5 %), *slower* when it lies wholly below, *undecided* otherwise: a wide
+interval is never a tie. The cheapest of the tied is recommended. Cheapest means, in this
+order: fewest workers, no persistent workers, least host memory (the rank's process tree,
+workers included). Cheaper configurations left undecided are named, with the runs per point
+that would likely decide them (`undecided_points` gives the same to code: the adaptive
+repeats measure those points again). With one run on a side there is nothing to test: the
+old rule stands in, labelled untested: within 5 % of the best counts as tied. Both are given
+with their speedup over the sweep's baseline, its first point (point_index 0): the spec's
+first values are the user's starting point; the same judgement says whether the speedup is
+beyond the margin.
 """
 
 from __future__ import annotations
@@ -20,9 +25,12 @@ import pandas as pd
 
 from analysis import noise
 from analysis.aggregate import LOADER_COLUMNS, WORKLOAD_COLUMNS, table_rows
+from harness.config.settings import WORKER_ONLY
 
-WITHIN = 0.05
+WITHIN = noise.MARGIN
 """With one run, configurations within 5 % of the best count as tied (untested)."""
+MIN_RUNS = 3
+"""The runs a point with one run is asked for first (two give Student's t 12.7: no answer)."""
 REPEATS_HINT = "set measure.repeats to 3 or more to know"
 CHEAPNESS = ["num_workers", "persistent_workers", "cpu_memory_gb"]
 
@@ -45,9 +53,42 @@ class Choice:
     def settings_text(self) -> str:
         return " ".join(f"{k}={_value(v)}" for k, v in self.settings.items())
 
-    def against(self, other: Choice) -> noise.Ratio:
+    def against(self, other: Choice) -> noise.Estimate:
         """This one's samples/s over the other's, from their runs."""
         return noise.independent_ratio(other.run_samples_per_s, self.run_samples_per_s)
+
+
+@dataclass(frozen=True, slots=True)
+class Undecided:
+    """A configuration whose difference from the best the runs leave undecided (its interval
+    straddles an edge of the margin): cheaper than the recommended one, or possibly faster
+    than the best by more than the margin (a challenger)."""
+
+    choice: Choice
+    ratio: noise.Estimate
+    """Its samples/s over the best's."""
+    runs: int | None
+    """Runs per point (it and the best) that would likely decide; None: more than MAX_RUNS."""
+
+    cheaper: bool = True
+    """Cheaper than the recommended one (else a dearer one that may be faster than the best)."""
+
+    @property
+    def challenges(self) -> bool:
+        """Its interval reaches beyond +margin: it may be the real best."""
+        return self.ratio.high is not None and self.ratio.high > 1 + noise.MARGIN
+
+    def line(self) -> str:
+        c, r = self.choice, self.ratio
+        what = "cheaper" if self.cheaper else "could be faster than the best"
+        if self.runs is None:
+            more = f"more than {noise.MAX_RUNS} runs per point would be needed"
+        else:
+            more = f"about {self.runs} runs per point would decide ({self.runs - c.runs} more)"
+        return (
+            f"undecided, {what}: {c.jobid} {c.settings_text()}: {c.samples_per_s:.2f} samples/s "
+            f"({r.change:+.1%}, {r.interval_text()}): {more}"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +106,16 @@ class Recommendation:
     """Configurations tied with the best, the best included."""
     tested: bool = False
     """Every tie was decided by a test (no point with one run)."""
+    undecided: tuple[Undecided, ...] = ()
+    """Cheaper than the recommended configuration, and undecided against the best."""
+    challengers: tuple[Undecided, ...] = ()
+    """Dearer configurations that may be faster than the best by more than the margin."""
+
+    @property
+    def provisional(self) -> bool:
+        """Some configuration may be faster than the best by more than the margin: until it is
+        decided, the best, and so the recommendation, may be the wrong one."""
+        return any(u.challenges for u in (*self.undecided, *self.challengers))
 
     def speedup(self, choice: Choice) -> float | None:
         if self.baseline is None or not self.baseline.samples_per_s:
@@ -80,17 +131,21 @@ class Recommendation:
             return "the baseline itself"
         text = f"{self.speedup(choice):.2f}× the baseline"
         ratio = choice.against(base)
-        if not ratio.tested:
+        judgement = ratio.judge()
+        if judgement == noise.NOT_TESTED:
             return f"{text} ({noise.UNTESTED})"
-        if ratio.called():
-            return f"{text} ({ratio.interval_text()})"
-        return f"{text}, not a measurable change ({ratio.interval_text()})"
+        if judgement == noise.WITHIN:
+            return f"{text}, tied with it ({ratio.interval_text()}, within ±{noise.MARGIN:.0%})"
+        if judgement == noise.UNDECIDED:
+            return f"{text}, undecided ({ratio.interval_text()})"
+        return f"{text} ({ratio.interval_text()})"
 
     def lines(self) -> list[str]:
         best, base = self.best, self.baseline
         out = [f"best: {best.jobid} {best.settings_text()}: {best.samples_per_s:.2f} samples/s, "]
         out[0] += self.against_baseline(best)
         out.append(self._cheapest_line())
+        out += [u.line() for u in (*self.challengers, *self.undecided)]
         if base is not None:
             where = " (measured on another node or node type)" if self.baseline_elsewhere else ""
             out.append(
@@ -103,7 +158,12 @@ class Recommendation:
 
     def _cheapest_line(self) -> str:
         best, cheap = self.best, self.cheapest
-        label = "cheapest tied with the best" if self.tested else f"cheapest within {WITHIN:.0%} of the best"
+        provisional = "; provisional, the best is undecided" if self.provisional else ""
+        label = (
+            f"cheapest tied with the best (within ±{noise.MARGIN:.0%}{provisional})"
+            if self.tested
+            else f"cheapest within {WITHIN:.0%} of the best"
+        )
         if not self.tested:
             label += f" ({noise.UNTESTED})" if best.runs < 2 else " (untested where a point has 1 run)"
         if cheap.point_id == best.point_id:
@@ -137,54 +197,120 @@ def recommend(summary: pd.DataFrame) -> list[Recommendation]:
     chosen = table_rows(summary)
     if chosen.empty:
         return []
-    out = []
     shown_by_sweep = {s: _shown_settings(rows) for s, rows in chosen.groupby("sweep_dir")}
-    for (group, sweep_dir), rows in chosen.groupby(["group", "sweep_dir"], sort=True):
-        shown = shown_by_sweep[sweep_dir]
-        best = _choice(rows.loc[rows["samples_per_s"].idxmax()], shown)
-        tied, tested = _tied_with(best, rows)
-        cheapest = rows[rows["point_id"].isin(tied)].sort_values(
-            [*CHEAPNESS, "samples_per_s"],
-            ascending=[True, True, True, False],
-            na_position="last",
-            kind="stable",
-        )
-        baseline, elsewhere = _baseline(rows, chosen, sweep_dir)
-        out.append(
-            Recommendation(
-                group=str(group),
-                sweep=str(rows["sweep"].iloc[0]),
-                sweep_dir=str(sweep_dir),
-                rung=str(rows["rung"].iloc[0]),
-                best=best,
-                cheapest=_choice(cheapest.iloc[0], shown),
-                baseline=None if baseline is None else _choice(baseline, shown),
-                baseline_elsewhere=elsewhere,
-                tied=len(tied),
-                tested=tested,
-            )
-        )
-    return out
+    return [
+        _recommendation(str(group), str(sweep_dir), rows, chosen, shown_by_sweep[sweep_dir])
+        for (group, sweep_dir), rows in chosen.groupby(["group", "sweep_dir"], sort=True)
+    ]
 
 
-def _tied_with(best: Choice, rows: pd.DataFrame) -> tuple[set[str], bool]:
-    """The points the runs do not tell apart from the best (the best included), and whether
-    every one was tested; with one run on a side, within WITHIN of the best stands in."""
-    tied, tested = {best.point_id}, best.runs > 1
+def _recommendation(
+    group: str, sweep_dir: str, rows: pd.DataFrame, chosen: pd.DataFrame, shown: list[str]
+) -> Recommendation:
+    """One group's: the best, the cheapest tied with it, and what the runs leave undecided."""
+    best = _choice(rows.loc[rows["samples_per_s"].idxmax()], shown)
+    judged = _judged(best, rows)
+    tied = {p for p, (_, in_tie) in judged.items() if in_tie}
+    by_cost = _by_cost(rows)
+    cheapest = next(i for i, p in enumerate(by_cost["point_id"]) if p in tied)
+    open_ = [
+        Undecided(_choice(row, shown), ratio, ratio.runs_needed(), cheaper=n < cheapest)
+        for n, (_, row) in enumerate(by_cost.iterrows())
+        if (ratio := judged[row["point_id"]][0]) is not None
+        and ratio.judge() in (noise.UNDECIDED, noise.HIGHER)
+        and (n < cheapest or (ratio.high is not None and ratio.high > 1 + noise.MARGIN))
+    ]
+    baseline, elsewhere = _baseline(rows, chosen, sweep_dir)
+    return Recommendation(
+        group=group,
+        sweep=str(rows["sweep"].iloc[0]),
+        sweep_dir=sweep_dir,
+        rung=str(rows["rung"].iloc[0]),
+        best=best,
+        cheapest=_choice(by_cost.iloc[cheapest], shown),
+        baseline=None if baseline is None else _choice(baseline, shown),
+        baseline_elsewhere=elsewhere,
+        tied=len(tied),
+        tested=best.runs > 1 and all(r is None or r.tested for r, _ in judged.values()),
+        undecided=tuple(u for u in open_ if u.cheaper),
+        challengers=tuple(u for u in open_ if not u.cheaper),
+    )
+
+
+def _by_cost(rows: pd.DataFrame) -> pd.DataFrame:
+    """The configurations, cheapest first (CHEAPNESS), the faster first among equals."""
+    return rows.sort_values(
+        [*CHEAPNESS, "samples_per_s"],
+        ascending=[True, True, True, False],
+        na_position="last",
+        kind="stable",
+    )
+
+
+def _judged(
+    best: Choice, rows: pd.DataFrame, margin: float = noise.MARGIN
+) -> dict[str, tuple[noise.Estimate | None, bool]]:
+    """Per point: its samples/s over the best's (None for the best itself) and whether it is
+    tied with the best: its interval inside the margin; with one run on a side (untested),
+    within WITHIN of the best stands in."""
+    out: dict[str, tuple[noise.Estimate | None, bool]] = {}
     for point_id, runs, rate in zip(
         rows["point_id"], rows["run_samples_per_s"], rows["samples_per_s"], strict=True
     ):
         if point_id == best.point_id:
+            out[str(point_id)] = (None, True)
             continue
         ratio = noise.independent_ratio(best.run_samples_per_s, runs)
-        if ratio.tested:
-            if not ratio.called():
-                tied.add(str(point_id))
+        judgement = ratio.judge(margin)
+        if judgement == noise.NOT_TESTED:
+            out[str(point_id)] = (ratio, rate >= (1 - margin) * best.samples_per_s)
         else:
-            tested = False
-            if rate >= (1 - WITHIN) * best.samples_per_s:
-                tied.add(str(point_id))
-    return tied, tested
+            out[str(point_id)] = (ratio, judgement == noise.WITHIN)
+    return out
+
+
+def undecided_points(
+    summary: pd.DataFrame, margin: float = noise.MARGIN, *, cheaper_only: bool = False
+) -> dict[str, int]:
+    """The points whose difference from their group's best the runs leave undecided, each with
+    the total runs per point that would likely decide it (analysis.noise's formula).
+
+    `summary`: analysis.aggregate.summarize's frame (the rows the tables show are judged, per
+    group and sweep, as recommend() judges them). Returns point id -> runs: the undecided
+    points; the best itself too, with the most runs any of them needs, where it has fewer
+    (the formula counts the runs of both sides); a point with one run (untested, no spread to
+    go by) gets MIN_RUNS; a difference that sits on the margin gets noise.MAX_RUNS. With
+    `cheaper_only`, only those that could change the recommendation: the points cheaper than
+    the recommended one, and those that may be faster than the best by more than the margin.
+    An empty dict: everything is decided.
+
+        from analysis.recommend import undecided_points
+        more = undecided_points(summarize(rows))   # {"3f9c2a1b0e": 7, ...}
+    """
+    chosen = table_rows(summary)
+    out: dict[str, int] = {}
+    if chosen.empty:
+        return out
+    for _, rows in chosen.groupby(["group", "sweep_dir"], sort=True):
+        best = _choice(rows.loc[rows["samples_per_s"].idxmax()], [])
+        judged = _judged(best, rows, margin)
+        by_cost = list(_by_cost(rows)["point_id"])
+        cheapest = next(i for i, p in enumerate(by_cost) if judged[p][1])
+        for n, point_id in enumerate(by_cost):
+            ratio, _ = judged[point_id]
+            if ratio is None or ratio.judge(margin) not in (noise.UNDECIDED, noise.NOT_TESTED):
+                continue
+            challenges = ratio.high is not None and ratio.high > 1 + margin
+            if cheaper_only and n >= cheapest and not challenges:
+                continue
+            if ratio.judge(margin) == noise.NOT_TESTED:
+                runs = MIN_RUNS
+            else:
+                runs = ratio.runs_needed(margin) or noise.MAX_RUNS
+            out[point_id] = max(out.get(point_id, 0), runs)
+            if best.runs < runs:
+                out[best.point_id] = max(out.get(best.point_id, 0), runs)
+    return out
 
 
 def _baseline(rows: pd.DataFrame, chosen: pd.DataFrame, sweep_dir: str) -> tuple[pd.Series | None, bool]:
@@ -205,13 +331,12 @@ def _baseline(rows: pd.DataFrame, chosen: pd.DataFrame, sweep_dir: str) -> tuple
 def _shown_settings(rows: pd.DataFrame) -> list[str]:
     """The settings that vary in the sweep (num_workers always): the rest is the spec's."""
     step = ["sequence_step"] if (rows["sequence_step"] != "").any() else []
-    # With num_workers=0, PyTorch takes no prefetch_factor nor persistent workers: that is no choice.
+    # With num_workers=0, PyTorch takes none of the worker-only settings: that is no choice.
     workers = rows[rows["num_workers"] > 0]
     varying = [
         c
         for c in [*LOADER_COLUMNS, *WORKLOAD_COLUMNS]
-        if c == "num_workers"
-        or (workers if c in ("prefetch_factor", "persistent_workers") else rows)[c].astype(str).nunique() > 1
+        if c == "num_workers" or (workers if c in WORKER_ONLY else rows)[c].astype(str).nunique() > 1
     ]
     return [*step, *varying]
 

@@ -17,7 +17,9 @@ from analysis.load import SweepPlan, load_meta, load_plan, load_results
 from analysis.recommend import Recommendation, recommend, render_recommendations
 from analysis.stragglers import RULE, find_stragglers
 from analysis.tables import loader_tables, render
-from analysis.verdict import Verdict, ladder_verdicts, render_verdict
+from analysis.tail import tail_notes
+from analysis.verdict import Verdict, ladder_verdicts
+from analysis.verdict_text import render_verdict
 
 if TYPE_CHECKING:
     from analysis.plots import Plot
@@ -173,8 +175,9 @@ def _text(
 
 
 def table_notes(shown: pd.DataFrame) -> list[str]:
-    """What a reader of a table must know to trust its rows: windows that drifted, and epochs
-    shorter than the window (the loader restarted inside it: its workers, unless persistent)."""
+    """What a reader of a table must know to trust its rows: windows that drifted, epochs
+    shorter than the window (the loader restarted inside it: its workers, unless persistent),
+    and a wait for data whose tail the mean hides (analysis.tail)."""
     notes = []
     unsteady = shown[shown["unsteady_runs"] > 0]
     if not unsteady.empty:
@@ -187,6 +190,7 @@ def table_notes(shown: pd.DataFrame) -> list[str]:
             f"window not steady (step time drifted between its halves beyond the noise): {listed}{more}; "
             "a longer measure.warmup_steps or measure.steps gives a steadier window"
         )
+    notes += _outlier_notes(shown)
     short = shown[(shown["epoch_steps"] > 0) & (shown["epoch_steps"] < pd.to_numeric(shown["steps"]))]
     for r in short.head(MAX_LISTED).itertuples():
         restarts = "" if pd.isna(r.epoch_restarts) else f": {r.epoch_restarts:g} {_restart_kind(r)} inside it"
@@ -197,7 +201,23 @@ def table_notes(shown: pd.DataFrame) -> list[str]:
         )
     if len(short) > MAX_LISTED:
         notes.append(f"… and {len(short) - MAX_LISTED} more point(s) whose epoch is shorter than the window")
-    return notes
+    return notes + tail_notes(shown)
+
+
+def _outlier_notes(shown: pd.DataFrame) -> list[str]:
+    """The runs that stand out (analysis.noise.outliers), named: neither dropped nor trusted alone."""
+    if "outliers" not in shown:
+        return []
+    marked = shown[shown["outliers"] != ""]
+    if marked.empty:
+        return []
+    listed = "; ".join(f"{r.jobid} {r.outliers}" for r in marked.head(MAX_LISTED).itertuples())
+    more = f" … and {len(marked) - MAX_LISTED} more" if len(marked) > MAX_LISTED else ""
+    return [
+        f"runs that stand out from their point's others (% from its median): {listed}{more}; kept in "
+        "samples_per_s (the median) and in ci95, which they widen: more repeats tell a stall from the "
+        "configuration's own speed"
+    ]
 
 
 def _restart_kind(row: Any) -> str:
@@ -254,12 +274,12 @@ def _html_page(
 
 
 def _recommendation_html(rec: Recommendation) -> str:
-    """The recommendation as a table: one row per choice (best, cheapest, baseline), its
+    """The recommendation as a table: one row per choice (best, cheapest, undecided, baseline), its
     configuration and its figures; the one-run caveat under it."""
     rows, after = [], []
     for line in rec.lines():
         role, _, rest = line.partition(": ")
-        if not role.startswith(("best", "cheapest", "baseline")):
+        if not role.startswith(("best", "cheapest", "undecided", "baseline")):
             after.append(html.paragraph(line))
             continue
         configuration, _, figures = rest.partition(": ")

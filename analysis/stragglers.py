@@ -2,13 +2,15 @@
 than the others on the same point.
 
 Ranks of one run are in lockstep (DDP's all-reduce makes their training_time equal), so they are
-judged on the wait for data: a rank straggles when its loading_time (median over repeats)
-exceeds the median of the other ranks of its run by more than noise.STRAGGLER_SHARE of the
-run's median step time, and the repeats call the difference (analysis.noise, paired by repeat:
-the ranks of a repeat measured together). Separate runs of one point on different nodes (of
-the same type) are not in lockstep: a node straggles when its training_time is more than
-STRAGGLER_SHARE above the other nodes' and the runs call it (independent runs). With one run,
-a flag is shown as untested.
+judged on the wait for data: per repeat, a rank's loading_time less the median of the other
+ranks' of its run, as a share of the run's median step time (a wait may be zero: a difference,
+not a ratio). It straggles when the 95 % interval of that share (analysis.noise, paired by
+repeat: the ranks of a repeat measured together) lies wholly above noise.STRAGGLER_SHARE (10 %
+of a step). Separate runs of one point on different nodes (of the same type) are not in
+lockstep: a node straggles when the interval of its training_time over the other nodes' lies
+wholly above 1 + STRAGGLER_SHARE (independent runs). Either is listed as *undecided*, with the
+repeats that would likely decide, when its estimate is above the share but its interval reaches
+below; with one run, as untested.
 """
 
 from __future__ import annotations
@@ -22,11 +24,11 @@ from analysis import noise
 from analysis.aggregate import add_nodes
 
 RULE = (
-    f"a rank straggles when its wait for data (loading_time, median over repeats) exceeds the "
-    f"other ranks' of its run by more than {noise.STRAGGLER_SHARE:.0%} of the run's step time; a "
-    f"node when its training_time on a point is more than {noise.STRAGGLER_SHARE:.0%} above the "
-    "other nodes' that ran it separately; either beyond the noise of the repeats (95% interval), "
-    "or marked untested with one run"
+    f"a rank straggles when its wait for data (loading_time) exceeds the other ranks' of its run "
+    f"by more than {noise.STRAGGLER_SHARE:.0%} of the run's step time; a node when its training_time "
+    f"on a point is more than {noise.STRAGGLER_SHARE:.0%} above the other nodes' that ran it "
+    "separately; either with its whole 95% interval beyond that, else marked undecided (with the "
+    "repeats that would decide), or untested with one run"
 )
 
 
@@ -44,6 +46,8 @@ class Straggler:
     step_time: float | None = None
     """The run's median step time (ranks): the wait is judged against it."""
     tested: bool = True
+    judged: noise.Estimate | None = None
+    """The rank's extra wait (a share of a step) or the node's training_time ratio, judged."""
 
     @property
     def excess(self) -> float:
@@ -52,9 +56,22 @@ class Straggler:
             return (self.time - self.others) / self.step_time
         return self.time / self.others - 1
 
+    @property
+    def undecided(self) -> bool:
+        """Above the share on its estimate, but its interval reaches below it."""
+        return self.judged is not None and self.judged.judge(noise.STRAGGLER_SHARE) == noise.UNDECIDED
+
     def line(self) -> str:
         sweep = "/".join(self.sweep_dir.replace("\\", "/").rstrip("/").split("/")[-2:])
         untested = "" if self.tested else f" ({noise.UNTESTED})"
+        if self.undecided and self.judged is not None:
+            runs = self.judged.runs_needed(noise.STRAGGLER_SHARE)
+            more = f"about {runs}" if runs else f"over {noise.MAX_RUNS}"
+            j = self.judged
+            ci = j.interval_text()
+            if j.shift and j.low is not None and j.high is not None:  # a rank's: a share of a step
+                ci = f"95% CI {j.low:+.1%} .. {j.high:+.1%} of a step, n={j.n}"
+            untested = f" (undecided: {ci}; {more} repeats would decide)"
         where = f"{sweep} point {self.point_id} ({self.rung}): {self.who}"
         if self.step_time:
             return (
@@ -93,30 +110,31 @@ def _ranks(ok: pd.DataFrame) -> list[Straggler]:
             others_per_repeat = waits.drop(columns=rank).median(axis=1).loc[mine.index]
             wait = float(mine.median())
             others = float(waits.drop(columns=rank).median().median())
-            if not wait - others > noise.STRAGGLER_SHARE * step:
-                continue
-            tested = _called_paired(others_per_repeat.tolist(), mine.tolist())
-            if tested is False:
+            extra = noise.paired_shift(((mine - others_per_repeat) / step).tolist())
+            if not extra.estimate > noise.STRAGGLER_SHARE or _within(extra):
                 continue
             who = f"rank {int(rank)} on {hosts[rank]}"
             found.append(
                 Straggler(
-                    "rank", str(sweep_dir), str(point_id), str(rung), who, wait, others, step, tested is True
+                    "rank",
+                    str(sweep_dir),
+                    str(point_id),
+                    str(rung),
+                    who,
+                    wait,
+                    others,
+                    step,
+                    extra.tested,
+                    extra,
                 )
             )
     return found
 
 
-def _called_paired(others: list[float], mine: list[float]) -> bool | None:
-    """True: the repeats call the difference; False: they do not; None: untested (one repeat,
-    or no positive wait to take a ratio of, such as an instant loader's 0)."""
-    try:
-        ratio = noise.paired_ratio(others, mine)
-    except ValueError:
-        return None
-    if not ratio.tested:
-        return None
-    return ratio.called()
+def _within(judged: noise.Estimate) -> bool:
+    """Decided not to straggle: the interval lies wholly at or under the share (three-way
+    against it: inside it, or below it)."""
+    return judged.judge(noise.STRAGGLER_SHARE) in (noise.WITHIN, noise.LOWER)
 
 
 def _nodes(ok: pd.DataFrame) -> list[Straggler]:
@@ -137,7 +155,7 @@ def _nodes(ok: pd.DataFrame) -> list[Straggler]:
         for node, times in by_node.items():
             other_times = [t for n, ts in by_node.items() if n != node for t in ts]
             ratio = noise.independent_ratio(other_times, times)
-            if ratio.estimate <= 1 + noise.STRAGGLER_SHARE or (ratio.tested and not ratio.called()):
+            if not ratio.estimate > 1 + noise.STRAGGLER_SHARE or _within(ratio):
                 continue
             others = statistics.median(statistics.median(ts) for n, ts in by_node.items() if n != node)
             found.append(
@@ -150,6 +168,7 @@ def _nodes(ok: pd.DataFrame) -> list[Straggler]:
                     statistics.median(times),
                     others,
                     tested=ratio.tested,
+                    judged=ratio,
                 )
             )
     return found

@@ -2,8 +2,12 @@
 analysis.aggregate makes, and render it (terminal, markdown, csv, latex, html).
 
 Columns: the course's first (the job, the loader's knobs, its two chronometers), then ours; the
-noise of the repeats (`runs`, `relative_spread`), the ranks (`loading_rank`: the rank that waited
-most), `steady` and the epoch restarts only where some row needs them.
+noise of the repeats (`runs`, `ci95`: the point's samples/s known to ± that, and `outliers`:
+the runs that stand out, where one does), the ranks (`loading_rank`: the rank that waited
+most), `steady` and the epoch restarts only where some row needs them. Of the tail of the wait
+(analysis.tail), `waited_share` wherever it was measured (how often the step waited longer than
+it computed: the one figure of the tail a reader needs on every row), `loading_time_p99` only
+where some row's wait is heavy-tailed (then the report's caveat refers to it).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from analysis.aggregate import SAMPLED_COLUMNS, WORKLOAD_COLUMNS, table_rows
+from analysis.tail import heavy_tailed
 from harness.config import settings
 
 # The Jean Zay table's columns, in its order (004_*): the job, the loader's knobs (every one
@@ -50,11 +55,16 @@ def _columns(chosen: pd.DataFrame) -> list[str]:
         for c in ("sequence_step", *WORKLOAD_COLUMNS)
         if chosen[c].astype(str).nunique() > 1 or (c == "sequence_step" and (chosen[c] != "").any())
     ]
-    columns = JEAN_ZAY_COLUMNS + EXTRA_COLUMNS + ["sampled"] + varying
+    tail = ["waited_share"] if chosen["waited_share"].notna().any() else []
+    if heavy_tailed(chosen).any():
+        tail.insert(0, "loading_time_p99")
+    columns = JEAN_ZAY_COLUMNS + EXTRA_COLUMNS + ["sampled"] + tail + varying
     if chosen["rung"].nunique() > 1:
         columns.append("rung")
     if (chosen["runs"] > 1).any():
-        columns += ["runs", "relative_spread"]
+        columns += ["runs", "ci95"]
+    if (chosen["outliers"] != "").any():
+        columns.append("outliers")
     if chosen["steady"].eq(False).any():
         columns.append("steady")
     if (chosen["epoch_restarts"] > 0).any():
@@ -91,11 +101,13 @@ def render(table: pd.DataFrame, fmt: str) -> str:
         return str(shown.to_csv(index=False)).rstrip("\n")
     formats = {
         "loading_time": "{:.6f}",
+        "loading_time_p99": "{:.6f}",
+        "waited_share": "{:.0%}",
         "first_step_loading_time": "{:.4f}",
         "training_time": "{:.3f}",
         "samples_per_s": "{:.2f}",
         "cpu_memory_gb": "{:.2f}",
-        "relative_spread": "{:.1%}",
+        "ci95": "±{:.1%}",
         "epoch_restarts": "{:g}",
         "epoch_restart_time": "{:.3f}",
         "rank_spread": "{:.1%}",

@@ -1,6 +1,6 @@
-"""The caching ladder's verdict: per point and node, the rung table and one sentence saying
-whether the input pipeline keeps up with the device, and if not, which stage costs the most
-(000_*, 001_* in shared/reference).
+"""The caching ladder's verdict, the judgement: per point and node, the rung table and whether
+the input pipeline keeps up with the device, and if not, which stage costs the most (000_*,
+001_* in shared/reference). Its words are analysis.verdict_text's.
 
 With parallel workers a step takes about max(device step, loader work ÷ workers). A drop in
 steps/s between two rungs therefore lands on whichever stage brings the loader under the
@@ -11,38 +11,38 @@ batches/s the same loader delivers with no train step), the verdict is read from
 
 - the device's demand is the bound rung's steps/s (host_batch when measured: it includes the
   copy a fresh batch also pays; else device_batch);
-- the pipeline keeps up when full's capacity is not below the demand and full's steps/s are
-  not below the bound, both beyond the noise;
+- full's capacity over the demand is judged three ways (analysis.noise, ±5 % margin): below
+  the margin, the pipeline *does not keep up*; inside it, it is *at the edge*; beyond it, it
+  *keeps up* when full's steps/s are not below the bound's either, else the loss is *outside
+  the loader*; an interval across an edge of the margin is *undecided*, with the repeats that
+  would likely decide;
 - loader time per batch is 1/capacity and adds up along the ladder: a stage costs
-  1/cap(rung below) − 1/cap(rung above), named with its share of the loader's time at full;
+  1/cap(rung below) − 1/cap(rung above), named when its drop lies wholly beyond the margin,
+  with its share of the loader's time at full;
 - the stage that brings the loader from keeping up to not keeping up is named as having only
   tipped it over, when it is not the costliest.
 
 Without capacities the verdict falls back on the drops in steps/s, and says the costliest stage
 may be hidden. Every difference is judged by analysis.noise on the per-repeat figures of two
-rungs measured in turn (ABC ABC): a paired ratio, never the difference of two medians.
+rungs measured in turn (ABC ABC): a paired ratio, never the difference of two medians. With one
+repeat there is no interval: a drop beyond UNTESTED_FLOOR (10 %) stands in, and the sentence
+says it is untested.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import pairwise
 
 import pandas as pd
-from tabulate import tabulate
 
 from analysis import noise
+from analysis import verdict_text as text
+from analysis.verdict_text import AT_THE_EDGE, KEEPS_UP, LOSS_OUTSIDE, SHORT, UNDECIDED, stage_between
 from harness.config import rungs as rung_names
 
 SATURATED = 0.90  # busy cores / allotted cores at which the CPU counts as saturated
 STEP_ON_CPU = 0.5  # cores the training process keeps busy on the bound rung: a step on the CPU
-FORMATS = {"terminal": "simple", "markdown": "github", "latex": "latex_booktabs", "csv": "tsv"}
-NO_CAPACITY = (
-    "the loader's capacity was not measured (measure.loader_capacity, or rows of an older "
-    "harness): a stage named by its drop may only have tipped the loader over, and the "
-    "costliest stage may be hidden (001_*)"
-)
 
 
 @dataclass
@@ -69,6 +69,12 @@ class Verdict:
     repeats: int = 0
     unmeasured: dict[str, str] = field(default_factory=dict)
     """Rung -> why it (or some of its repeats) has no figures: status and error."""
+    state: str = ""
+    """KEEPS_UP, AT_THE_EDGE, SHORT, LOSS_OUTSIDE or UNDECIDED ("" with nothing to compare)."""
+    undecided_on: str = ""
+    """Where UNDECIDED: "demand" (the loader against the step) or "bound" (full's steps/s)."""
+    runs_needed: int | None = None
+    """Where UNDECIDED: the repeats that would likely decide (analysis.noise)."""
 
 
 @dataclass
@@ -78,7 +84,7 @@ class _Stage:
     label: str
     above: str | None  # None: above is a cached batch, which costs the loader nothing
     below: str
-    ratio: noise.Ratio | None  # below's rate over above's, paired per repeat
+    ratio: noise.Estimate | None  # below's rate over above's, paired per repeat
     cost: float
     named: bool
     faster: bool = False  # below beyond the noise faster than above
@@ -195,12 +201,13 @@ def _per_repeat(ok: pd.DataFrame) -> pd.DataFrame:
 
 
 def _per_rung(per_repeat: pd.DataFrame) -> pd.DataFrame:
-    """Medians over repeats, ladder order; `spread` is the robust relative spread of steps/s."""
+    """Medians over repeats, ladder order; `ci95` is the half-width of steps/s's 95 % interval
+    over its estimate (analysis.noise.relative_half_width, the table's figure of the grid)."""
     by_rung = per_repeat.reset_index().groupby("rung")
     table = by_rung[
         ["steps_per_s", "samples_per_s", "capacity", "gpu_util", "busy_cores", "main_cores", "cpus_allotted"]
     ].median()
-    table["spread"] = by_rung["steps_per_s"].agg(lambda s: noise.relative_spread(list(s)))
+    table["ci95"] = by_rung["steps_per_s"].agg(lambda s: noise.relative_half_width(list(s)))
     table["input_shapes"] = by_rung["input_shapes"].max()
     table = table.reset_index()
     table["position"] = table["rung"].map(rung_names.ladder_position)
@@ -222,7 +229,7 @@ def _unmeasured(group: pd.DataFrame) -> dict[str, str]:
     return out
 
 
-def _paired(above: pd.Series, below: pd.Series) -> noise.Ratio | None:
+def _paired(above: pd.Series, below: pd.Series) -> noise.Estimate | None:
     """Below over above, from the repeats in which both were measured."""
     both = pd.concat([above, below], axis=1, keys=["a", "b"]).dropna()
     both = both[(both["a"] > 0) & (both["b"] > 0)]
@@ -231,21 +238,25 @@ def _paired(above: pd.Series, below: pd.Series) -> noise.Ratio | None:
     return noise.paired_ratio(list(both["a"]), list(both["b"]))
 
 
-def _lower(ratio: noise.Ratio | None) -> bool:
-    """Below beyond the noise: called, or with one run, lower by more than UNTESTED_FLOOR."""
+def _judge(ratio: noise.Estimate | None) -> str:
+    """The three-way judgement of a paired ratio; with one repeat (no interval), beyond
+    UNTESTED_FLOOR stands in for beyond the margin."""
     if ratio is None:
-        return False
+        return noise.UNDECIDED
     if ratio.tested:
-        return ratio.called() and ratio.estimate < 1
-    return ratio.estimate < 1 - noise.UNTESTED_FLOOR
+        return ratio.judge()
+    if ratio.estimate < 1 - noise.UNTESTED_FLOOR:
+        return noise.LOWER
+    return noise.HIGHER if ratio.estimate > 1 + noise.UNTESTED_FLOOR else noise.WITHIN
 
 
-def _higher(ratio: noise.Ratio | None) -> bool:
-    if ratio is None:
-        return False
-    if ratio.tested:
-        return ratio.called() and ratio.estimate > 1
-    return ratio.estimate > 1 + noise.UNTESTED_FLOOR
+def _lower(ratio: noise.Estimate | None) -> bool:
+    """Below by more than the margin, interval and all (one repeat: by UNTESTED_FLOOR)."""
+    return ratio is not None and _judge(ratio) == noise.LOWER
+
+
+def _higher(ratio: noise.Estimate | None) -> bool:
+    return ratio is not None and _judge(ratio) == noise.HIGHER
 
 
 def _walk(
@@ -260,7 +271,7 @@ def _walk(
     if top is not None and rungs:
         first, tested = rungs[0], int(rates[rungs[0]].notna().sum()) > 1
         cost = 1 / median[first]
-        floor = noise.PRACTICAL if tested else noise.UNTESTED_FLOOR
+        floor = noise.MARGIN if tested else noise.UNTESTED_FLOOR
         named = cost * median[rungs[-1]] >= floor
         stages.append(_Stage(stage_between(top, first, names), None, first, None, cost, named))
     for above, below in pairwise(rungs):
@@ -306,9 +317,9 @@ class _Capacity:
     ref: str  # the lowest rung with a capacity (full when measured)
     demand: float
     capacity: float
-    short: dict[str, bool]  # capacity below the demand beyond the noise, per rung
-    vs_demand: noise.Ratio | None  # ref's capacity over the demand
-    near: bool  # ref's steps/s not below the bound beyond the noise
+    short: dict[str, bool]  # capacity below the demand beyond the margin, per rung
+    vs_demand: noise.Estimate | None  # ref's capacity over the demand
+    reach: noise.Estimate | None  # ref's steps/s over the bound's
     tip: _Stage | None  # from the last rung that keeps up to the first that does not
 
     def share(self, stage: _Stage) -> float:
@@ -332,10 +343,16 @@ def _capacity(lad: _Ladder) -> _Capacity | None:
     group = _transform_group(rates, stages)
     if group is not None:
         stages.append(group)  # its cuts stay: each has a row in the table
+    ref = rungs[-1]
+    floor = noise.MARGIN if lad.repeats > 1 else noise.UNTESTED_FLOOR
+    for stage in stages:
+        # High up the ladder (thousands of batches/s) a drop can be large as a ratio and
+        # nothing in seconds: a stage is named only at a share of the loader's time at ref
+        # that a user would act on.
+        stage.named = stage.named and stage.cost * float(rates[ref].median()) >= floor
     demand = lad.steps[lad.bound]
     vs = {r: _paired(demand, rates[r]) for r in rungs}
     short = {r: _lower(vs[r]) for r in rungs}
-    ref = rungs[-1]
     tip = None
     first_short = next((i for i, r in enumerate(rungs) if short[r]), None)
     if first_short:  # not None and not the top rung: the rung above it keeps up
@@ -347,15 +364,9 @@ def _capacity(lad: _Ladder) -> _Capacity | None:
         capacity=float(rates[ref].median()),
         short=short,
         vs_demand=vs[ref],
-        near=_near(_paired(demand, lad.steps[ref])),
+        reach=_paired(demand, lad.steps[ref]),
         tip=tip,
     )
-
-
-def _near(reach: noise.Ratio | None) -> bool:
-    """full's steps/s near the bound: not lower beyond the noise, and not lower by more than
-    UNTESTED_FLOOR either (a 48 % loss that two wide repeats cannot confirm is no "keeps up")."""
-    return not _lower(reach) and (reach is None or reach.estimate >= 1 - noise.UNTESTED_FLOOR)
 
 
 def _verdict(host: str, sweep: str, point: str, group: pd.DataFrame) -> Verdict | None:
@@ -380,8 +391,10 @@ def _verdict(host: str, sweep: str, point: str, group: pd.DataFrame) -> Verdict 
         _fill_capacity(lad, cap)
         verdict.capacity_full = cap.capacity if cap.ref == "full" else None
         _capacity_verdict(verdict, lad, cap, steps)
+        _keeps_up(verdict, cap.ref)
     else:
         _drop_verdict(verdict, lad, steps)
+        _keeps_up(verdict, lad.rungs[-1])
     if lad.repeats == 1:
         verdict.sentence += f" ({noise.UNTESTED})"
     verdict.caveats = [f"{rung} {why}" for rung, why in lad.unmeasured.items()] + verdict.caveats
@@ -415,129 +428,72 @@ def _fill_capacity(lad: _Ladder, cap: _Capacity) -> None:
         t.at[row, "loader_ratio"] = stage.ratio
 
 
+def _capacity_state(cap: _Capacity) -> tuple[str, str, noise.Estimate | None]:
+    """(the state, what an undecided one is undecided on, the ratio that decided it)."""
+    loader = _judge(cap.vs_demand)
+    if loader == noise.LOWER:
+        return SHORT, "", cap.vs_demand
+    if loader == noise.UNDECIDED:
+        return UNDECIDED, "demand", cap.vs_demand
+    if loader == noise.WITHIN:
+        return AT_THE_EDGE, "", cap.vs_demand
+    # The loader alone keeps up; steps may still be lost, to the copy of fresh batches or to
+    # the workers competing with the step for the CPU.
+    steps = _judge(cap.reach)
+    if steps == noise.LOWER:
+        return LOSS_OUTSIDE, "", cap.reach
+    if steps == noise.UNDECIDED:
+        return UNDECIDED, "bound", cap.reach
+    return KEEPS_UP, "", cap.reach
+
+
 def _capacity_verdict(v: Verdict, lad: _Ladder, cap: _Capacity, steps: list[_Stage]) -> None:
-    reach = f"{cap.ref} reaches {lad.rate(cap.ref) / lad.rate(lad.bound):.0%} of the bound"
-    delivers = (
-        f"{cap.ref} delivers {cap.capacity:.1f} batches/s against the step's demand of "
-        f"{cap.demand:.1f} ({lad.bound}): {_times(cap.capacity / cap.demand)}"
-    )
-    missing = _full_missing(lad, cap.ref)
-    if cap.short[cap.ref]:
-        v.keeps_up = False
-        named = cap.named()
-        costliest = cap.costliest()
-        v.stages, v.costliest = [s.label for s in named], costliest.label
-        v.sentence = f"the input pipeline does not keep up: {delivers}; {reach}. {_costs(cap, named)}"
-        if cap.tip is not None and cap.tip.label != costliest.label:
-            v.tipped_by = cap.tip.label
-            above = str(cap.tip.above)
-            v.sentence += (
-                f"; {cap.tip.label} ({cap.share(cap.tip):.0%} of the loader's time) only tipped it "
-                f"over: {above} keeps up ({float(lad.capacity[above].median()):.1f} batches/s)"
-            )
-        v.sentence += missing
-    elif cap.vs_demand is not None and cap.vs_demand.estimate < 1:
-        # Below the demand, but not beyond the noise: neither "keeps up" nor "does not".
-        v.keeps_up = None
-        named = cap.named()
-        v.stages, v.costliest = [s.label for s in named], cap.costliest().label
-        v.sentence = (
-            f"the input pipeline is at the edge: {delivers}, short of it within the noise "
-            f"({cap.vs_demand.interval_text()}); {reach}. {_costs(cap, named)}{missing}"
-        )
-    elif not cap.near:
-        # The loader alone keeps up, yet steps are lost: to the copy of fresh batches, or to the
-        # workers competing with the step for the CPU. The drops say where it shows.
-        v.keeps_up = False if cap.ref == "full" else None
-        named_steps = sorted((s for s in steps if s.named), key=lambda s: -s.cost)
+    """State, stages and sentence from the loader's capacities against the step's demand."""
+    v.state, v.undecided_on, deciding = _capacity_state(cap)
+    if v.state == UNDECIDED and deciding is not None:
+        v.runs_needed = deciding.runs_needed()
+    named_steps = sorted((s for s in steps if s.named), key=lambda s: -s.cost)
+    if v.state in (SHORT, AT_THE_EDGE) or v.undecided_on == "demand":
+        v.stages, v.costliest = [s.label for s in cap.named()], cap.costliest().label
+    elif v.state in (LOSS_OUTSIDE, UNDECIDED):
         v.stages = [s.label for s in named_steps]
         v.costliest = v.stages[0] if v.stages else None
-        clauses = "; ".join(_drop_clause(s) for s in named_steps) or "no single stage stands out"
-        v.sentence = (
-            f"the loader keeps up ({delivers}) but {reach}: the loss is outside the loader's "
-            f"throughput (the copy of fresh batches, or the CPU shared with the step); {clauses}{missing}"
-        )
-    else:
-        v.keeps_up = True if cap.ref == "full" else None
-        who = (
-            "the input pipeline keeps up" if cap.ref == "full" else f"down to {cap.ref}, the loader keeps up"
-        )
-        v.sentence = f"{who}: {delivers}; {reach}{missing}"
+    if v.state == SHORT and cap.tip is not None and cap.tip.label != v.costliest:
+        v.tipped_by = cap.tip.label
+    v.sentence = text.capacity_sentence(v, lad, cap, named_steps)
 
 
-def _times(ratio: float) -> str:
-    """53%, or 12.3× where a percentage would run to thousands."""
-    return f"{ratio:.0%}" if ratio < 2 else f"{ratio:.1f}×"
-
-
-def _costs(cap: _Capacity, named: list[_Stage]) -> str:
-    if not named:
-        worst = cap.costliest()
-        return (
-            f"no stage's cost stands out above the noise; the most is {worst.label} "
-            f"({cap.share(worst):.0%} of the loader's time at {cap.ref})"
-        )
-    first, rest = named[0], named[1:]
-    text = f"costliest: {first.label} ({cap.share(first):.0%} of the loader's time at {cap.ref})"
-    if rest:
-        text += ", then " + ", ".join(f"{s.label} ({cap.share(s):.0%})" for s in rest)
-    return text
-
-
-def _full_missing(lad: _Ladder, ref: str) -> str:
-    """Where the figures stop above full: why, since the whole pipeline is then not judged."""
-    if ref == "full":
-        return ""
-    why = "not in the ladder" if "full" not in lad.unmeasured else lad.unmeasured["full"].split()[0]
-    if "full" in lad.rungs:
-        why = "measured without a loader capacity"
-    return f"; full {why}: whether the whole pipeline keeps up is not known"
+def _keeps_up(v: Verdict, ref: str) -> None:
+    """True or False only where full was judged; at the edge and undecided say neither."""
+    whole = ref == "full"
+    v.keeps_up = {
+        KEEPS_UP: True if whole else None,
+        SHORT: False,
+        LOSS_OUTSIDE: False if whole else None,
+    }.get(v.state)
 
 
 def _drop_verdict(v: Verdict, lad: _Ladder, steps: list[_Stage]) -> None:
-    """No capacity to compare: name the stages whose drop in steps/s is beyond the noise."""
+    """No capacity to compare: name the stages whose drop in steps/s is beyond the margin."""
     group = _transform_group(lad.steps, steps)
     named = [s for s in steps if s.named] + ([group] if group is not None else [])
     named.sort(key=lambda s: -s.cost)
-    bottom = lad.rungs[-1]
-    if len(lad.rungs) < 2:
-        v.sentence = f"only {bottom} was measured: nothing to compare it with"
-        return
-    reach = f"{bottom} reaches {lad.rate(bottom) / lad.rate(lad.bound):.0%} of the bound ({lad.bound})"
-    near = not _lower(_paired(lad.steps[lad.bound], lad.steps[bottom]))
     v.stages = [s.label for s in named]
     v.costliest = v.stages[0] if v.stages else None
-    if not named and near:
-        v.keeps_up = True if bottom == "full" else None
-        who = (
-            "the input pipeline keeps up" if bottom == "full" else f"down to {bottom}, the pipeline keeps up"
-        )
-        v.sentence = f"{who}: {reach}{_full_missing(lad, bottom)}"
-    elif not named:
-        v.keeps_up = False
-        v.sentence = f"no single stage stands out above the noise; {reach}"
-    else:
-        v.keeps_up = False
-        v.sentence = "; ".join(_drop_clause(s) for s in named) + f". {reach}"
-    if v.keeps_up is False:
-        v.caveats.append(_no_demand(lad) if lad.has_capacity else NO_CAPACITY)
+    reach = _paired(lad.steps[lad.bound], lad.steps[lad.rungs[-1]]) if len(lad.rungs) > 1 else None
+    if len(lad.rungs) > 1:
+        near = _judge(reach)
+        if named or near == noise.LOWER:
+            v.state = SHORT
+        elif near == noise.UNDECIDED:
+            v.state, v.undecided_on = UNDECIDED, "bound"
+            v.runs_needed = None if reach is None else reach.runs_needed()
+        else:
+            v.state = KEEPS_UP
+    v.sentence = text.drop_sentence(v, lad, named, reach)
+    if v.state == SHORT:
+        v.caveats.append(text.NO_DEMAND if lad.has_capacity else text.NO_CAPACITY)
     v.caveats += _cpu_saturated(lad, named)
-
-
-def _drop_clause(s: _Stage) -> str:
-    assert s.ratio is not None
-    ci = f", {s.ratio.interval_text()}" if s.ratio.tested else ""
-    text = f"{s.label}: −{1 - s.ratio.estimate:.0%} ({s.below} vs {s.above}{ci})"
-    if s.worst is not None and s.worst.ratio is not None:
-        text += f", the most in {s.worst.label} (−{1 - s.worst.ratio.estimate:.0%})"
-    return text
-
-
-def _no_demand(lad: _Ladder) -> str:
-    return (
-        "loader capacities were measured but no device_batch or host_batch rung gives the step's "
-        "demand to compare them with: a stage named by its drop may only have tipped the loader over"
-    )
 
 
 def _cpu_saturated(lad: _Ladder, named: list[_Stage]) -> list[str]:
@@ -546,34 +502,21 @@ def _cpu_saturated(lad: _Ladder, named: list[_Stage]) -> list[str]:
     for s in named:
         below = t.loc[s.below]
         if below["busy_cores"] >= SATURATED * below["cpus_allotted"]:
-            out.append(
-                f"the CPU was saturated on {s.below} ({below['busy_cores']:.1f} of "
-                f"{below['cpus_allotted']:.0f} cores busy): {s.label} may only have tipped it "
-                "over; another stage may be the one to optimise (001_*)"
-            )
+            out.append(text.saturated(s, below["busy_cores"], below["cpus_allotted"]))
     return out
 
 
 def _caveats(lad: _Ladder) -> list[str]:
     t = lad.table
-    out = []
-    for stage in _walk(lad.steps, lad.names, on_cpu=lad.on_cpu):
-        if stage.faster and stage.ratio is not None:
-            out.append(
-                f"{stage.below} is {stage.ratio.change:.0%} faster than {stage.above} above it: "
-                "noise, or caching changed the work (a cached sample of another size or content)"
-            )
+    out = [text.faster(s) for s in _walk(lad.steps, lad.names, on_cpu=lad.on_cpu) if s.faster]
     if lad.on_cpu and set(rung_names.BOUND_RUNGS) <= set(t["rung"]):
-        out.append("device cpu: device_batch and host_batch measure the same thing; no copy is assessed")
+        out.append(text.CPU_COPY)
     out += _step_on_the_cpu(lad)
     shapes = t["input_shapes"].max()
     if pd.notna(shapes) and shapes > 1:
         # The batch dimension is not counted (train_step.py): a partial last batch is no
         # variation; several shapes mean the samples themselves differ.
-        out.append(
-            f"inputs vary in size ({int(shapes)} sample shapes seen): a single cached sample or "
-            "batch may not reflect real steps (001_*)"
-        )
+        out.append(text.shapes(int(shapes)))
     return out
 
 
@@ -586,97 +529,4 @@ def _step_on_the_cpu(lad: _Ladder) -> list[str]:
     bound = lad.table.set_index("rung").loc[lad.bound]
     if not bound["main_cores"] >= STEP_ON_CPU:  # NaN (not sampled) too
         return []
-    return [
-        f"the step computes on the CPU ({bound['main_cores']:.1f} cores busy on {lad.bound}): in "
-        "training it shares the cores with the loader's workers, so the loader capacities, "
-        "measured without it, are upper bounds; on a GPU node it leaves them the cores "
-        "(model: emulated stands in for such a step)"
-    ]
-
-
-def stage_between(above: str, below: str, transform_names: list[str]) -> str:
-    """What a step on `below` pays that a step on `above` does not, in words."""
-    stages = _elementary(transform_names)
-    order = [rung for rung, _ in stages]
-    start, end = order.index(above), order.index(below)
-    labels = [label for _, label in stages[start + 1 : end + 1]]
-    transforms = [label for label in labels if label.startswith("transform ")]
-    words = [label for label in labels if not label.startswith("transform ")]
-    if transforms:
-        n = len(transform_names)
-        if len(transforms) == n or not transform_names:
-            group = "transforms"
-        elif len(transforms) == 1:
-            group = transforms[0]
-        else:
-            group = "transforms " + ", ".join(t.removeprefix("transform ") for t in reversed(transforms))
-        # Transforms sit between the collation stage above them and the loading stages below.
-        first = next(i for i, label in enumerate(labels) if label.startswith("transform "))
-        words.insert(first, group)
-    if "decoding" in words and "reading the stored bytes" in words:
-        words = [w for w in words if w not in ("decoding", "reading the stored bytes")] + ["raw data loading"]
-    return " + ".join(words)
-
-
-def _elementary(transform_names: list[str]) -> list[tuple[str, str]]:
-    """The ladder from the top, each rung with the one stage that separates it from the rung
-    just above it when every rung is measured."""
-    n = len(transform_names)
-    stages: list[tuple[str, str]] = [
-        ("device_batch", ""),
-        ("host_batch", "host-to-device copy"),
-        ("processed_sample", "collation and worker IPC"),
-    ]
-    if n:
-        for k in range(n - 1, 0, -1):
-            stages.append((f"transform:{k}", f"transform {k + 1}/{n} ({transform_names[k]})"))
-        stages.append(("raw_sample", f"transform 1/{n} ({transform_names[0]})"))
-    else:
-        stages.append(("raw_sample", "transform all"))
-    stages.append(("raw_bytes", "decoding"))
-    stages.append(("full", "reading the stored bytes"))
-    return stages
-
-
-def _interval(ratio: noise.Ratio | None) -> str:
-    """A paired ratio's 95 % interval as a change, short enough for a table cell."""
-    if ratio is None or ratio.low is None or ratio.high is None:
-        return ""
-    # Two repeats of a fast, jittery loader can give an interval of ×0.001..×1000: past ±999 %
-    # the digits say nothing more than "anything".
-    low = f"{ratio.low - 1:+.0%}"
-    high = f"{ratio.high - 1:+.0%}" if ratio.high < 11 else ">+999%"
-    return f"{low}..{high}"
-
-
-def _cell(fmt: str) -> Callable[[float], str]:
-    return lambda v: "" if pd.isna(v) else fmt.format(v)
-
-
-def render_verdict(verdict: Verdict, fmt: str = "terminal") -> str:
-    t = verdict.table
-    shown = pd.DataFrame(
-        {
-            "rung": t["rung"],
-            "adds": t["adds"],
-            "steps/s": t["steps_per_s"].map(_cell("{:.2f}")),
-            "samples/s": t["samples_per_s"].map(_cell("{:.1f}")),
-            "% of bound": t["of_bound"].map(_cell("{:.0%}")),
-            "drop": t["drop"].map(lambda v: "" if pd.isna(v) else f"{-v:+.0%}"),
-        }
-    )
-    if verdict.repeats > 1:
-        shown["95% CI"] = t["ratio"].map(_interval)
-    if t["capacity"].notna().any():
-        shown["loader b/s"] = t["capacity"].map(_cell("{:.1f}"))
-        shown["loader share"] = t["loader_share"].map(_cell("{:.0%}"))
-        if verdict.repeats > 1:
-            shown["loader CI"] = t["loader_ratio"].map(_interval)
-    if t["gpu_util"].notna().any():
-        shown["gpu_util"] = t["gpu_util"].map(_cell("{:.0f}"))
-    if t["busy_cores"].notna().any():
-        shown["busy cores"] = t["busy_cores"].map(_cell("{:.1f}"))
-    body = tabulate(shown, headers="keys", tablefmt=FORMATS[fmt], showindex=False, disable_numparse=True)
-    lines = [f"caching ladder, node {verdict.hostname}, point {verdict.point_id}", body, verdict.sentence]
-    lines += [f"caveat: {c}" for c in verdict.caveats]
-    return "\n".join(lines)
+    return [text.step_on_cpu(bound["main_cores"], lad.bound)]

@@ -34,7 +34,8 @@ import torch
 from torch.utils.data import Dataset
 
 from analysis.load import load_results
-from analysis.verdict import ladder_verdicts, render_verdict
+from analysis.verdict import ladder_verdicts
+from analysis.verdict_text import render_verdict
 from harness.config.plan import expand
 from harness.config.settings import LoaderSettings
 from harness.config.spec import parse_spec

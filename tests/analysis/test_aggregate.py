@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import math
+import statistics
 from pathlib import Path
 
 import pytest
@@ -46,21 +48,36 @@ def test_a_rank_without_a_wait_figure_leaves_the_other_ranks_figure(tmp_path: Pa
     assert row.next_time != row.next_time  # no rank measured next_time: NaN, no rank named
 
 
-def test_repeats_take_the_median_and_a_robust_relative_spread(tmp_path: Path) -> None:
+def test_repeats_take_the_median_and_the_noise_models_interval(tmp_path: Path) -> None:
     write_rows(tmp_path, *(synthetic_row(repeat=r, training_time=t) for r, t in enumerate([1.0, 3.0, 1.2])))
     (row,) = summarize(load_results([tmp_path]).rows).itertuples()
     rates = (80 / 1.0, 80 / 3.0, 80 / 1.2)
     assert row.training_time == 1.2 and row.runs == 3
     assert row.run_samples_per_s == pytest.approx(rates)
-    # median absolute deviation (13.33) × 1.4826 over the median (66.67): the slow repeat
-    # weighs as one run among three, not as the whole range.
-    assert row.relative_spread == pytest.approx(1.4826 * (80 - 80 / 1.2) / (80 / 1.2))
+    # Three runs, nothing to trim: Student's t (2 df) on the logs; ci95 is half the interval's
+    # width over its centre, sinh(half-width on the log scale). The slow repeat widens it.
+    logs = [math.log(r) for r in rates]
+    assert row.ci95 == pytest.approx(math.sinh(4.303 * statistics.stdev(logs) / math.sqrt(3)))
+    assert row.outliers == ""  # three runs this far apart are a spread, none stands out
 
 
-def test_one_run_has_no_spread(tmp_path: Path) -> None:
+def test_a_run_that_stands_out_is_named_with_its_repeat(tmp_path: Path) -> None:
+    """Issue 19's best point: 222.6, 222.7 and 204.5 samples/s. The median stays 222.6, ci95
+    is the interval the tests use (the slow run widens it), and the slow run is named."""
+    write_rows(
+        tmp_path,
+        *(synthetic_row(repeat=r, training_time=80 / v) for r, v in enumerate([222.6, 222.7, 204.5])),
+    )
+    (row,) = summarize(load_results([tmp_path]).rows).itertuples()
+    assert row.samples_per_s == pytest.approx(222.6)
+    assert row.outliers == "repeat 2 -8%"
+    assert f"{row.ci95:.1%}" == "12.2%"
+
+
+def test_one_run_has_no_interval(tmp_path: Path) -> None:
     write_rows(tmp_path, synthetic_row())
     (row,) = summarize(load_results([tmp_path]).rows).itertuples()
-    assert row.runs == 1 and row.relative_spread != row.relative_spread
+    assert row.runs == 1 and row.ci95 != row.ci95 and row.outliers == ""
 
 
 def test_steady_is_false_where_one_run_drifted_and_unknown_where_none_could_tell(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from analysis.__main__ import main
-from analysis.export import json_records, tidy
+from analysis.export import tidy
 from harness.config.settings import SETTING_COLUMNS
 from harness.storage import atomic
 from harness.storage.rows import read_rows
@@ -72,10 +72,36 @@ def test_json_is_records_one_object_per_row(real_sweep: Path, tmp_path: Path) ->
 
     records = json.loads(out.read_text(), parse_constant=no_nan)
     frame = tidy([real_sweep])
-    assert records == json_records(frame)
-    assert len(records) == len(frame)
+    assert len(records) == len(frame) == _rows_on_disk(real_sweep)
     assert list(records[0]) == list(frame.columns)
-    assert pd.DataFrame.from_records(records)["samples_per_s"].tolist() == frame["samples_per_s"].tolist()
+    on_disk = {
+        (row["point_id"], row["hostname"], row["rung"], row["repeat"]): row
+        for path in real_sweep.glob("points/*/rank*.csv")
+        for row in read_rows(path)
+    }
+    for record in records:  # every figure as the rank wrote it, read without the exporter
+        row = on_disk[(record["point_id"], record["hostname"], record["rung"], str(record["repeat"]))]
+        assert record["samples_per_s"] == float(row["samples_per_s"])
+        assert record["num_workers"] == int(row["num_workers"])
+
+
+def test_json_keeps_types_and_writes_missing_values_as_null(tmp_path: Path) -> None:
+    write_rows(
+        tmp_path / "sweep",
+        synthetic_row(point_id="p1", pin_memory=True, samples_per_s=0.1 + 0.2, gpu_util=""),
+        synthetic_row(
+            point_id="p0", num_workers=0, prefetch_factor="", status="failed", error="OSError: boom"
+        ),
+    )
+    out = tmp_path / "rows.json"
+    assert main([str(tmp_path / "sweep"), "--format", "json", "-o", str(out)]) == 0
+    records = {r["point_id"]: r for r in json.loads(out.read_text())}
+    ok, failed = records["p1"], records["p0"]
+    assert ok["samples_per_s"] == 0.30000000000000004  # exactly: no rounding to 15 digits
+    assert ok["pin_memory"] is True and ok["num_workers"] == 2 and ok["prefetch_factor"] == 2
+    assert ok["gpu_util"] is None and ok["gpu_count"] is None  # not sampled, no meta file: null
+    assert failed["prefetch_factor"] is None  # none without workers
+    assert (failed["status"], failed["error"]) == ("failed", "OSError: boom")
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "json"])

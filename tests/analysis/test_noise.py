@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import math
+import statistics
+
 import pytest
 
 from analysis import noise
@@ -11,34 +14,117 @@ def test_paired_ratio_sees_a_steady_change_through_a_drifting_machine() -> None:
     b = [12.0, 14.4, 15.6]
     r = noise.paired_ratio(a, b)
     assert r.estimate == pytest.approx(1.2)
-    assert r.called()
+    assert r.judge() == noise.HIGHER and r.called()
     # The same figures taken as independent runs: the drift hides the change.
-    assert not noise.independent_ratio(a, b).called()
+    assert noise.independent_ratio(a, b).judge() == noise.UNDECIDED
 
 
 def test_one_run_is_untested_and_never_called() -> None:
     r = noise.paired_ratio([10.0], [20.0])
     assert r.estimate == pytest.approx(2.0)
-    assert not r.tested and not r.called() and not r.tied()
-    assert r.interval_text() == "untested: 1 run"
+    assert r.judge() == noise.NOT_TESTED and not r.called() and not r.tied()
+    assert r.interval_text() == "untested: 1 run" and r.runs_needed() is None
 
 
-def test_intervals_narrow_with_more_repeats() -> None:
-    few = noise.independent_ratio([10, 11, 9], [10.5, 11.5, 9.5])
-    many = noise.independent_ratio([10, 11, 9] * 4, [10.5, 11.5, 9.5] * 4)
-    assert few.low is not None and many.low is not None and few.high is not None and many.high is not None
-    assert many.high - many.low < (few.high - few.low) / 2
+def test_under_five_runs_the_interval_is_welchs_half_width_around_hodges_lehmann() -> None:
+    """Nothing to trim: the half-width is Welch's, computed here from its textbook formula,
+    around the median of the nine differences of the logs (Hodges-Lehmann)."""
+    a, b = [100.0, 104.0, 97.0], [110.0, 108.0, 115.0]
+    la, lb = [math.log(x) for x in a], [math.log(y) for y in b]
+    va, vb = statistics.variance(la) / 3, statistics.variance(lb) / 3
+    df = (va + vb) ** 2 / (va**2 / 2 + vb**2 / 2)
+    half = noise.t_quantile(df) * math.sqrt(va + vb)
+    center = statistics.median(y - x for x in la for y in lb)
+    assert center == pytest.approx(math.log(115 / 104))  # the middle of the nine ratios
+    r = noise.independent_ratio(a, b)
+    assert (r.low, r.estimate, r.high) == pytest.approx(
+        (math.exp(center - half), math.exp(center), math.exp(center + half))
+    )
 
 
-def test_a_change_under_the_practical_threshold_is_not_called() -> None:
-    r = noise.paired_ratio([10.0, 10.0, 10.0, 10.0], [10.2, 10.21, 10.19, 10.2])
-    assert r.low is not None and r.low > 1  # significant...
-    assert not r.called() and r.tied()  # ...but 2 % is under PRACTICAL
+def test_one_slow_run_of_three_moves_the_estimate_less_than_the_mean() -> None:
+    """Issue 19's best point: runs 222.6, 222.7 and 204.5, against 191, 190 and 192."""
+    r = noise.independent_ratio([222.6, 222.7, 204.5], [191.0, 190.0, 192.0])
+    assert f"{r.change:+.1%}" == "-13.8%"  # 192 / 222.7: the runs that agree
+    means = statistics.geometric_mean([191.0, 190.0, 192.0]) / statistics.geometric_mean(
+        [222.6, 222.7, 204.5]
+    )
+    assert f"{means - 1:+.1%}" == "-11.7%"  # what Welch's t centres on
 
 
-def test_relative_spread_is_robust_to_one_outlier() -> None:
-    assert noise.relative_spread([10, 10.1, 9.9, 10, 30]) == pytest.approx(0.01 * 1.4826, rel=0.01)
-    assert noise.relative_spread([10]) is None
+def test_from_five_runs_one_stall_neither_moves_the_estimate_nor_widens_the_interval_much() -> None:
+    """Yuen's 20 % trimming: the lowest and highest run of five are set aside for the mean and
+    winsorized for the spread. A 40 % stall in one run of B leaves B tied with A, where
+    Welch's t (the stall in the mean and the variance) leaves it undecided."""
+    a = [100.0, 101.0, 99.0, 100.5, 99.5]
+    b = [100.2, 100.8, 99.4, 60.0, 99.8]
+    r = noise.independent_ratio(a, b)
+    assert r.judge() == noise.WITHIN and r.estimate == pytest.approx(1.0, abs=0.01)
+    la, lb = [math.log(x) for x in a], [math.log(y) for y in b]
+    se = math.sqrt(statistics.variance(la) / 5 + statistics.variance(lb) / 5)
+    assert se * noise.t_quantile(4) > noise.MARGIN  # Welch's half-width alone exceeds the margin
+
+
+def test_three_ways_against_the_margin() -> None:
+    same = noise.independent_ratio([100, 101, 99], [100.5, 99.5, 100.2])
+    slower = noise.independent_ratio([100, 101, 99], [80, 81, 79])
+    faster = noise.independent_ratio([100, 101, 99], [120, 121, 119])
+    wide = noise.independent_ratio([100, 130, 80], [100, 101, 99])
+    assert [same.judge(), slower.judge(), faster.judge(), wide.judge()] == [
+        noise.WITHIN,
+        noise.LOWER,
+        noise.HIGHER,
+        noise.UNDECIDED,
+    ]
+    # A change beyond the noise but inside the margin is a tie, not a call.
+    small = noise.paired_ratio([10.0, 10.0, 10.0, 10.0], [10.2, 10.21, 10.19, 10.2])
+    assert small.low is not None and small.low > 1 and small.tied() and not small.called()
+
+
+def test_runs_needed_follow_the_precision_formula() -> None:
+    """Issue 19's best point (222.6, 222.7, 204.5) against a configuration 14 % below it: the
+    runs per side n' with (t(df') + z0.8) * SE * sqrt(3/n') within the distance from the
+    estimate (192 / 222.7, Hodges-Lehmann) to -5 %, where SE is today's standard error and df'
+    Yuen's at n'."""
+    best, other = [222.6, 222.7, 204.5], [191.0, 190.0, 192.0]
+    r = noise.independent_ratio(best, other)
+    assert r.judge() == noise.UNDECIDED
+    lb, lo = [math.log(x) for x in best], [math.log(y) for y in other]
+    se = math.sqrt(statistics.variance(lb) / 3 + statistics.variance(lo) / 3)
+    distance = abs(math.log(192 / 222.7) - math.log(0.95))
+    # n' = 6: 20 % trimming sets 1 run a side apart, 3 df a side; the best's spread dominates.
+    assert (noise.t_quantile(3) + noise.POWER_Z) * se * math.sqrt(3 / 6) <= distance
+    assert (noise.t_quantile(2) + noise.POWER_Z) * se * math.sqrt(3 / 5) > distance
+    assert r.runs_needed() == 6
+    # Decided already: its own count; on the margin's edge: None.
+    assert noise.independent_ratio([100, 101, 99], [80, 81, 79]).runs_needed() == 3
+    assert noise.independent_ratio([100, 101, 99], [95.0, 96.0, 94.0]).runs_needed() is None
+
+
+def test_a_shift_is_judged_on_its_own_scale() -> None:
+    """Waits for data (which may be zero) as a share of a 100 ms step."""
+    longer = noise.independent_shift([0.001, 0.002, 0.0015], [0.021, 0.022, 0.020], scale=0.1)
+    assert longer.estimate == pytest.approx(0.195) and longer.judge() == noise.HIGHER
+    assert longer.interval_text().startswith("95% CI +1")
+    same = noise.independent_shift([0.0, 0.002, 0.001], [0.003, 0.002, 0.004], scale=0.1)
+    assert same.judge() == noise.WITHIN
+    with pytest.raises(ValueError, match="the scale of a shift must be positive"):
+        noise.independent_shift([0.1], [0.2], scale=0.0)
+
+
+def test_the_tables_half_width_is_the_points_own_interval() -> None:
+    runs = [222.6, 222.7, 204.5]
+    own = noise.location(runs)
+    assert own.low is not None and own.high is not None
+    assert noise.relative_half_width(runs) == pytest.approx((own.high - own.low) / 2 / own.estimate)
+    assert noise.relative_half_width([10.0]) is None
+
+
+def test_a_run_that_stands_out_is_flagged_and_a_spread_is_not() -> None:
+    assert noise.outliers([222.6, 222.7, 204.5]) == [2]  # 8 % off, the others agree
+    assert noise.outliers([80.0, 26.7, 66.7]) == []  # a spread: no run stands out from the others
+    assert noise.outliers([100.0, 100.0, 101.0]) == []  # 1 %: under half the margin
+    assert noise.outliers([100.0, 120.0]) == []  # two runs: no telling which
 
 
 def test_t_quantile_of_small_samples() -> None:

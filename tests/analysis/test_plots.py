@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from matplotlib.figure import Figure
 
 from analysis import plots
 from analysis.__main__ import main
@@ -21,11 +22,87 @@ def png_size(data: bytes) -> tuple[int, int]:
     return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
 
 
-def test_throughput_against_num_workers(real_sweep: Path) -> None:
-    summary = summarize(load_results([real_sweep]).rows)
-    rows = summary[summary["group"] == "node-a"]
-    width, height = png_size(plots.throughput_png(rows, title="t"))
+@pytest.fixture
+def drawn(monkeypatch: pytest.MonkeyPatch) -> list[Figure]:
+    """The figures the plots draw, kept as they are turned into PNG bytes."""
+    figures: list[Figure] = []
+    to_png = plots._png
+
+    def keep(fig: Figure) -> bytes:
+        figures.append(fig)
+        return to_png(fig)
+
+    monkeypatch.setattr(plots, "_png", keep)
+    return figures
+
+
+def lines_of(fig: Figure) -> dict[str, tuple[list[float], list[float]]]:
+    """Legend label -> (x, y) of each line of the figure's one plot, in drawing order."""
+    (ax,) = fig.axes
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    return {
+        label: ([float(x) for x in line.get_xdata()], [float(y) for y in line.get_ydata()])
+        for label, line in zip(labels, ax.lines, strict=True)
+    }
+
+
+def grid_summary(tmp_path: Path, points: list[tuple[int, bool, int | str, float]]):
+    """A sweep of (num_workers, pin_memory and non_blocking, prefetch_factor, samples/s) points."""
+    rows = [
+        synthetic_row(
+            point_id=f"p{i}",
+            point_index=i,
+            num_workers=workers,
+            pin_memory=pinned,
+            non_blocking=pinned,
+            prefetch_factor=prefetch,
+            samples_per_s=rate,
+            training_time=80 / rate,
+        )
+        for i, (workers, pinned, prefetch, rate) in enumerate(points)
+    ]
+    write_rows(tmp_path, *rows)
+    return summarize(load_results([tmp_path]).rows)
+
+
+def test_throughput_against_num_workers_one_line_per_copy_setting(
+    tmp_path: Path, drawn: list[Figure]
+) -> None:
+    summary = grid_summary(
+        tmp_path,
+        [
+            (0, False, "", 100.0),
+            (0, True, "", 105.0),
+            (2, False, 2, 150.0),
+            (2, True, 2, 160.0),
+            (4, False, 2, 170.0),
+            (4, True, 2, 200.0),
+        ],
+    )
+    width, height = png_size(plots.throughput_png(summary, title="t"))
     assert width > 400 and height > 250
+    (fig,) = drawn
+    assert lines_of(fig) == {
+        "pin_memory=False, non_blocking=False": ([0, 2, 4], [100.0, 150.0, 170.0]),
+        "pin_memory=True, non_blocking=True": ([0, 2, 4], [105.0, 160.0, 200.0]),
+    }
+    assert fig.axes[0].get_xlabel() == "num_workers"
+
+
+def test_a_worker_only_setting_splits_the_lines_and_num_workers_0_starts_each(
+    tmp_path: Path, drawn: list[Figure]
+) -> None:
+    """prefetch_factor does not apply without workers: the one num_workers=0 point (null)
+    starts the line of every prefetch_factor."""
+    summary = grid_summary(
+        tmp_path, [(0, False, "", 100.0), (2, False, 2, 150.0), (2, False, 4, 155.0), (4, False, 4, 180.0)]
+    )
+    plots.throughput_png(summary, title="t")
+    (fig,) = drawn
+    assert lines_of(fig) == {
+        "pin_memory=False, non_blocking=False, prefetch_factor=2": ([0, 2], [100.0, 150.0]),
+        "pin_memory=False, non_blocking=False, prefetch_factor=4": ([0, 2, 4], [100.0, 155.0, 180.0]),
+    }
 
 
 def test_no_throughput_plot_for_a_single_num_workers_or_a_sequence(tmp_path: Path) -> None:
@@ -35,12 +112,24 @@ def test_no_throughput_plot_for_a_single_num_workers_or_a_sequence(tmp_path: Pat
     assert plots.throughput_png(summarize(load_results([tmp_path]).rows), title="t") is None
 
 
-def test_the_ladder_needs_two_rungs_and_orders_them_from_the_bound(tmp_path: Path) -> None:
-    write_rows(tmp_path, synthetic_row(rung="full"))
+def test_the_ladder_needs_two_rungs_and_orders_them_from_the_bound(
+    tmp_path: Path, drawn: list[Figure]
+) -> None:
+    write_rows(tmp_path, synthetic_row(rung="full", samples_per_s=50.0, training_time=80 / 50))
     assert plots.ladder_png(summarize(load_results([tmp_path]).rows), title="t") is None
-    for rung, t in (("device_batch", 0.5), ("transform:1", 0.7), ("raw_sample", 0.8)):
-        write_rows(tmp_path, synthetic_row(rung=rung, training_time=t))
+    for rung, rate in (("raw_sample", 60.0), ("device_batch", 200.0), ("transform:1", 80.0)):
+        write_rows(tmp_path, synthetic_row(rung=rung, samples_per_s=rate, training_time=80 / rate))
     assert png_size(plots.ladder_png(summarize(load_results([tmp_path]).rows), title="t"))[0] > 400
+    (fig,) = drawn
+    (ax,) = fig.axes
+    # From the bound down: transform:1 caches more than raw_sample, so it sits above it.
+    assert [t.get_text() for t in ax.get_xticklabels()] == [
+        "device_batch",
+        "transform:1",
+        "raw_sample",
+        "full",
+    ]
+    assert [bar.get_height() for bar in ax.patches] == [200.0, 80.0, 60.0, 50.0]
 
 
 def test_phases_become_spans(tmp_path: Path) -> None:

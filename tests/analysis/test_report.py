@@ -125,3 +125,47 @@ def test_fp16_rows_beside_others_carry_the_grad_scaler_caveat(tmp_path: Path) ->
     assert "amp fp16: the GradScaler reads its found-inf flag with .item() every step" in text
     write_rows(tmp_path / "bf16", synthetic_row(point_id="c", device="cuda:0", amp="bf16"))
     assert "GradScaler" not in build_report([tmp_path / "bf16"]).text
+
+
+def test_a_run_that_stands_out_is_named_under_its_table(tmp_path: Path) -> None:
+    """Issue 19's best point (runs 222.6, 222.7, 204.5): the table's median hides the slow run,
+    so the note names it, and says where it went (the median, and ci95, which it widens)."""
+    write_rows(
+        tmp_path,
+        *(synthetic_row(repeat=r, training_time=80 / v) for r, v in enumerate([222.6, 222.7, 204.5])),
+        *(synthetic_row(point_id="p2", point_index=1, repeat=r, training_time=80 / 150) for r in range(3)),
+    )
+    assert (
+        "runs that stand out from their point's others (% from its median): p1 repeat 2 -8%; kept in "
+        "samples_per_s (the median) and in ci95, which they widen: more repeats tell a stall from the "
+        "configuration's own speed"
+    ) in build_report([tmp_path]).text.splitlines()
+
+
+def test_the_html_recommendation_has_a_row_for_an_undecided_configuration(tmp_path: Path) -> None:
+    """An undecided cheaper configuration is a row of the recommendation's table, as the best,
+    the cheapest and the baseline are, not a paragraph under it."""
+    for index, (workers, rates) in enumerate(((0, [60.0, 35.0, 62.0]), (2, [101.0, 60.0, 104.0]))):
+        write_rows(
+            tmp_path,
+            *(
+                synthetic_row(
+                    point_id=f"p{index}",
+                    point_index=index,
+                    num_workers=workers,
+                    repeat=r,
+                    training_time=80 / v,
+                )
+                for r, v in enumerate(rates)
+            ),
+        )
+    write_rows(
+        tmp_path,
+        *(
+            synthetic_row(point_id="p2", point_index=2, num_workers=4, repeat=r, training_time=80 / v)
+            for r, v in enumerate([187.0, 120.0, 195.0])
+        ),
+    )
+    page = build_report([tmp_path], "html").text
+    recommendation = page.split("<h3>recommendation for n1")[1].split("</table>")[0]
+    assert "<td>undecided, cheaper</td><td>p1 num_workers=2</td>" in recommendation

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -19,9 +20,10 @@ def test_one_table_per_node_with_the_course_columns_first(real_sweep: Path) -> N
         course = [*JEAN_ZAY_COLUMNS, "first_step_loading_time", "samples_per_s", "cpu_memory_gb"]
         assert list(table.columns[: len(course)]) == course
         # The tiny dataset's epoch (6 batches) may end inside a window (the warmup drains the
-        # workers' stock first): then, and only then, the restarts get their columns.
+        # workers' stock first): then, and only then, the restarts get their columns. The share
+        # of steps that waited longer than they computed is on every row the harness measured.
         restarts = ["epoch_restarts", "epoch_restart_time"]
-        assert list(table.columns[len(course) :]) in ([], restarts)
+        assert list(table.columns[len(course) :]) in (["waited_share"], ["waited_share", *restarts])
         assert sorted(table["num_workers"]) == [0, 1, 2]
         assert list(table["training_time"]) == sorted(table["training_time"])
         assert table["jobid"].str.len().eq(10).all()  # no Slurm: the point id
@@ -111,7 +113,9 @@ def test_with_by_gpu_the_same_point_on_two_nodes_is_two_runs(tmp_path: Path) -> 
     assert row["runs"] == 2 and row["nodes"] == 2 and row["group"] == f"8× {A100}"
     rates = [80 / 1.0, 80 / 1.2]
     assert row["training_time"] == pytest.approx(1.1)
-    assert row["relative_spread"] == pytest.approx(1.4826 * (rates[0] - rates[1]) / 2 / (sum(rates) / 2))
+    # Two runs (one per node): Student's t with 1 df on the logs, half-width over the centre.
+    logs = [math.log(r) for r in rates]
+    assert row["ci95"] == pytest.approx(math.sinh(12.706 * abs(logs[0] - logs[1]) / 2))
     assert "nodes" in loader_tables(summary.reset_index())[f"8× {A100}"].columns
 
 
@@ -157,14 +161,16 @@ def test_sampled_columns_appear_only_where_sampled(tmp_path: Path) -> None:
     ]
 
 
-def test_repeats_show_their_count_and_relative_spread(tmp_path: Path) -> None:
-    write_rows(tmp_path, *(synthetic_row(repeat=r, training_time=t) for r, t in enumerate([1.0, 3.0, 1.2])))
+def test_repeats_show_their_count_and_the_interval_and_a_run_that_stands_out(tmp_path: Path) -> None:
+    rates = [222.6, 222.7, 204.5, 222.65]
+    write_rows(tmp_path, *(synthetic_row(repeat=r, training_time=80 / v) for r, v in enumerate(rates)))
     table = loader_tables(summarize(load_results([tmp_path]).rows))["n1"]
-    assert list(table.columns[-2:]) == ["runs", "relative_spread"]
-    assert table.loc[0, "training_time"] == 1.2  # the median run
-    # MAD × 1.4826 over the median of samples/s (80, 26.7, 66.7): 29.7 %, where the old
-    # max - min spread of training_time said 2.0 s.
-    assert render(table, "terminal").split()[-2:] == ["3", "29.7%"]
+    assert list(table.columns[-3:]) == ["runs", "ci95", "outliers"]
+    assert table.loc[0, "samples_per_s"] == pytest.approx(222.625)  # the median run
+    # The interval the judgements use (Student's t, 3 df, on the logs: 4 runs, nothing
+    # trimmed), so the row and the recommendation tell one story; the slow run is named.
+    assert render(table, "terminal").split()[-5:] == ["4", "±6.8%", "repeat", "2", "-8%"]
+    assert table.loc[0, "outliers"] == "repeat 2 -8%"
 
 
 def test_the_rank_that_waited_most_is_named_under_ddp(tmp_path: Path) -> None:

@@ -4,7 +4,8 @@ import time
 from pathlib import Path
 
 from analysis.load import load_results
-from analysis.verdict import Verdict, ladder_verdicts, render_verdict, stage_between
+from analysis.verdict import Verdict, ladder_verdicts
+from analysis.verdict_text import render_verdict
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
 from harness.execution.runner import run_point
@@ -14,27 +15,10 @@ STARVED = ["PILToTensor", "RandomCrop", "RandomMask", "ConvertColor", "Scale"]
 TWO = ["ToTensor", "Sleep"]  # tests.fixtures.workloads:read_then_transform
 
 
-def test_stage_names_between_rungs() -> None:
-    assert stage_between("device_batch", "host_batch", STARVED) == "host-to-device copy"
-    assert stage_between("processed_sample", "raw_sample", STARVED) == "transforms"
-    assert stage_between("processed_sample", "raw_sample", []) == "transforms"
-    assert stage_between("transform:3", "transform:2", STARVED) == "transform 3/5 (RandomMask)"
-    assert (
-        stage_between("processed_sample", "transform:3", STARVED)
-        == "transforms 4/5 (ConvertColor), 5/5 (Scale)"
-    )
-    assert stage_between("raw_sample", "full", STARVED) == "raw data loading"
-    assert stage_between("raw_bytes", "full", STARVED) == "reading the stored bytes"
-    assert stage_between("raw_sample", "raw_bytes", STARVED) == "decoding"
-    assert (
-        stage_between("host_batch", "full", []) == "collation and worker IPC + transforms + raw data loading"
-    )
-
-
 def ladder(
     tmp_path: Path,
     rates: dict[str, float | list[float]],
-    capacity: dict[str, float] | None = None,
+    capacity: dict[str, float | list[float]] | None = None,
     *,
     repeats: int = 1,
     device: str = "cuda",
@@ -52,6 +36,8 @@ def ladder(
             wobble = 1.0 if repeat == 0 else spell * (1 + 0.004 * (-1) ** (i + repeat))
             steps_per_s = rate[repeat] if isinstance(rate, list) else rate / wobble
             cap = (capacity or {}).get(rung)
+            if isinstance(cap, list):
+                cap = cap[repeat] * wobble  # as given, per repeat
             rows.append(
                 synthetic_row(
                     rung=rung,
@@ -99,6 +85,27 @@ def test_a_stage_that_only_tipped_the_loader_over_is_not_taken_for_the_costliest
     assert max(len(line) for line in text.splitlines()[:7]) < 160  # a terminal's width, not a page's
 
 
+def test_a_larger_cost_the_repeats_disagree_on_is_said_not_dropped(tmp_path: Path) -> None:
+    """CI's run of the end-to-end test below: one repeat's processed_sample capacity fell from
+    ~111 to 14 batches/s (a hiccup of the loaded machine in a 6-batch timing), so the
+    transforms' cost (64 % of the loader's time, estimated) was not confirmed while reading's
+    (27 %) was. The sentence named reading the costliest and left the transforms out."""
+    verdict = ladder(
+        tmp_path,
+        {"host_batch": 11.5, "processed_sample": 10.9, "raw_sample": 11.3, "full": 9.8},
+        {"processed_sample": [111.0, 110.0, 14.0], "raw_sample": [13.5, 13.6, 13.4], "full": [9.9, 9.8, 10.0]},
+        repeats=3,
+        names=TWO,
+    )
+    assert verdict.stages == ["raw data loading", "collation and worker IPC"]
+    assert verdict.costliest == "raw data loading"
+    assert "costliest: raw data loading (27% of the loader's time at full), then collation" in verdict.sentence
+    assert (
+        "; transforms may cost more (64% estimated), but its repeats disagree "
+        "(95% CI -98.9% .. +291.4%, n=3): more repeats would tell"
+    ) in verdict.sentence
+
+
 def test_a_pipeline_that_keeps_up_names_no_stage(tmp_path: Path) -> None:
     verdict = ladder(
         tmp_path,
@@ -113,10 +120,29 @@ def test_a_pipeline_that_keeps_up_names_no_stage(tmp_path: Path) -> None:
     )
 
 
+def test_a_loader_within_the_margin_of_the_demand_is_at_the_edge(tmp_path: Path) -> None:
+    """full's loader delivers 102 % of the step's demand, repeated to ±2 %: inside ±5 %, so
+    neither "keeps up" (a stall away from starving the step) nor "does not"."""
+    verdict = ladder(
+        tmp_path,
+        {"host_batch": 10.0, "processed_sample": 9.9, "raw_sample": 9.8, "full": 9.7},
+        {"processed_sample": 500.0, "raw_sample": 40.0, "full": 10.2},
+        repeats=3,
+        names=TWO,
+    )
+    assert verdict.state == "at the edge" and verdict.keeps_up is None
+    assert verdict.sentence == (
+        "the input pipeline is at the edge: full delivers 10.2 batches/s against the step's demand of "
+        "10.0 (host_batch): 102%, within ±5% of it (95% CI -0.0% .. +4.0%, n=3); full reaches 97% of "
+        "the bound. costliest: raw data loading (75% of the loader's time at full), then transforms (23%)"
+    )
+
+
 def test_a_large_loss_the_repeats_cannot_confirm_is_not_called_keeping_up(tmp_path: Path) -> None:
     # The loader delivers 3× the demand, yet full reaches about half the bound in both repeats
-    # (on a CPU the step and the workers share the cores); two wide repeats do not call the
-    # loss, but a verdict of "keeps up" would be false.
+    # (on a CPU the step and the workers share the cores). Two repeats give Student's t 12.7:
+    # the interval crosses the margin, so the verdict is undecided, with the repeats that would
+    # decide, never "keeps up".
     verdict = ladder(
         tmp_path,
         {
@@ -129,9 +155,12 @@ def test_a_large_loss_the_repeats_cannot_confirm_is_not_called_keeping_up(tmp_pa
         repeats=2,
         names=TWO,
     )
-    assert verdict.keeps_up is False
-    assert verdict.sentence.startswith("the loader keeps up (full delivers")
-    assert "the loss is outside the loader's throughput" in verdict.sentence
+    assert verdict.keeps_up is None and verdict.state == "undecided" and verdict.runs_needed == 3
+    assert verdict.sentence.startswith(
+        "whether the input pipeline keeps up is undecided: full delivers 29.4 batches/s against the "
+        "step's demand of 8.0 (host_batch): 3.7× (95% CI -80.6% .. +7293.3%, n=2: across an edge of the "
+        "±5% margin); about 3 repeats would decide; full reaches 63% of the bound."
+    )
 
 
 def test_one_repeat_is_said_to_be_untested(tmp_path: Path) -> None:
@@ -185,7 +214,13 @@ def test_a_rung_that_fails_on_one_rank_drops_that_repeat_only(tmp_path: Path) ->
     )
     verdict = ladder(tmp_path, {"host_batch": 10.0, "full": 9.9}, {"full": 30.0}, repeats=3, world_size=2)
     assert verdict.unmeasured == {"full": "failed in repeat 1 of 3: OOM"}
-    assert verdict.keeps_up is True
+    # Two repeats of full are left to judge it by (n=2): its interval against the bound,
+    # -5.5 % .. +4.6 %, just crosses the margin; a third repeat would likely decide.
+    assert verdict.keeps_up is None and verdict.runs_needed == 3
+    assert verdict.sentence.endswith(
+        "whether full keeps up with the bound is undecided: full reaches 101% of the bound "
+        "(95% CI -5.5% .. +4.6%, n=2); about 3 repeats would decide"
+    )
 
 
 # The article's steps/s (001_*), with no loader capacity: the old, drop-based reading.
@@ -201,8 +236,9 @@ ARTICLE = {
 def test_without_capacities_the_drops_name_stages_with_a_caveat(tmp_path: Path) -> None:
     verdict = ladder(tmp_path, ARTICLE, repeats=3)
     assert verdict.stages[:2] == ["raw data loading", "transforms"]  # 0.54 s/step, then 0.27 s/step
-    # The article calls 3.45 -> 3.33 minor; repeated to the per mille, 3.5 % is beyond the noise.
-    assert "host-to-device copy" in verdict.stages
+    # The article calls 3.45 -> 3.33 minor; repeated to the per mille, 3.5 % is beyond the
+    # noise but inside the ±5 % margin: not named.
+    assert verdict.stages == ["raw data loading", "transforms"]
     assert verdict.sentence.startswith("raw data loading: −48% (full vs raw_sample, 95% CI ")
     assert verdict.sentence.endswith("full reaches 27% of the bound (host_batch)")
     assert verdict.keeps_up is False and verdict.tipped_by is None
@@ -210,7 +246,7 @@ def test_without_capacities_the_drops_name_stages_with_a_caveat(tmp_path: Path) 
         "capacity was not measured" in c and "costliest stage may be hidden" in c for c in verdict.caveats
     )
     text = render_verdict(verdict)
-    assert "host-to-device copy" in text and "loader" not in text.splitlines()[1]
+    assert "host-to-device copy" in text and "loader" not in text.splitlines()[1]  # its row, unnamed
 
 
 def test_without_capacities_one_run_names_drops_beyond_the_floor_as_untested(tmp_path: Path) -> None:
@@ -266,9 +302,14 @@ def test_a_step_on_the_cpu_makes_the_capacities_upper_bounds(tmp_path: Path) -> 
 
 def test_a_drop_within_the_noise_of_paired_repeats_is_not_named(tmp_path: Path) -> None:
     verdict = ladder(tmp_path, {"processed_sample": [10.0, 8.0, 9.5], "full": [9.0, 9.5, 8.5]}, repeats=3)
-    # full's median is 6 % under processed_sample's, but the per-repeat ratios range -10..+19 %.
-    assert verdict.stages == []
-    assert verdict.sentence.startswith("the input pipeline keeps up: full reaches 95%")
+    # full's median is 6 % under processed_sample's, but the per-repeat ratios range -10..+19 %:
+    # no stage is named, and whether full keeps up is undecided, not "keeps up".
+    assert verdict.stages == [] and verdict.keeps_up is None
+    assert verdict.sentence == (
+        "no stage's drop stands out, and whether full keeps up with the bound is undecided: full "
+        "reaches 95% of the bound (processed_sample) (95% CI -35.6% .. +44.0%, n=3); more than 100 "
+        "repeats would be needed"
+    )
 
 
 def test_varying_input_sizes_and_a_saturated_cpu_are_caveats(tmp_path: Path) -> None:
@@ -304,7 +345,7 @@ def test_transform_cuts_under_the_noise_are_named_together(tmp_path: Path) -> No
     verdict = ladder(tmp_path, rates, repeats=3, device="cpu")
     assert verdict.stages[-1] == "transforms"
     assert (
-        "transforms: −15% (raw_sample vs processed_sample, 95% CI −16.5% .. −12.7%, n=3), the most in "
+        "transforms: −15% (raw_sample vs processed_sample, 95% CI −16.4% .. −12.7%, n=3), the most in "
         in (verdict.sentence.replace("-", "−"))
     )
     assert "the most in transforms 4/5 (ConvertColor), 5/5 (Scale) (−4%)" in verdict.sentence
@@ -389,7 +430,11 @@ def test_end_to_end_the_costliest_loader_stage_is_named_and_the_read_only_tipped
     # Per sample: read 27 ms, transforms 73 ms; 2 samples a batch over 2 workers: the loader
     # needs ~100 ms a batch at full and ~73 ms at raw_sample, against a step of 75 ms of sleep
     # and ~10 ms of the harness's own work (in the middle, ~15 % from each). Reading alone
-    # brings the loader under the step's demand: the drop in steps/s lands on it.
+    # brings the loader under the step's demand: the drop in steps/s lands on it. The costs
+    # (capacities: 73 % against 27 %) are decided whatever the machine's load; whether the
+    # loader falls short of the demand by more than the ±5 % margin (about 11 % expected) a
+    # loaded 2-core machine may leave undecided in three 6-step repeats, so the tipping is
+    # checked exactly on known figures (test_a_stage_that_only_tipped_...), not here.
     started = time.perf_counter()
     (verdict,) = run_ladder(
         tmp_path,
@@ -403,24 +448,38 @@ def test_end_to_end_the_costliest_loader_stage_is_named_and_the_read_only_tipped
         steps=6,
     )
     print(render_verdict(verdict), f"\n{time.perf_counter() - started:.1f} s")
-    assert verdict.keeps_up is False
+    assert verdict.keeps_up is not True and verdict.state not in ("keeps up", "at the edge")
     assert verdict.costliest == "transforms" and verdict.stages[0] == "transforms"
-    assert verdict.tipped_by == "raw data loading"
 
 
 def test_end_to_end_a_cheap_loader_keeps_up(tmp_path: Path) -> None:
     # A fresh batch from a worker costs the main process a few ms (IPC), more on a loaded
-    # machine: against a 250 ms step that stays under the 3 % no user would act on.
+    # machine: against a 250 ms step that stays under the 5 % margin. The loader keeps up by
+    # far (100× the demand: decided); whether full's steps/s lie within 5 % of the bound's,
+    # three 4-step repeats on a loaded machine may leave undecided, but never short of it.
     (verdict,) = run_ladder(
         tmp_path,
         "read_then_transform",
         "[host_batch, raw_sample, full]",
         workers=2,
         step_s=0.25,
-        repeats=2,
+        repeats=3,  # two can agree to the per mille by chance, and call a loaded machine's jitter
         warmup=1,
         steps=4,
     )
     print(render_verdict(verdict))
-    assert verdict.keeps_up is True, verdict.sentence
-    assert verdict.stages == [] and verdict.sentence.startswith("the input pipeline keeps up")
+    assert verdict.state in ("keeps up", "undecided") and verdict.undecided_on != "demand", verdict.sentence
+    assert verdict.keeps_up is not False and verdict.stages == []
+
+
+def test_a_large_drop_of_a_huge_capacity_is_no_cost(tmp_path: Path) -> None:
+    """Capacities of 5000 and 2000 batches/s high up the ladder: a -60 % drop, repeated tightly,
+    but 0.3 ms a batch, 0 % of the loader's time at full (9 batches/s): not named."""
+    verdict = ladder(
+        tmp_path,
+        {"host_batch": 20.0, "processed_sample": 19.9, "raw_sample": 19.9, "full": 9.0},
+        {"processed_sample": 5000.0, "raw_sample": 2000.0, "full": 9.0},
+        repeats=3,
+        names=TWO,
+    )
+    assert verdict.stages == ["raw data loading"] and verdict.state == "does not keep up"

@@ -1,0 +1,174 @@
+"""Adaptive repeats (`measure.repeats: auto`): measure again only the points that the runs leave
+undecided against the best, until each is decided or its budget is spent.
+
+pyperf calibrates its runs and criterion.rs sizes its samples; here the question a sweep answers
+(which configuration to use) sizes them. The first round measures every point
+settings.FIRST_ROUND times. Then, in rounds:
+
+1. The results are judged as the recommendation judges them, per node type
+   (`analysis.recommend.undecided_points`): the points whose interval against the best straddles
+   an edge of the practical margin, each with the runs that would likely decide it (from the
+   spread observed so far). The best itself is among them when it has fewer runs than they need.
+2. Each such point is brought at once to the runs it needs (at least one more), as in Stein's
+   two-stage procedure: the first round's spread sizes the second. One repeat at a time would
+   look at the data after every repeat, and each look is one more chance to stop on a lucky
+   interval.
+3. Within its budget: at most `measure.max_repeats` repeats in all, and at most
+   `measure.budget_minutes` of measuring the point (its first round included; the pace of its
+   repeats so far says how many more fit). A point whose budget is spent stays undecided, and
+   the report says so.
+
+Rounds go on until no point is undecided or every undecided point's budget is spent. The rows of
+the new repeats are numbered on from the point's last (repeats 3, 4, ...), so a report, a resume
+or a comparison reads them like any other.
+
+Where they run: here (inline, local), one repeat of each point in turn (ABC ABC, as the runner
+orders rungs: a slow spell of the machine lands on several points, not on all repeats of one).
+On Slurm, as a follow-up job array of only those points, through the resume machinery: the
+sweep's repeats.json raises their planned repeats (harness.storage.sweep.load_points), so
+`harness status` counts the new repeats as missing until they are measured, `harness resume`
+resubmits them, and each job measures only the repeats its point lacks. `harness submit --wait`
+and `harness resume --wait` submit the rounds themselves; without --wait, `harness resume SWEEP`
+submits the next round once the previous one is done (`harness status` says when).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from harness.config.plan import Point
+from harness.storage import layout
+from harness.storage import rows as results
+from harness.storage.sweep import load_points, want_repeats, with_repeats
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Round:
+    """The next round: point id -> repeats it should have in all after it, and the undecided
+    points whose budget is spent (they are not measured again)."""
+
+    targets: dict[str, int]
+    spent: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.targets)
+
+    def line(self, doing: str = "measured again") -> str:
+        """What the round does, for the log and the terminal."""
+        spent = f"{len(self.spent)} undecided with their budget spent ({', '.join(sorted(self.spent))})"
+        if not self.targets:
+            return f"repeats: auto: {spent}" if self.spent else "repeats: auto: every point decided"
+        listed = ", ".join(f"{p} to {n}" for p, n in sorted(self.targets.items()))
+        line = f"repeats: auto: {len(self.targets)} point(s) undecided against the best, {doing}"
+        line += f" ({listed} repeats)"
+        return f"{line}; {spent}" if self.spent else line
+
+
+def undecided(sweep_dir: Path) -> dict[str, int]:
+    """Point id -> the runs that would likely decide it, for the points the sweep's results leave
+    undecided against their node type's best (analysis.recommend.undecided_points)."""
+    from analysis.aggregate import summarize
+    from analysis.load import load_meta, load_results
+    from analysis.recommend import undecided_points
+
+    loaded = load_results([sweep_dir])
+    if loaded.rows.empty:
+        return {}
+    meta = load_meta(loaded.rows, loaded.problems)
+    # By node type: a follow-up on Slurm may run a point on another node of the same type.
+    return undecided_points(summarize(loaded.rows, by="gpu", meta=meta))
+
+
+def next_round(sweep_dir: Path, points: Sequence[Point] | None = None) -> Round:
+    """The repeats to add now (see the module); an empty Round: every point is decided or has
+    spent its budget. `points`: the sweep's points as load_points gives them."""
+    points = load_points(sweep_dir) if points is None else points
+    adaptive = {p.id: p for p in points if p.measure.adaptive}
+    if not adaptive:
+        return Round({})
+    needed = {p: runs for p, runs in undecided(sweep_dir).items() if p in adaptive}
+    have = {p: adaptive[p].measure.repeats for p in needed}
+    return plan_round(needed, have, {p: _room(sweep_dir, adaptive[p]) for p in needed})
+
+
+def plan_round(needed: Mapping[str, int], have: Mapping[str, int], room: Mapping[str, int]) -> Round:
+    """The round, from the judgement (point id -> runs that would likely decide it), the repeats
+    each point has, and how many more its budget allows: each brought at once to what it needs,
+    at least one more, within its room (benchmarks/recommend_truth.py plays rounds with it)."""
+    targets, spent = {}, []
+    for point_id, runs in needed.items():
+        target = min(max(have[point_id] + 1, runs), have[point_id] + room[point_id])
+        if target > have[point_id]:
+            targets[point_id] = target
+        else:
+            spent.append(point_id)
+    return Round(targets, tuple(sorted(spent)))
+
+
+def _room(sweep_dir: Path, point: Point) -> int:
+    """How many more repeats the point's budget allows: max_repeats, and budget_minutes at the
+    pace of its repeats so far."""
+    m = point.measure
+    room = (m.max_repeats or m.repeats) - m.repeats
+    if m.budget_minutes is None or room <= 0:
+        return max(room, 0)
+    spent = spent_minutes(sweep_dir, point.id)
+    per_repeat = spent / m.repeats
+    if per_repeat <= 0:
+        return room
+    return max(0, min(room, math.floor((m.budget_minutes - spent) / per_repeat)))
+
+
+def spent_minutes(sweep_dir: Path, point_id: str) -> float:
+    """Minutes rank 0 spent measuring the point: the sum of its rows' started_at..finished_at."""
+    path = layout.rank_file(layout.point_dir(sweep_dir, point_id), 0)
+    if not path.exists():
+        return 0.0
+    seconds = 0.0
+    for row in results.read_rows(path):
+        try:
+            start, end = datetime.fromisoformat(row["started_at"]), datetime.fromisoformat(row["finished_at"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        seconds += max(0.0, (end - start).total_seconds())
+    return seconds / 60
+
+
+def raise_repeats(sweep_dir: Path, step: Round) -> list[Point]:
+    """Record the round's targets (repeats.json) and return its points with their new repeats:
+    what a follow-up array submits, or what `harness resume` runs."""
+    want_repeats(sweep_dir, step.targets)
+    return [p for p in load_points(sweep_dir) if p.id in step.targets]
+
+
+def passes(points: Sequence[Point], targets: dict[str, int]) -> list[list[Point]]:
+    """The round as passes of one more repeat of each point that needs it (ABC ABC): pass k
+    holds each point with its planned repeats + k, up to its target."""
+    have = {p.id: p.measure.repeats for p in points if p.id in targets}
+    most = max((targets[p] - n for p, n in have.items()), default=0)
+    return [
+        [with_repeats(p, have[p.id] + k) for p in points if p.id in have and have[p.id] + k <= targets[p.id]]
+        for k in range(1, most + 1)
+    ]
+
+
+def measure_here(sweep_dir: Path, run: Callable[[Sequence[Point]], bool]) -> bool:
+    """Rounds run here (inline, local) until no point is undecided or every budget is spent.
+    `run` measures points (the missing repeats of each) and says False when interrupted."""
+    while True:
+        step = next_round(sweep_dir)
+        log.info("%s", step.line())
+        if not step:
+            return True
+        planned = load_points(sweep_dir)
+        want_repeats(sweep_dir, step.targets)
+        for batch in passes(planned, step.targets):
+            if not run(batch):
+                return False

@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from analysis.verdict_text import render_verdict, stage_between, times
+from tests.analysis.test_verdict import STARVED, TWO, ladder
+
+
+def test_stage_names_between_rungs() -> None:
+    assert stage_between("device_batch", "host_batch", STARVED) == "host-to-device copy"
+    assert stage_between("processed_sample", "raw_sample", STARVED) == "transforms"
+    assert stage_between("processed_sample", "raw_sample", []) == "transforms"
+    assert stage_between("transform:3", "transform:2", STARVED) == "transform 3/5 (RandomMask)"
+    assert (
+        stage_between("processed_sample", "transform:3", STARVED)
+        == "transforms 4/5 (ConvertColor), 5/5 (Scale)"
+    )
+    assert stage_between("raw_sample", "full", STARVED) == "raw data loading"
+    assert stage_between("raw_bytes", "full", STARVED) == "reading the stored bytes"
+    assert stage_between("raw_sample", "raw_bytes", STARVED) == "decoding"
+    assert (
+        stage_between("host_batch", "full", []) == "collation and worker IPC + transforms + raw data loading"
+    )
+
+
+def test_a_ratio_beyond_twice_is_written_as_a_multiple() -> None:
+    assert [times(0.53), times(1.994), times(12.34)] == ["53%", "199%", "12.3×"]
+
+
+def test_the_rung_table_shows_intervals_only_with_repeats(tmp_path: Path) -> None:
+    rates = {"host_batch": 10.0, "processed_sample": 9.9, "full": 5.0}
+    capacity = {"processed_sample": 500.0, "full": 5.1}
+    once = render_verdict(ladder(tmp_path / "once", rates, capacity, names=TWO)).splitlines()
+    assert once[1].split() == [
+        "rung",
+        "adds",
+        "steps/s",
+        "samples/s",
+        "%",
+        "of",
+        "bound",
+        "drop",
+        "loader",
+        "b/s",
+        "loader",
+        "share",
+    ]
+    thrice = render_verdict(ladder(tmp_path / "thrice", rates, capacity, repeats=3, names=TWO), "markdown")
+    header = [c.strip() for c in thrice.splitlines()[1].strip("|").split("|")]
+    assert header == [
+        "rung",
+        "adds",
+        "steps/s",
+        "samples/s",
+        "% of bound",
+        "drop",
+        "95% CI",
+        "loader b/s",
+        "loader share",
+        "loader CI",
+    ]
+    assert thrice.splitlines()[-1].startswith(
+        "the input pipeline does not keep up: full delivers 5.1 batches/s"
+    )
