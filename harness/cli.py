@@ -82,6 +82,7 @@ def _parser(analysis: bool = True) -> argparse.ArgumentParser:
     _add_slurm_verbs(verbs)
     _add_analysis_verbs(verbs, analysis)
     _add_data_verb(verbs)
+    _add_tune_verb(verbs)
     return parser
 
 
@@ -180,7 +181,31 @@ def _add_data_verb(verbs: Verbs) -> None:
     data.add_argument(
         "--shards", type=int, default=0, help="pack the images into this many shard files (image_shards)"
     )
+    data.add_argument(
+        "--webdataset",
+        action="store_true",
+        help="with --shards: WebDataset tar shards (harness.examples.shards_stream) instead",
+    )
     data.set_defaults(func=cmd_make_data)
+
+
+def _add_tune_verb(verbs: Verbs) -> None:
+    tune = verbs.add_parser(
+        "tune",
+        help="the grid's answer from a profile, a model and a few confirmations (harness/tuning.py)",
+    )
+    tune.add_argument("spec", type=Path, help="a spec with a loader grid; with --what-if, a tune's sweep")
+    _add_overrides(tune)
+    tune.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help=RESULTS_HELP)
+    tune.add_argument("--backend", choices=["inline", "local"], default="inline")
+    tune.add_argument("--repeats", type=int, default=3, help="runs of each confirmed point (at least 3)")
+    tune.add_argument("--budget", type=int, default=None, help="the most point-runs the confirmations spend")
+    tune.add_argument(
+        "--what-if",
+        metavar="gpus=G,cores=C",
+        help="predict the workers per rank on a node of G GPUs and C cores from a tune's sweep",
+    )
+    tune.set_defaults(func=cmd_tune)
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -201,7 +226,33 @@ def _load_plan(spec_path: Path, overrides: Sequence[str] = ()) -> Plan:
     plan = expand(load_spec(spec_path, overrides))
     if not plan.points:
         raise UsageError(f"{spec_path}: no points to run: every combination is excluded")
+    _check_scripts(spec_path, plan)
     return plan
+
+
+def _check_scripts(spec_path: Path, plan: Plan) -> None:
+    """A script workload's flags, before anything is written or submitted: the script runs
+    once per distinct `args` up to its first harness.probe call, where the probe stops it
+    (imports, argument parsing; a few seconds). argparse's refusal (exit 2) is bad input; any
+    other failure (a login node without the GPU or the data the script wants) is only said."""
+    from harness.execution.script import check_script
+
+    seen: set[tuple[str, ...]] = set()
+    for point in plan.points:
+        w = point.workload
+        key = (w.script or "", *w.args)
+        if w.script is None or key in seen:
+            continue
+        seen.add(key)
+        ended = check_script(point)
+        if ended.returncode == 2 and not ended.reached:
+            raise SpecError(
+                f"the script refused its flags ({' '.join(w.args)}): {ended.last_line}",
+                file=str(spec_path),
+                field="workload.args",
+            )
+        if not ended.reached:
+            log.warning("%s: the script's check run: %s", spec_path, ended.reason())
 
 
 def _job_name(plan: Plan) -> str:
@@ -253,10 +304,18 @@ def _finish(sweep_dir: Path, fmt: str = "terminal") -> int:
     return EXIT_OK
 
 
-def _wait_and_finish(sweep_dir: Path) -> int:
+def _wait_and_finish(sweep_dir: Path, spec: Spec) -> int:
+    """Follow the sweep's jobs to their end, then print the tables. With repeats: auto, submit
+    a follow-up array of the points still undecided and follow it, round after round, until
+    every point is decided or has spent its budget (harness/backends/adaptive.py)."""
+    from harness.backends.adaptive import next_round, raise_repeats
     from harness.backends.follow import wait_for_sweep
 
     wait_for_sweep(sweep_dir)
+    while spec.measure.adaptive and (step := next_round(sweep_dir)):
+        print(step.line())
+        _submit_again(raise_repeats(sweep_dir, step), sweep_dir, spec)
+        wait_for_sweep(sweep_dir)
     return _finish(sweep_dir)
 
 
@@ -298,7 +357,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     log.info("sweep %s: %d point(s), results in %s", plan.spec.name, len(plan.points), sweep_dir)
     if not _run_here(args.backend, plan.points, sweep_dir, plan.spec.slurm):
         return EXIT_INTERRUPTED
+    if plan.spec.measure.adaptive and not _adapt_here(args.backend, sweep_dir, plan.spec.slurm):
+        return EXIT_INTERRUPTED
     return _finish(sweep_dir, args.format)
+
+
+def _adapt_here(backend: str, sweep_dir: Path, cfg: SlurmConfig) -> bool:
+    """repeats: auto, here: rounds of more repeats for the points still undecided."""
+    from harness.backends.adaptive import measure_here
+
+    return measure_here(sweep_dir, lambda points: _run_here(backend, points, sweep_dir, cfg))
 
 
 def _check_local_backend(spec_path: Path, plan: Plan) -> None:
@@ -355,8 +423,13 @@ def cmd_submit(args: argparse.Namespace) -> int:
         print(f"submitted {len(job_ids)} point(s) as job array {array} ({job_ids[0]} .. {job_ids[-1]})")
     print(f"sweep: {sweep_dir}")
     if args.wait:
-        return _wait_and_finish(sweep_dir)
+        return _wait_and_finish(sweep_dir, plan.spec)
     print(f"follow it with: harness status {sweep_dir}")
+    if plan.spec.measure.adaptive:
+        print(
+            f"repeats: auto: once these jobs end, harness resume {sweep_dir} submits the points still "
+            "undecided again (or submit with --wait, which does it)"
+        )
     return EXIT_OK
 
 
@@ -372,6 +445,13 @@ def cmd_status(args: argparse.Namespace) -> int:
     for line in advice(statuses, sweep_dir, load_info(sweep_dir).backend):
         print(line)
     done = all(st.complete and not st.failed_units for st in statuses)
+    if all(st.complete for st in statuses) and _adaptive(sweep_dir):
+        from harness.backends.adaptive import next_round
+
+        step = next_round(sweep_dir)
+        print(step.line(doing="to measure again"))
+        if step:
+            print(f"measure them again: harness resume {sweep_dir}")
     return EXIT_OK if done else EXIT_FAILED_POINTS
 
 
@@ -393,20 +473,32 @@ def cmd_resume(args: argparse.Namespace) -> int:
     todo = [st.point for st in statuses if st.needs_resubmit]
     if active:
         print(f"{len(active)} point(s) with a live job ({counts(active)}): left alone")
+    if not todo and not active and spec.measure.adaptive:
+        return _resume_adaptive(sweep_dir, backend, spec, args.wait)
     if not todo:
         print("nothing to resume: every other point has complete results")
         if args.wait and active and backend in SCHEDULED:
-            return _wait_and_finish(sweep_dir)
+            return _wait_and_finish(sweep_dir, spec)
         return EXIT_OK
     if backend not in SCHEDULED:
         print(f"running the {len(todo)} point(s) without complete results here ({backend})")
         if not _run_here(backend, todo, sweep_dir, spec.slurm):
             return EXIT_INTERRUPTED
+        if spec.measure.adaptive and not _adapt_here(backend, sweep_dir, spec.slurm):
+            return EXIT_INTERRUPTED  # an interrupted round goes on where it stopped
         return _finish(sweep_dir)
     return _resubmit(todo, sweep_dir, spec, args.wait)
 
 
 def _resubmit(todo: Sequence[Point], sweep_dir: Path, spec: Spec, wait: bool) -> int:
+    _submit_again(todo, sweep_dir, spec)
+    if wait:
+        return _wait_and_finish(sweep_dir, spec)
+    return EXIT_OK
+
+
+def _submit_again(todo: Sequence[Point], sweep_dir: Path, spec: Spec) -> None:
+    """The points as one more job array of the sweep (each job measures what its point lacks)."""
     from harness.backends.slurm import SubmissionError, job_name, submit_array
     from harness.storage.sweep import record_jobs
 
@@ -417,9 +509,30 @@ def _resubmit(todo: Sequence[Point], sweep_dir: Path, spec: Spec, wait: bool) ->
     record_jobs(sweep_dir, list(todo), job_ids, "slurm")
     ids = ", ".join(p.id for p in todo)
     print(f"resubmitted {len(todo)} point(s) ({ids}) as jobs {job_ids[0]} .. {job_ids[-1]}")
-    if wait:
-        return _wait_and_finish(sweep_dir)
-    return EXIT_OK
+
+
+def _resume_adaptive(sweep_dir: Path, backend: str, spec: Spec, wait: bool) -> int:
+    """Every point has its results: with repeats: auto, the next round of more repeats for the
+    points still undecided (run here, or a follow-up array on Slurm)."""
+    from harness.backends.adaptive import next_round, raise_repeats
+    from harness.backends.status import SCHEDULED
+
+    step = next_round(sweep_dir)
+    print(step.line())
+    if not step:
+        print("nothing to resume: every point has complete results")
+        return EXIT_OK
+    if backend not in SCHEDULED:
+        if not _adapt_here(backend, sweep_dir, spec.slurm):
+            return EXIT_INTERRUPTED
+        return _finish(sweep_dir)
+    return _resubmit(raise_repeats(sweep_dir, step), sweep_dir, spec, wait)
+
+
+def _adaptive(sweep_dir: Path) -> bool:
+    from harness.storage.sweep import load_points
+
+    return any(p.measure.adaptive for p in load_points(sweep_dir))
 
 
 def cmd_sbatch(args: argparse.Namespace) -> int:
@@ -480,11 +593,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_make_data(args: argparse.Namespace) -> int:
-    from harness.workloads.make_data import make_image_folder, make_image_shards
+    from harness.workloads.make_data import make_image_folder, make_image_shards, make_webdataset_shards
 
     common = dict(images=args.images, classes=args.classes, size=args.size, image_format=args.image_format)
     try:
-        if args.shards:
+        if args.webdataset and not args.shards:
+            raise ValueError("--webdataset needs --shards N (how many tar files)")
+        if args.webdataset:
+            total = make_webdataset_shards(args.root, shards=args.shards, **common)
+            layout = f"in {args.shards} tar shard(s) (harness.examples.shards_stream)"
+        elif args.shards:
             total = make_image_shards(args.root, shards=args.shards, **common)
             layout = f"in {args.shards} shard(s) (dataset: image_shards)"
         else:
@@ -494,6 +612,15 @@ def cmd_make_data(args: argparse.Namespace) -> int:
         raise UsageError(f"make-data: {e}") from e
     print(f"{args.images} images, {total / 1e6:.1f} MB, {layout}, in {args.root}")
     return EXIT_OK
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from harness.tuning import TuneError, run_tune_verb
+
+    try:
+        return run_tune_verb(args, _load_plan)
+    except TuneError as e:
+        raise UsageError(str(e)) from e
 
 
 if __name__ == "__main__":

@@ -29,8 +29,13 @@ def plan_table(plan: Plan) -> str:
             row["adjusted"] = "; ".join(p.adjustments)
         rows.append(row)
     spec = plan.spec
+    m = spec.measure
+    repeats = f"{m.repeats} repeat(s)"
+    if m.adaptive:  # repeats: auto
+        budget = f", {m.budget_minutes:g} min" if m.budget_minutes is not None else ""
+        repeats = f"{m.repeats} repeat(s), more where undecided (auto: at most {m.max_repeats}{budget})"
     head = (
         f"{spec.name}: {len(plan.points)} point(s) × {len(spec.rungs)} rung(s) × "
-        f"{spec.measure.repeats} repeat(s), {spec.measure.warmup_steps}+{spec.measure.steps} steps each"
+        f"{repeats}, {m.warmup_steps}+{m.steps} steps each"
     )
     return head + "\n" + tabulate(rows, headers="keys", tablefmt="simple", disable_numparse=True)

@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
-# The GPU acceptance suite (tests/gpu) with the Python at hand, installing nothing: for a GPU
-# machine whose PyTorch comes with it (a cluster's module, a vendor's image), often without a
-# network. It first says what that Python lacks, or that it sees no GPU, and stops there.
-# Where pip can reach the network, the README's test command does it all: bash scripts/test.sh -m gpu
+# The tests on a GPU machine with the Python at hand, installing nothing: for a machine whose
+# PyTorch comes with it (a cluster's module, a vendor's image), often without a network.
+# It first says what that Python lacks, or that it sees no GPU, and stops there. Then:
+#   1. the GPU acceptance suite (tests/gpu, marked gpu): every GPU path that this machine's
+#      GPUs can prove; a test that needs more (two GPUs, HolisticTraceAnalysis) skips, saying so;
+#   2. the rest of the suite, as scripts/test.sh runs it (lint and types where that Python has
+#      ruff and mypy, then every test not marked gpu), unless --gpu-only.
+# Where pip can reach the network, the README's test command does it all: bash scripts/test.sh
 #
-#   PYTHON=/path/to/python bash scripts/gpu_suite.sh [pytest options]   # default: python3
+#   PYTHON=/path/to/python bash scripts/gpu_suite.sh [--gpu-only] [pytest options]   # default: python3
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
+gpu_only=0
+if [ "${1:-}" = "--gpu-only" ]; then
+    gpu_only=1
+    shift
+fi
 # The harness from this checkout, for the check below, the tests and the ranks they start
 # (torchrun, submitit).
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -34,4 +43,14 @@ if not torch.cuda.is_available():
 names = sorted({torch.cuda.get_device_name(k) for k in range(torch.cuda.device_count())})
 print(f"gpu_suite: {sys.executable}, torch {torch.__version__}, {torch.cuda.device_count()} GPU(s): {', '.join(names)}")
 PY
-exec "$PYTHON" -m pytest -m gpu tests/gpu "$@"
+echo "gpu_suite: 1/2 the GPU acceptance suite (tests/gpu)"
+gpu_status=0
+"$PYTHON" -m pytest -m gpu tests/gpu "$@" || gpu_status=$?
+if [ "$gpu_only" = 1 ]; then
+    exit "$gpu_status"
+fi
+echo "gpu_suite: 2/2 the rest of the suite (scripts/test.sh with $PYTHON, nothing installed)"
+rest_status=0
+HARNESS_TEST_PYTHON="$PYTHON" bash scripts/test.sh -m "not gpu" "$@" || rest_status=$?
+echo "gpu_suite: tests/gpu exit status $gpu_status, the rest $rest_status"
+exit $((gpu_status != 0 || rest_status != 0))

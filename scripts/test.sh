@@ -1,11 +1,31 @@
 #!/usr/bin/env bash
 # The README's second command: set up, lint, type-check, and run the whole test suite.
+#
+# HARNESS_TEST_PYTHON=/path/to/python: that Python instead of .venv, with nothing set up or
+# installed (a GPU machine's own PyTorch, often without a network: scripts/gpu_suite.sh runs
+# this so); ruff and mypy run where that Python has them, and a line says so where it has not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-.venv/bin/ruff check harness analysis tests benchmarks
-.venv/bin/ruff format --check harness analysis tests benchmarks
-.venv/bin/mypy
+if [ -n "${HARNESS_TEST_PYTHON:-}" ]; then
+    py="$HARNESS_TEST_PYTHON"
+    # The harness from this checkout, in an interpreter where it is not installed.
+    export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+else
+    bash scripts/setup.sh
+    py=.venv/bin/python
+fi
+has() { "$py" -c "import $1" >/dev/null 2>&1; }
+if [ -z "${HARNESS_TEST_PYTHON:-}" ] || has ruff; then
+    "$py" -m ruff check harness analysis tests benchmarks
+    "$py" -m ruff format --check harness analysis tests benchmarks
+else
+    echo "test.sh: $py has no ruff: lint skipped (pip install ruff, or bring its wheel)"
+fi
+if [ -z "${HARNESS_TEST_PYTHON:-}" ] || has mypy; then
+    "$py" -m mypy
+else
+    echo "test.sh: $py has no mypy: type check skipped (pip install mypy, or bring its wheel)"
+fi
 # The browser test of the HTML report (tests/analysis/test_browser.py) needs Chromium: installed
 # here only as root on Debian when it is missing (a fresh CI machine); otherwise that test skips.
 if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ] && ! command -v chromium >/dev/null 2>&1; then
@@ -14,4 +34,4 @@ if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ] && ! command -v chromium >/d
         >/tmp/harness-chromium-install.log 2>&1 ||
         echo "chromium could not be installed (see the log): the browser test will be skipped"
 fi
-exec .venv/bin/python -m pytest "$@"
+exec "$py" -m pytest "$@"

@@ -89,6 +89,21 @@ def test_the_loader_settings_are_declared_in_one_place() -> None:
     )
 
 
+def test_the_worker_only_settings_are_named_once() -> None:
+    """What PyTorch refuses without workers (prefetch_factor, persistent_workers) is a rule of
+    settings.py (WITHOUT_WORKERS); a module that names them again as a pair restates it."""
+    from harness.config.settings import WORKER_ONLY
+
+    assert set(WORKER_ONLY) == {"prefetch_factor", "persistent_workers"}
+    again = [
+        str(path)
+        for path in modules()
+        if path != SETTINGS_MODULE
+        and any(strings >= set(WORKER_ONLY) for strings in _string_collections(parsed(path)))
+    ]
+    assert not again, f"use settings.WORKER_ONLY or WITHOUT_WORKERS; the pair is restated in: {again}"
+
+
 IMPORT_ALL = """
 import importlib, sys
 for name in sys.argv[1:]:

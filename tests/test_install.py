@@ -2,7 +2,9 @@
 and gives plan, report and export; `harness run` there says which extra to install.
 
 Needs pip to reach the package index (or its wheel cache): skipped, with pip's own words, where
-it cannot. About a minute with a warm pip cache (pandas, matplotlib, pyarrow, submitit wheels).
+it cannot. Only there: an install that fails while the index answers (a misspelt or withdrawn
+dependency) fails the test. About a minute with a warm pip cache (pandas, matplotlib, pyarrow,
+submitit wheels).
 """
 
 from __future__ import annotations
@@ -18,31 +20,86 @@ from tests.analysis.conftest import synthetic_row, write_rows
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_EXTRA_PACKAGES = ("torch", "torchvision", "nvidia-ml-py", "scipy")
-# pip's words when no index can be reached: the test cannot tell anything then.
-OFFLINE = ("NewConnectionError", "Temporary failure in name resolution", "No matching distribution")
 
 
-@pytest.fixture(scope="module")
-def base_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv with `pip install <a copy of the project>`, no extra."""
-    root = tmp_path_factory.mktemp("install")
-    # A copy: an in-tree build would leave build/ and *.egg-info in the working tree.
+def index_unreachable(python: Path) -> str | None:
+    """pip's last words when it cannot reach its package index (asked for the versions of pip
+    itself, which every index has), None when it can. "No matching distribution" alone says
+    nothing: a misspelt dependency gives it too, with the index answering."""
+    pip = [str(python), "-m", "pip", "--disable-pip-version-check", "--retries", "0", "--timeout", "15"]
+    probe = subprocess.run(
+        [*pip, "index", "versions", "pip"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if probe.returncode == 0:
+        return None
+    return (probe.stderr.strip().splitlines() or ["(no output)"])[-1]
+
+
+def install(python: Path, source: Path) -> None:
+    """pip install `source` into the venv of `python`: skip where the index is unreachable, fail
+    on any other failure, with pip's words."""
+    pip = [str(python), "-m", "pip", "--disable-pip-version-check"]
+    done = subprocess.run([*pip, "install", "--quiet", str(source)], capture_output=True, text=True)
+    if done.returncode == 0:
+        return
+    offline = index_unreachable(python)
+    if offline is not None:
+        pytest.skip(f"pip cannot reach the package index: {offline}")
+    pytest.fail(
+        f"pip install of {source.name} failed while the package index answers:\n{done.stderr[-3000:]}"
+    )
+
+
+def project_copy(root: Path) -> Path:
+    """A copy of the project to install: an in-tree build would leave build/ and *.egg-info
+    in the working tree."""
     source = root / "source"
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, source / name)
     for package in ("harness", "analysis"):
         shutil.copytree(REPO / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
+    return source
+
+
+def fresh_venv(root: Path) -> Path:
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
-    done = subprocess.run([*pip, "install", "--quiet", str(source)], capture_output=True, text=True)
-    if done.returncode != 0:
-        words = done.stderr.strip().splitlines()[-1:] or ["(no output)"]
-        if any(o in done.stderr for o in OFFLINE):
-            pytest.skip(f"pip cannot reach the package index: {words[0]}")
-        pytest.fail(f"pip install of the base failed:\n{done.stderr[-3000:]}")
     return venv
+
+
+@pytest.fixture(scope="module")
+def base_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with `pip install <a copy of the project>`, no extra."""
+    root = tmp_path_factory.mktemp("install")
+    source = project_copy(root)
+    venv = fresh_venv(root)
+    install(venv / "bin" / "python", source)
+    return venv
+
+
+def test_a_misspelt_dependency_fails_the_install_instead_of_skipping_it(tmp_path: Path) -> None:
+    """The skip above is for an unreachable index only: a dependency the index does not have
+    gives pip's "No matching distribution" too, and must fail the test."""
+    source = project_copy(tmp_path)
+    pyproject = source / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('"tabulate>=0.9"', '"tabulatte>=0.9"', 1))
+    venv = fresh_venv(tmp_path)
+    offline = index_unreachable(venv / "bin" / "python")
+    if offline is not None:
+        pytest.skip(f"pip cannot reach the package index: {offline}")
+    try:
+        install(venv / "bin" / "python", source)
+    except pytest.skip.Exception as e:
+        pytest.fail(f"a misspelt dependency was taken for an unreachable index: {e}")
+    except pytest.fail.Exception as e:
+        assert "pip install of source failed while the package index answers:" in str(e)
+        assert "tabulatte" in str(e)  # pip's words name the dependency
+    else:
+        pytest.fail("a project with a misspelt dependency installed")
 
 
 def _harness(venv: Path, *args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:

@@ -13,7 +13,15 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.config.settings import LoaderSettings, Measure, ProfileSpec, SamplerConfig, WorkloadSettings
+from harness.config import settings
+from harness.config.settings import (
+    WITHOUT_WORKERS,
+    LoaderSettings,
+    Measure,
+    ProfileSpec,
+    SamplerConfig,
+    WorkloadSettings,
+)
 from harness.config.spec import Spec
 
 __all__ = ["LoaderSettings", "Plan", "Point", "WorkloadSettings", "expand", "point_id", "resolve_loader"]
@@ -98,9 +106,9 @@ def point_id(
     of the sequence table; outside a sequence, equal settings are one point.
     """
     payload: dict[str, Any] = {
-        "workload": asdict(workload),
-        "loader": asdict(loader),
-        "measure": asdict(measure),
+        "workload": settings.identity(workload),
+        "loader": settings.identity(loader),
+        "measure": settings.identity(measure),
         "rungs": list(rungs),
     }
     if sequence_step:
@@ -111,19 +119,17 @@ def point_id(
 def resolve_loader(requested: Mapping[str, Any]) -> tuple[LoaderSettings, tuple[str, ...]]:
     """Apply PyTorch's rules for combinations it refuses, and say what changed.
 
-    torch.utils.data.DataLoader raises on `prefetch_factor` or `persistent_workers=True` with
-    `num_workers=0` (they only apply to worker processes), and uses prefetch_factor=2 when
-    workers run and none is given (torch/utils/data/dataloader.py).
+    torch.utils.data.DataLoader raises on the settings of worker processes without workers
+    (settings.WITHOUT_WORKERS: each takes its required value with `num_workers=0`), and uses
+    prefetch_factor=2 when workers run and none is given (torch/utils/data/dataloader.py).
     """
     values = dict(requested)
     notes: list[str] = []
     if values["num_workers"] == 0:
-        if values["prefetch_factor"] is not None:
-            notes.append(f"prefetch_factor {values['prefetch_factor']} -> null (num_workers=0)")
-            values["prefetch_factor"] = None
-        if values["persistent_workers"]:
-            notes.append("persistent_workers true -> false (num_workers=0)")
-            values["persistent_workers"] = False
+        for name, required in WITHOUT_WORKERS.items():
+            if values[name] != required:
+                notes.append(f"{name} {_word(values[name])} -> {_word(required)} (num_workers=0)")
+                values[name] = required
     elif values["prefetch_factor"] is None:
         values["prefetch_factor"] = 2
         notes.append("prefetch_factor null -> 2 (PyTorch's default with workers)")
@@ -131,6 +137,11 @@ def resolve_loader(requested: Mapping[str, Any]) -> tuple[LoaderSettings, tuple[
         # Allowed by PyTorch, but a copy from pageable memory is synchronous anyway.
         notes.append("non_blocking without pin_memory: the copy from pageable memory stays synchronous")
     return LoaderSettings(**values), tuple(notes)
+
+
+def _word(value: Any) -> str:
+    """A value as the spec writes it: null, true, false, 4."""
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def expand(spec: Spec) -> Plan:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import MISSING, Field, dataclass, field, fields
+from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from typing import Any
 
 from harness.config import rungs
@@ -42,6 +42,13 @@ class Rule:
     """Written as a column of every row and of plan.csv."""
     cell: Callable[[Any], Any] | None
     """How the value is written into a CSV cell (None: as is)."""
+    without_workers: Any = MISSING
+    """The value PyTorch requires with num_workers=0, for a setting that applies to worker
+    processes only (MISSING: the setting applies either way). See WITHOUT_WORKERS."""
+    id_at_default: bool = True
+    """Hashed into the point id even at its default. False for a setting added after sweeps
+    were measured: at its default it is left out (`identity`), so their points keep their ids
+    and a resume still finds them done."""
 
 
 def setting(
@@ -53,9 +60,11 @@ def setting(
     axis: bool = False,
     in_row: bool = True,
     cell: Callable[[Any], Any] | None = None,
+    without_workers: Any = MISSING,
+    id_at_default: bool = True,
 ) -> Any:
     """A dataclass field that carries its rule (see Rule)."""
-    metadata = {"rule": Rule(check, allowed, doc, axis, in_row, cell)}
+    metadata = {"rule": Rule(check, allowed, doc, axis, in_row, cell, without_workers, id_at_default)}
     if default is REQUIRED:
         return field(metadata=metadata)
     if isinstance(default, (dict, list)):
@@ -106,6 +115,10 @@ def is_mapping(v: Any) -> bool:
     return isinstance(v, Mapping)
 
 
+def _string_list(v: Any) -> bool:
+    return isinstance(v, Sequence) and not isinstance(v, str) and all(isinstance(s, str) for s in v)
+
+
 def _optional_name(v: Any) -> bool:
     return v is None or (isinstance(v, str) and v.strip() != "")
 
@@ -123,6 +136,37 @@ def _lower_amp(v: Any) -> str:
 
 
 BOOL = "true or false"
+
+
+def _factory_path(v: Any) -> bool:
+    return v is None or (isinstance(v, str) and registry.is_factory_path(v))
+
+
+def _factory(doc: str, *, function: bool = False) -> Any:
+    """An optional factory of a user's pipeline, an axis like `dataset`. Its points keep the ids
+    they had before the setting existed while it is null (`id_at_default`)."""
+    what = "function" if function else "factory"
+    return setting(
+        None,
+        check=_factory_path,
+        allowed=f'"package.module:{what}" or null',
+        doc=doc,
+        axis=True,
+        id_at_default=False,
+    )
+
+
+def _factory_args(name: str) -> Any:
+    return setting(
+        {},
+        check=is_mapping,
+        allowed="a mapping",
+        doc=f"keyword arguments of the {name} factory",
+        axis=True,
+        id_at_default=False,
+    )
+
+
 _SLURM_TIME = re.compile(r"^(\d+-)?(\d+)(:\d{2}){0,2}$")
 _SLURM_MEM = re.compile(r"^\d+[KMGT]?$")
 
@@ -192,6 +236,40 @@ class WorkloadSettings:
         doc="the loader yields uint8; /255 and Normalize run on the device (002_*, #4)",
         axis=True,
     )
+    # --- a user's own pipeline: factories as "package.module:factory" (README, "Your own
+    # workload"; how each is called: harness/workloads/registry.py's PIPELINE_CALLS) ---
+    collate: str | None = _factory("collate_fn(list of samples) -> batch (default: PyTorch's)")
+    collate_args: Mapping[str, Any] = _factory_args("collate")
+    sampler: str | None = _factory("a Sampler of indices, for this rank (default: random, distributed)")
+    sampler_args: Mapping[str, Any] = _factory_args("sampler")
+    batch_sampler: str | None = _factory("an iterable of lists of indices, for this rank (e.g. by length)")
+    batch_sampler_args: Mapping[str, Any] = _factory_args("batch_sampler")
+    loss: str | None = _factory("loss_fn(model output, batch) -> scalar (default: cross-entropy)")
+    loss_args: Mapping[str, Any] = _factory_args("loss")
+    step: str | None = _factory("step_fn(batch): forward, loss, backward, optimizer (default: SGD)")
+    step_args: Mapping[str, Any] = _factory_args("step")
+    batch_samples: str | None = _factory(
+        "function(batch) -> its number of samples (default: the tensors' leading dimension)",
+        function=True,
+    )
+    # --- a user's own training script, measured through harness.probe (README, "Your own
+    # training script"): the script owns its dataset, model and step, so with `script` only
+    # `args` and `batch_size` may be given beside it (spec.py, SCRIPT_FIELDS) ---
+    script: str | None = setting(
+        None,
+        check=_optional_name,
+        allowed="a path to a Python script (relative to the spec's folder), or null",
+        doc="your training script, which measures through harness.probe (recorded absolute)",
+        id_at_default=False,
+    )
+    args: Sequence[str] = setting(
+        (),
+        check=_string_list,
+        allowed="a list of strings",
+        doc="the script's own command-line arguments",
+        cell=" ".join,
+        id_at_default=False,
+    )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -202,7 +280,12 @@ class LoaderSettings:
         0, check=int_at_least(0), allowed="an integer >= 0", doc="worker processes per rank", axis=True
     )
     persistent_workers: bool = setting(
-        False, check=is_bool, allowed=BOOL, doc="keep the workers alive across epochs", axis=True
+        False,
+        check=is_bool,
+        allowed=BOOL,
+        doc="keep the workers alive across epochs",
+        axis=True,
+        without_workers=False,
     )
     pin_memory: bool = setting(
         False, check=is_bool, allowed=BOOL, doc="batches in page-locked memory (CUDA only)", axis=True
@@ -220,15 +303,24 @@ class LoaderSettings:
         allowed="an integer >= 1 or null",
         doc="batches each worker prepares ahead (null without workers)",
         axis=True,
+        without_workers=None,
     )
     drop_last: bool = setting(
         False, check=is_bool, allowed=BOOL, doc="drop each epoch's incomplete last batch", axis=True
     )
 
 
+AUTO_REPEATS = "auto"
+FIRST_ROUND = 3
+"""With repeats: auto, the repeats of every point before any is judged (two give Student's t
+of 12.7 on one degree of freedom: an interval too wide to decide anything)."""
+DEFAULT_MAX_REPEATS = 10
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Measure:
-    """`measure:` how long each rung is measured."""
+    """`measure:` how long each rung is measured. With `repeats: auto` the spec holds the first
+    round in `repeats` and the budget in `max_repeats` (harness/backends/adaptive.py)."""
 
     warmup_steps: int = setting(
         5,
@@ -239,9 +331,26 @@ class Measure:
     steps: int = setting(50, check=int_at_least(1), allowed="an integer >= 1", doc="measured steps")
     repeats: int = setting(
         1,
-        check=int_at_least(1),
-        allowed="an integer >= 1",
-        doc="measurements of each rung, in turn (ABC ABC); 3 or more to test differences",
+        check=lambda v: (is_int(v) and v >= 1) or v == AUTO_REPEATS,
+        allowed="an integer >= 1, or auto",
+        doc="measurements of each rung, in turn (ABC ABC); 3 or more to test differences; "
+        f"auto: {FIRST_ROUND}, then more for the points still undecided against the best "
+        "(within max_repeats and budget_minutes)",
+    )
+    max_repeats: int | None = setting(
+        None,
+        check=optional(int_at_least(FIRST_ROUND)),
+        allowed=f"an integer >= {FIRST_ROUND}, or null",
+        doc=f"with repeats: auto, the most repeats of one point (null: {DEFAULT_MAX_REPEATS})",
+        id_at_default=False,
+    )
+    budget_minutes: float | None = setting(
+        None,
+        check=optional(lambda v: is_number(v) and v > 0),
+        allowed="a number of minutes > 0, or null",
+        doc="with repeats: auto, the most minutes of measuring one point, its first "
+        f"{FIRST_ROUND} repeats included (null: no limit but max_repeats)",
+        id_at_default=False,
     )
     loader_capacity: str | bool = setting(
         "auto",
@@ -250,6 +359,11 @@ class Measure:
         doc="also time each sample-level rung's loader alone, with no train step "
         "(auto: when the rungs include device_batch or host_batch, the demand to compare with)",
     )
+
+    @property
+    def adaptive(self) -> bool:
+        """repeats: auto: more repeats for the points the first round leaves undecided."""
+        return self.max_repeats is not None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -368,10 +482,33 @@ def setting_fields() -> dict[str, Field[Any]]:
     return {f"{name}.{f.name}": f for name, cls in AXIS_SECTIONS.items() for f in fields(cls)}
 
 
+WITHOUT_WORKERS: dict[str, Any] = {
+    f.name: rule_of(f).without_workers
+    for f in fields(LoaderSettings)
+    if rule_of(f).without_workers is not MISSING
+}
+"""The loader settings that apply to worker processes only, and the value each must take with
+num_workers=0: torch.utils.data.DataLoader raises on a prefetch_factor or on
+persistent_workers=True without workers (torch/utils/data/dataloader.py). The plan resolves
+them to these values (plan.resolve_loader); the analysis does not count them as a choice
+among num_workers=0 points (WORKER_ONLY)."""
+WORKER_ONLY: tuple[str, ...] = tuple(WITHOUT_WORKERS)
+
 WORKLOAD_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(WorkloadSettings) if rule_of(f).in_row)
 LOADER_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(LoaderSettings) if rule_of(f).in_row)
 SETTING_COLUMNS: tuple[str, ...] = (*WORKLOAD_COLUMNS, *LOADER_COLUMNS)
 """The settings every row carries, as columns, in declaration order."""
+
+
+def identity(section: Any) -> dict[str, Any]:
+    """A section's settings as the point id hashes them: every field, except one declared
+    `id_at_default=False` while it holds its default."""
+    values = asdict(section)
+    return {
+        f.name: values[f.name]
+        for f in fields(section)
+        if rule_of(f).id_at_default or getattr(section, f.name) != default_of(f)
+    }
 
 
 def setting_cells(workload: WorkloadSettings, loader: LoaderSettings) -> dict[str, Any]:

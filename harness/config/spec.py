@@ -9,6 +9,7 @@ fields) happen here too, so that they can point at a line.
 
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
@@ -277,13 +278,19 @@ def parse_spec(text: str, *, file: str | None = None, path: Path | None = None) 
     name, description = _name_and_description(c, top)
     if "workload" not in top:
         raise c.fail("workload", "missing; expected a mapping with dataset and model")
+    script = _is_script(c, top.get("workload"))
     values = {
-        **c.axes(settings.WorkloadSettings, top.get("workload"), "workload"),
+        **(
+            _script_workload(c, top["workload"], path or Path(file or "spec.yaml"))
+            if script
+            else c.axes(settings.WorkloadSettings, top.get("workload"), "workload")
+        ),
         **c.axes(settings.LoaderSettings, top.get("loader"), "loader"),
     }
-    notes = _check_factories(c, values)
+    notes = () if script else _check_factories(c, values)
     rungs = _rungs(c, top.get("rungs", ["full"]))
     sequence = _sequence(c, top.get("sequence"), values)
+    _check_pipeline(c, values, sequence)
     return Spec(
         name=name,
         description=description,
@@ -293,7 +300,7 @@ def parse_spec(text: str, *, file: str | None = None, path: Path | None = None) 
         zip_groups=_zip_groups(c, top.get("zip"), values),
         exclude=_exclude(c, top.get("exclude")),
         sequence=sequence,
-        measure=Measure(**c.section(Measure, top.get("measure"), "measure")),
+        measure=_measure(c, top.get("measure")),
         rungs=rungs,
         slurm=_slurm(c, top.get("slurm")),
         sampler=SamplerConfig(**c.section(SamplerConfig, top.get("sampler"), "sampler")),
@@ -301,6 +308,57 @@ def parse_spec(text: str, *, file: str | None = None, path: Path | None = None) 
         expect=parse_expect(top.get("expect"), c.fail, rungs=rungs, steps=[s.name for s in sequence]),
         notes=notes,
     )
+
+
+SCRIPT_FIELDS = ("script", "args", "batch_size")
+"""What a spec may give beside `workload.script`: the script owns its dataset, model and step."""
+
+
+def _is_script(c: _Checker, raw: Any) -> bool:
+    return c.mapping(raw, "workload").get("script") is not None
+
+
+def _script_workload(c: _Checker, given: Mapping[str, Any], spec_path: Path) -> dict[str, tuple[Any, ...]]:
+    """The workload of a script: `script` found (relative to the spec's folder) and recorded
+    absolute, `args` and `batch_size` checked; every other workload field is the script's own
+    business and refused. The fields left out are null where they describe the script's
+    pipeline (dataset, model; batch_size unless given: the script's own, which the probe
+    records in the rows)."""
+    c.known_keys(given, "workload", [f.name for f in fields(settings.WorkloadSettings)])
+    for key in given:
+        if key not in SCRIPT_FIELDS:
+            raise c.fail(
+                f"workload.{key}",
+                "not allowed with workload.script: the script owns its dataset, model and "
+                f"training step; beside script give {', '.join(SCRIPT_FIELDS[1:])} (and loader: settings)",
+            )
+    values: dict[str, tuple[Any, ...]] = {}
+    for f in fields(settings.WorkloadSettings):
+        dotted = f"workload.{f.name}"
+        if f.name in given and isinstance(given[f.name], list) and settings.rule_of(f).axis:
+            values[dotted] = c.axis(f, given[f.name], dotted)
+        elif f.name in given:
+            values[dotted] = (c.value(f, given[f.name], dotted),)
+        else:
+            default = settings.default_of(f)
+            values[dotted] = (None if default is REQUIRED or f.name == "batch_size" else default,)
+    script = str(given["script"])
+    found = _script_path(script, spec_path.parent)
+    if not found.is_file():
+        raise c.fail(
+            "workload.script",
+            f"{script!r} not found (looked for {found}); expected a path relative to the "
+            "spec's folder, or absolute",
+        )
+    values["workload.script"] = (str(found),)
+    values["workload.args"] = (list(values["workload.args"][0]),)
+    return values
+
+
+def _script_path(value: str, base: Path) -> Path:
+    """`~` and `$VARS` expanded; a relative path is taken from the spec's folder."""
+    path = Path(os.path.expandvars(os.path.expanduser(value)))
+    return path if path.is_absolute() else (base.resolve() / path)
 
 
 def _name_and_description(c: _Checker, top: Mapping[str, Any]) -> tuple[str, str]:
@@ -344,6 +402,24 @@ def _is_control(ch: str) -> bool:
     """Control characters (line feed, carriage return, tab, escape...) and Unicode's line and
     paragraph separators, which some tools also take for line breaks."""
     return unicodedata.category(ch) in ("Cc", "Zl", "Zp")
+
+
+def _measure(c: _Checker, raw: Any) -> Measure:
+    """`repeats: auto` is read as the first round (settings.FIRST_ROUND) with its budget in
+    `max_repeats`; a budget beside a fixed number of repeats would be silently ignored: refused."""
+    values = c.section(Measure, raw, "measure")
+    if values["repeats"] == settings.AUTO_REPEATS:
+        values["repeats"] = settings.FIRST_ROUND
+        values["max_repeats"] = values["max_repeats"] or settings.DEFAULT_MAX_REPEATS
+        return Measure(**values)
+    for name in ("max_repeats", "budget_minutes"):
+        if values[name] is not None:
+            raise c.fail(
+                f"measure.{name}",
+                f"{values[name]} is a budget of adaptive repeats: it needs measure.repeats: auto "
+                f"(measure.repeats is {values['repeats']})",
+            )
+    return Measure(**values)
 
 
 def _profile(c: _Checker, raw: Any, rungs: tuple[str, ...]) -> ProfileSpec | None:
@@ -501,7 +577,7 @@ def _check_factory(
             raise c.fail(path, str(e)) from e
     for args in all_args:
         call_args = dict(args)
-        if kind == "model":
+        if kind == "model" and (factory is None or registry.accepts(factory, "num_classes")):
             call_args.setdefault("num_classes", 10)
         try:
             if factory is None:
@@ -510,3 +586,73 @@ def _check_factory(
                 registry.check_arguments(factory, call_args)
         except registry.FactoryError as e:
             raise c.fail(args_field, f"does not fit {kind} {name!r}: {e}") from e
+
+
+def _check_pipeline(
+    c: _Checker, axes: Mapping[str, tuple[Any, ...]], sequence: tuple[SequenceStep, ...]
+) -> None:
+    """The factories of a user's pipeline (collate, sampler, batch_sampler, loss, step,
+    batch_samples), each imported and bound to what the harness passes it plus each of the
+    spec's `<field>_args`; and the pairs that cannot go together. One line each, naming the
+    field and the factory (registry.PIPELINE_CALLS: how each is called)."""
+    given = {kind: _pipeline_values(c, axes, sequence, kind) for kind in registry.PIPELINE_FIELDS}
+    for kind, names in given.items():
+        for name, path in names:
+            try:
+                factory = registry.resolve(name, {}, kind)
+            except registry.FactoryError as e:
+                raise c.fail(path, f"cannot load {kind} {name!r}: {e}") from e
+            args_values = (
+                () if kind == "batch_samples" else _all_values(axes, sequence, f"workload.{kind}_args")
+            )
+            for args in args_values or ({},):
+                try:
+                    registry.check_pipeline_call(kind, factory, args)
+                except registry.FactoryError as e:
+                    raise c.fail(
+                        f"workload.{kind}_args" if args else path, f"does not fit {kind} {name!r}: {e}"
+                    ) from e
+        args_field = f"workload.{kind}_args"
+        if not names and any(axes.get(args_field, ({},))):
+            raise c.fail(args_field, f"{kind}_args given without workload.{kind} (the factory they are for)")
+    for first, second, why in _PIPELINE_CONFLICTS:
+        if given[first] and given[second]:
+            raise c.fail(given[second][0][1], f"give {first} or {second}, not both: {why}")
+    if given["step"] and "fp16" in axes["workload.amp"]:
+        raise c.fail(
+            "workload.amp",
+            f"fp16 with step {given['step'][0][0]!r}: loss scaling (a GradScaler) is the step's own "
+            "business; use amp: bf16, or autocast and scale in your step with amp: false",
+        )
+
+
+def _all_values(
+    axes: Mapping[str, tuple[Any, ...]], sequence: tuple[SequenceStep, ...], dotted: str
+) -> tuple[Any, ...]:
+    return (*axes[dotted], *(step.overrides[dotted] for step in sequence if dotted in step.overrides))
+
+
+_PIPELINE_CONFLICTS = (
+    ("sampler", "batch_sampler", "the batch sampler chooses the indices itself"),
+    ("step", "loss", "the step computes its own loss"),
+)
+
+
+def _pipeline_values(
+    c: _Checker, axes: Mapping[str, tuple[Any, ...]], sequence: tuple[SequenceStep, ...], field: str
+) -> list[tuple[str, str]]:
+    """(factory name, the dotted path where the spec gives it) for each non-null value of
+    workload.<field>, on its axis and in the sequence's steps."""
+    dotted = f"workload.{field}"
+    values = axes[dotted]
+    found = [
+        (name, dotted if len(values) == 1 else f"{dotted}[{i}]")
+        for i, name in enumerate(values)
+        if name is not None
+    ]
+    for i, step in enumerate(sequence):
+        name = step.overrides.get(dotted)
+        if name is not None:
+            keys = (f"sequence[{i}].{dotted}", f"sequence[{i}].{field}")
+            found.append((name, next((k for k in keys if k in c.loaded.lines), keys[0])))
+    return found

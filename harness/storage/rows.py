@@ -78,6 +78,14 @@ class RungRow:
     """Mean per measured step of next() plus the host-to-device copy call (the course's chronometer)."""
     loading_time_median: float | None = None
     loading_time_total: float | None = None
+    loading_time_p50: float | None = None
+    """The tail of the per-step loading_time: its 50th, 95th and 99th percentiles (a read that
+    stalls now and then shows in p99 long before it moves the mean)."""
+    loading_time_p95: float | None = None
+    loading_time_p99: float | None = None
+    waited_share: float | None = None
+    """Share of measured steps whose wait for data exceeded their own compute (step time minus
+    the wait): how often the accelerator stood idle more than it worked."""
     next_time: float | None = None
     """Mean time blocked in next(iterator) alone, per measured step."""
     step_time: float | None = None

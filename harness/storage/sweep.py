@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -130,8 +130,36 @@ def plan_csv(plan: Plan) -> str:
 
 
 def load_points(sweep_dir: Path) -> list[Point]:
+    """The sweep's points as planned, with the repeats that adaptive repeats added since
+    (repeats.json): what `status` counts, `resume` runs and a job measures."""
     data = json.loads((sweep_dir / "plan.json").read_text())
-    return [Point.from_json(p) for p in data["points"]]
+    points = [Point.from_json(p) for p in data["points"]]
+    more = wanted_repeats(sweep_dir)
+    return [with_repeats(p, more[p.id]) if more.get(p.id, 0) > p.measure.repeats else p for p in points]
+
+
+REPEATS_FILE = "repeats.json"
+"""point id -> repeats now wanted, where adaptive repeats (measure.repeats: auto) asked for more
+than the plan's first round (harness/backends/adaptive.py)."""
+
+
+def wanted_repeats(sweep_dir: Path) -> dict[str, int]:
+    path = sweep_dir / REPEATS_FILE
+    return {str(k): int(v) for k, v in json.loads(path.read_text()).items()} if path.exists() else {}
+
+
+def want_repeats(sweep_dir: Path, wanted: Mapping[str, int]) -> None:
+    """Raise the repeats of these points (never lower them): the next run of each measures only
+    the repeats it lacks, numbered on from its last (rows keep their repeat numbers)."""
+    merged = wanted_repeats(sweep_dir)
+    for point_id, repeats in wanted.items():
+        merged[point_id] = max(merged.get(point_id, 0), int(repeats))
+    layout.write_json(sweep_dir / REPEATS_FILE, merged)
+
+
+def with_repeats(point: Point, repeats: int) -> Point:
+    """The same point (the same id: its rows are found) measured `repeats` times in all."""
+    return replace(point, measure=replace(point.measure, repeats=repeats))
 
 
 OWNER_FILE = "owner.json"

@@ -5,12 +5,12 @@
 Every test here is marked `gpu` (registered in pyproject.toml). Without a visible CUDA device
 they are collected and skipped, all with one reason, before any of them runs: the default run
 pays nothing for them. Tests that need more than this machine has (two GPUs for NCCL across
-ranks, HolisticTraceAnalysis installed) skip themselves, saying what is missing.
+ranks, HolisticTraceAnalysis installed) skip themselves, saying what is missing; on one GPU
+every other test proves its GPU path (scripts/gpu_suite.sh, README "On a GPU machine").
 """
 
 from __future__ import annotations
 
-import socket
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -47,13 +47,6 @@ loader: {num_workers: 1, pin_memory: true, non_blocking: true}
 @pytest.fixture
 def cuda0() -> torch.device:
     return torch.device("cuda", 0)
-
-
-@pytest.fixture
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from analysis import ladder_verdicts
 from analysis.load import load_results
 from harness.cli import main
 
@@ -33,7 +34,7 @@ def shrunk_job(tmp_path: Path) -> Path:
     return path
 
 
-def test_the_gpu_ladder_finds_the_starved_pipeline(
+def test_the_gpu_ladder_finds_the_starved_pipeline_and_its_costliest_stage(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     status = main(["run", str(shrunk_job(tmp_path)), "--results", str(tmp_path / "results")])
@@ -49,3 +50,17 @@ def test_the_gpu_ladder_finds_the_starved_pipeline(
     assert rate["device_batch"] > rate["full"]
     # NVML followed the GPU through the run: every row carries its phase's utilisation.
     assert rows["gpu_util"].notna().all() and rows["gpu_util"].between(0, 100).all()
+
+    # The verdict a user reads: the loader (its capacity measured beside the bound rungs) does
+    # not keep up with the GPU's demand, and the stage that costs it the most is one of the
+    # loader's, not the copy to the GPU.
+    (verdict,) = ladder_verdicts(rows)
+    assert verdict.keeps_up is False, verdict.sentence
+    assert verdict.sentence.startswith("the input pipeline does not keep up: full delivers "), (
+        verdict.sentence
+    )
+    assert verdict.bound == "host_batch" and verdict.demand is not None
+    assert verdict.capacity_full is not None and verdict.capacity_full < verdict.demand
+    assert verdict.costliest is not None and verdict.stages[0] == verdict.costliest
+    assert verdict.costliest not in ("host-to-device copy", "collation and worker IPC"), verdict.sentence
+    assert verdict.sentence.split(".")[0] in out  # the report printed it

@@ -14,7 +14,7 @@ from harness.backends.inline import run_inline
 from harness.config.plan import expand
 from harness.config.spec import load_spec, parse_spec
 from harness.storage.sweep import create_sweep
-from harness.workloads.make_data import make_image_folder, make_image_shards
+from harness.workloads.make_data import make_image_folder, make_image_shards, make_webdataset_shards
 
 JOBS = Path(__file__).resolve().parents[2] / "jobs"
 ALL = sorted(JOBS.glob("*.yaml"))
@@ -30,7 +30,14 @@ def test_every_job_loads_plans_and_says_what_it_teaches(path: Path) -> None:
 
 def test_gpu_labs_have_a_cpu_variant() -> None:
     names = {p.stem for p in ALL}
-    for gpu in ("dlojz_dataloader", "rand_optimisation_sequence", "io_lab"):
+    for gpu in (
+        "dlojz_dataloader",
+        "rand_optimisation_sequence",
+        "io_lab",
+        "text_lm",
+        "segmentation",
+        "shards_stream",
+    ):
         assert gpu in names and f"{gpu}-cpu" in names
     assert {"caching_ladder", "caching_ladder_gpu"} <= names
 
@@ -39,6 +46,7 @@ def shrunk(path: Path, tmp_path: Path) -> str:
     """The spec with 1 warmup and 2 measured steps, and its data paths under tmp_path."""
     text = re.sub(r"measure: \{[^}]*\}", "measure: {warmup_steps: 1, steps: 2}", path.read_text())
     text = text.replace("/dev/shm/harness-data", str(tmp_path / "shm" / "harness-data"))
+    text = text.replace("--data, data/course-images", f"--data, {tmp_path / 'course-images'}")
     return text.replace("root: data/harness-data", f"root: {tmp_path / 'harness-data'}")
 
 
@@ -48,6 +56,10 @@ def test_cpu_variants_run_end_to_end(path: Path, tmp_path: Path) -> None:
         for root in (tmp_path / "harness-data", tmp_path / "shm" / "harness-data"):
             make_image_folder(root, images=40, size=64)
             make_image_shards(root / "shards", images=40, shards=4, size=64)
+    if "shards_stream" in path.stem:
+        make_webdataset_shards(tmp_path / "harness-data" / "wds", images=40, shards=4, size=64)
+    if "course_script" in path.stem:  # the script's own data set
+        make_image_folder(tmp_path / "course-images", images=40, size=64)
     plan = expand(parse_spec(shrunk(path, tmp_path), file=str(path)))
     sweep = create_sweep(plan, tmp_path / "results")
     outcomes = run_inline(plan.points, sweep)

@@ -13,6 +13,7 @@ import pytest
 
 from analysis.load import load_results
 from harness.storage import rows as results
+from tests.fixtures.workloads import read_indices
 from tests.slurm.conftest import REPO, harness, sweep_of, wait_until_idle
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]
@@ -21,10 +22,10 @@ GRID = """\
 name: {name}
 workload:
   dataset: {dataset}
-  dataset_args: {{size: 64}}
+  dataset_args: {{size: 64{dataset_args}}}
   model: linear
   batch_size: [4, 8]
-  device: auto
+  device: cpu
 measure: {{warmup_steps: 1, steps: 3}}
 loader: {{num_workers: [0, 1]}}
 slurm: {{nodes: {nodes}, tasks_per_node: 2, gpus_per_node: 2, cpus_per_task: 1, time: "00:05:00", array_parallelism: {parallel}}}
@@ -40,9 +41,13 @@ def write(
     *,
     one_point: bool = False,
     extra: str = "",
+    dataset_args: str = "",
 ) -> Path:
-    """GRID as a spec file; `one_point` keeps one batch size and one num_workers."""
-    text = GRID.format(name=name, dataset=dataset, nodes=nodes, parallel=parallel)
+    """GRID as a spec file; `one_point` keeps one batch size and one num_workers;
+    `dataset_args` adds to the dataset's (", key: value"). The device is the CPU: the test
+    cluster's GPUs are fake (/dev/tty*), and on a machine with a real GPU `auto` would take it
+    for every rank."""
+    text = GRID.format(name=name, dataset=dataset, nodes=nodes, parallel=parallel, dataset_args=dataset_args)
     if one_point:
         text = text.replace("[4, 8]", "4").replace("[0, 1]", "0")
     path = tmp_path / f"{name}.yaml"
@@ -57,18 +62,30 @@ def settings_of(rows) -> set[tuple]:
     )
 
 
-def test_an_array_of_ddp_points_gives_the_inline_table(tmp_path: Path) -> None:
-    spec = write(tmp_path)
+def test_an_array_of_ddp_points_gives_the_inline_table(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    log = tmp_path_factory.mktemp("indices")  # which samples each rank read (outside tmp_path)
+    spec = write(
+        tmp_path, dataset="tests.fixtures.workloads:logged_indices", dataset_args=f", log: {str(log)!r}"
+    )
     out = harness("submit", str(spec), "--wait", cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "submitted 4 point(s) as job array" in out.stdout
     sweep = sweep_of(out, tmp_path)
     slurm_rows = load_results([sweep]).rows
-    # Every point ran as 2 DDP ranks, each on its own slice of the data, with Slurm's job ids.
+    # Every point ran as 2 DDP ranks with Slurm's job ids, each on its own slice of the data.
     assert sorted(slurm_rows.groupby("point_id")["rank"].apply(lambda r: tuple(sorted(r)))) == [(0, 1)] * 4
     assert set(slurm_rows["world_size"]) == {2}
     array = slurm_rows["jobid"].iloc[0].split("_")[0]
     assert {j.split("_")[0] for j in slurm_rows["jobid"]} == {array}
+    assert (slurm_rows["samples"] == 3 * slurm_rows["batch_size"]).all()  # 3 measured steps
+    assert (slurm_rows["epoch_steps"] == 32 // slurm_rows["batch_size"]).all()  # 64 samples, 2 ranks
+    for jobid in set(slurm_rows["jobid"]):
+        # A rank's first 32 indices are its first epoch's (the sampler gives it 32 of the 64).
+        first, second = (read_indices(log / f"{jobid}-rank{k}.txt")[:32] for k in (0, 1))
+        assert len(set(first)) == len(first) and len(set(second)) == len(second), jobid
+        assert set(first).isdisjoint(second), jobid
     meta = json.loads(next(sweep.glob("points/*/meta-rank1.json")).read_text())
     assert meta["cuda_visible_devices"] in ("0,1", "2,3") and meta["world_size"] == 2
     # Nothing scattered in the working directory: logs and pickles are in the sweep.
@@ -129,6 +146,7 @@ def test_a_crashing_point_is_reported_failed_and_the_rest_complete(tmp_path: Pat
             dataset='["fake_cifar", "tests.fixtures.workloads:raising_dataset"]',
             nodes=1,
             parallel=4,
+            dataset_args="",
         ).replace("batch_size: [4, 8]", "batch_size: 4")
     )
     out = harness("submit", str(spec), "--wait", cwd=tmp_path)
@@ -245,3 +263,34 @@ def test_submit_wait_gates_on_the_specs_expectations_with_exit_status_3(tmp_path
     assert "1 of 2 expectation(s) failed (exit status 3)" in out.stdout
     # The points themselves ran well: the gate is the expectation, not a failure.
     assert set(load_results([sweep_of(out, tmp_path)]).rows["status"]) == {"ok"}
+
+
+def test_the_shipped_stream_runs_as_an_array_of_two_ddp_ranks(tmp_path: Path) -> None:
+    """jobs/shards_stream-cpu.yaml as shipped (webdataset tar shards, split by rank and worker,
+    decoded in the loop), on 2 DDP ranks: every rung of the ladder on both, and the verdict."""
+    from harness.workloads.make_data import make_webdataset_shards
+
+    make_webdataset_shards(tmp_path / "wds", images=48, shards=4, size=48)
+    out = harness(
+        "submit",
+        str(REPO / "jobs/shards_stream-cpu.yaml"),
+        f"workload.dataset_args.root={tmp_path / 'wds'}",
+        "workload.dataset_args.crop=32",
+        "workload.device=cpu",
+        "workload.model_args.step_ms=5",
+        "loader.num_workers=1",
+        "measure={warmup_steps: 1, steps: 3}",
+        "slurm={nodes: 1, tasks_per_node: 2, gpus_per_node: 2, cpus_per_task: 1, time: '00:05:00'}",
+        "--wait",
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = load_results([sweep_of(out, tmp_path)]).rows
+    assert set(rows["world_size"]) == {2} and sorted(set(rows["rank"])) == [0, 1]
+    ladder = ["device_batch", "host_batch", "processed_sample", "raw_sample", "full"]
+    for rank in (0, 1):
+        mine = rows[rows["rank"] == rank]
+        assert sorted(mine["rung"]) == sorted(ladder) and set(mine["status"]) == {"ok"}, mine[
+            ["rung", "error"]
+        ]
+    assert "caching ladder" in out.stdout and "raw data loading" in out.stdout

@@ -99,9 +99,9 @@ def test_workers_zero_drops_prefetch_and_persistence_as_pytorch_requires() -> No
         )
     )
     assert settings.prefetch_factor is None and settings.persistent_workers is False
-    assert notes == (
-        "prefetch_factor 4 -> null (num_workers=0)",
+    assert notes == (  # in the order of the table's columns
         "persistent_workers true -> false (num_workers=0)",
+        "prefetch_factor 4 -> null (num_workers=0)",
     )
 
 
@@ -136,6 +136,17 @@ def test_point_ids_are_stable_and_depend_on_what_is_measured() -> None:
     # The spec's name and the Slurm resources do not change what is measured.
     renamed = expand(parse_spec(first.spec.text.replace("name: t", "name: u") + "slurm: {nodes: 2}\n"))
     assert [p.id for p in renamed.points] == [p.id for p in first.points]
+
+
+def test_points_keep_the_ids_they_had_before_the_pipeline_settings_existed() -> None:
+    """collate, sampler, loss, step... left at their defaults are not hashed (id_at_default):
+    a sweep measured before them still resumes. The ids below are those of the version before."""
+    plan = plan_of("loader: {num_workers: [0, 2]}\n")
+    assert [p.id for p in plan.points] == ["d8c2581380", "eb26f43691"]
+    with_collate = plan_of("loader: {num_workers: [0, 2]}\n").spec.text.replace(
+        "  batch_size: 8", '  batch_size: 8\n  batch_samples: "tests.fixtures.pipelines:count_labels"'
+    )
+    assert {p.id for p in expand(parse_spec(with_collate)).points}.isdisjoint(p.id for p in plan.points)
 
 
 def test_point_round_trips_through_json() -> None:

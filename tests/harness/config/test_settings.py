@@ -38,10 +38,32 @@ def test_a_bad_value_is_refused_with_the_declared_words() -> None:
         parse_spec("name: t\n" + TINY_WORKLOAD + "loader: {prefetch_factor: 0}\n")
 
 
-def test_defaults_are_the_declared_ones() -> None:
-    point = expand(parse_spec("name: t\n" + TINY_WORKLOAD)).points[0]
-    assert point.loader.num_workers == settings.default_of(fields(settings.LoaderSettings)[0])
-    assert point.sampler.hz == settings.SamplerConfig().hz
+def test_every_setting_left_out_takes_its_declared_default() -> None:
+    spec = parse_spec("name: t\nworkload: {dataset: fake_cifar, model: linear}\nprofile: {}\n")
+    (point,) = expand(spec).points
+    parsed = {
+        "workload": point.workload,
+        "loader": point.loader,
+        "measure": point.measure,
+        "sampler": point.sampler,
+        "profile": point.profile,
+        "slurm": spec.slurm,
+    }
+    assert set(parsed) == set(settings.SECTIONS)
+    # Resolved from other defaults by declared rules: no workers (num_workers 0) takes the
+    # worker-only settings' values; one task per GPU (gpus_per_node 1).
+    resolved = {f"loader.{name}": value for name, value in settings.WITHOUT_WORKERS.items()}
+    resolved["slurm.tasks_per_node"] = 1
+    checked = 0
+    for section, values in parsed.items():
+        for f in fields(settings.SECTIONS[section]):
+            default = settings.default_of(f)
+            if default is settings.REQUIRED:
+                continue
+            dotted = f"{section}.{f.name}"
+            assert getattr(values, f.name) == resolved.get(dotted, default), dotted
+            checked += 1
+    assert checked >= 40  # every section's fields, not a sample of them
 
 
 @pytest.mark.parametrize("section", list(settings.SECTIONS))

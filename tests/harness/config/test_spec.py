@@ -315,3 +315,134 @@ def test_expectations_are_read_with_their_filters() -> None:
 )
 def test_a_bad_expectation_is_one_line_naming_it(extra: str, message: str) -> None:
     assert re.search(message, error_of(spec_text(extra)))
+
+
+# --- a user's pipeline: collate, sampler, batch_sampler, loss, step, batch_samples ------------
+
+P = "tests.fixtures.pipelines"
+DICT_WORKLOAD = f"""\
+workload:
+  dataset: {P}:tokens
+  model: {P}:tiny_lm
+  collate: {P}:pad_collate
+  batch_size: 4
+  device: cpu
+measure: {{warmup_steps: 1, steps: 3}}
+"""
+
+
+def test_a_pipeline_of_factories_loads_and_its_args_are_axes() -> None:
+    text = "name: t\n" + DICT_WORKLOAD.replace(
+        "  batch_size: 4",
+        f"  batch_size: 4\n  collate_args: [{{pad: 0}}, {{pad: 0, delay: 0.01}}]\n"
+        f"  batch_sampler: {P}:buckets\n  loss: {P}:output_loss\n  batch_samples: {P}:count_labels",
+    )
+    spec = parse_spec(text)
+    assert spec.field_values["workload.collate_args"] == ({"pad": 0}, {"pad": 0, "delay": 0.01})
+    assert spec.field_values["workload.loss"] == (f"{P}:output_loss",)
+    # It loaded, so tiny_lm, which has no num_classes parameter, was not checked with one.
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (
+            [f"loss: {P}:nope"],
+            rf"jobs/x\.yaml:\d+: workload\.loss: cannot load loss '{P}:nope': '{P}' has no callable 'nope'",
+        ),
+        (
+            ["step: nosuchpkg.train:step"],
+            r"workload\.step: cannot load step 'nosuchpkg\.train:step': cannot import 'nosuchpkg\.train'",
+        ),
+        (
+            ["collate_args: {pad: 0, width: 3}"],
+            rf"workload\.collate_args: does not fit collate '{P}:pad_collate': got an unexpected keyword "
+            r"argument 'width'; the harness calls it as \(\*\*collate_args\)",
+        ),
+        (
+            [f"sampler: {P}:tokens"],  # a factory of the wrong shape: no rank, world_size, seed
+            rf"workload\.sampler: does not fit sampler '{P}:tokens': .*; the harness calls it as "
+            r"\(dataset, rank=, world_size=, seed=, \*\*sampler_args\)",
+        ),
+        (
+            [f"batch_sampler: {P}:buckets", "batch_sampler_args: {rank: 3}"],
+            rf"workload\.batch_sampler_args: does not fit batch_sampler '{P}:buckets': rank is passed "
+            r"by the harness \(the point's own\); remove it from batch_sampler_args",
+        ),
+        (
+            [f"batch_samples: {P}:adamw_step"],
+            rf"workload\.batch_samples: does not fit batch_samples '{P}:adamw_step': .*; the harness "
+            r"calls it as \(batch\)",
+        ),
+        (["loss_args: {scale: 2}"], r"workload\.loss_args: loss_args given without workload\.loss"),
+        (
+            [f"sampler: {P}:every_other", f"batch_sampler: {P}:buckets"],
+            r"workload\.batch_sampler: give sampler or batch_sampler, not both: the batch sampler "
+            r"chooses the indices itself",
+        ),
+        (
+            [f"step: {P}:adamw_step", f"loss: {P}:output_loss"],
+            r"workload\.loss: give step or loss, not both: the step computes its own loss",
+        ),
+        (
+            [f"step: {P}:adamw_step", "amp: [false, fp16]"],
+            rf"workload\.amp: fp16 with step '{P}:adamw_step': loss scaling \(a GradScaler\) is the "
+            r"step's own business; use amp: bf16",
+        ),
+    ],
+)
+def test_each_pipeline_factory_is_checked_before_anything_runs(lines: list[str], message: str) -> None:
+    text = "name: t\n" + DICT_WORKLOAD.replace(
+        "  batch_size: 4", "  batch_size: 4\n" + "".join(f"  {x}\n" for x in lines).rstrip("\n")
+    )
+    assert re.search(message, error_of(text)), error_of(text)
+
+
+def test_a_factory_set_by_a_sequence_step_is_checked_too() -> None:
+    text = (
+        "name: t\n"
+        + DICT_WORKLOAD
+        + f"sequence:\n  - {{name: a}}\n  - {{name: b, workload.loss: '{P}:nah'}}\n"
+    )
+    message = error_of(text)
+    assert re.search(rf"jobs/x\.yaml:\d+: sequence\[1\]\.workload\.loss: cannot load loss '{P}:nah'", message)
+
+
+# --- a script workload (harness.probe) -------------------------------------------------------
+
+
+def test_a_script_is_found_from_the_specs_folder_and_recorded_absolute(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("")
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text("name: s\nworkload:\n  script: train.py\n  args: [--lr, '0.1']\n")
+    values = load_spec(spec_path).field_values
+    assert values["workload.script"] == (str(tmp_path / "train.py"),)
+    assert values["workload.args"] == (["--lr", "0.1"],)
+    # The script owns its dataset, model and batch size (unless the spec gives one).
+    assert values["workload.dataset"] == values["workload.model"] == values["workload.batch_size"] == (None,)
+
+
+def test_a_missing_script_is_one_line_with_where_it_was_looked_for(tmp_path: Path) -> None:
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text("name: s\nworkload:\n  script: nowhere/train.py\n")
+    expected = (
+        f"{spec_path}:3: workload.script: 'nowhere/train.py' not found (looked for "
+        f"{tmp_path / 'nowhere' / 'train.py'}); expected a path relative to the spec's folder, or absolute"
+    )
+    with pytest.raises(SpecError) as e:
+        load_spec(spec_path)
+    assert str(e.value) == expected
+
+
+def test_a_script_refuses_the_fields_it_owns(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("")
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text("name: s\nworkload:\n  script: train.py\n  model: resnet18\n")
+    with pytest.raises(
+        SpecError,
+        match=re.escape(
+            "spec.yaml:4: workload.model: not allowed with workload.script: the script owns its "
+            "dataset, model and training step; beside script give args, batch_size (and loader: settings)"
+        ),
+    ):
+        load_spec(spec_path)

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -17,8 +18,10 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from harness.sampling import host
-from harness.sampling.host import HostSampler, cpus_allotted, descendant_pids, process_tree_memory_bytes
+from harness.sampling.host import HostSampler, descendant_pids, process_tree_memory_bytes
 from harness.sampling.timeline import RankSampler
+
+REPO = Path(__file__).resolve().parents[3]
 
 BURN_S = 0.01  # CPU seconds per item
 
@@ -169,9 +172,28 @@ def test_cpu_times_are_cumulative() -> None:
     assert second.system_busy_s >= first.system_busy_s
 
 
-def test_cpus_allotted_is_the_affinity_mask() -> None:
-    assert cpus_allotted() == len(os.sched_getaffinity(0))
-    assert HostSampler().cpus_allotted == cpus_allotted()
+PINNED = """
+import os, sys
+os.sched_setaffinity(0, {int(sys.argv[1])})  # what Slurm's --cpus-per-task=1 leaves a task
+from harness.sampling.host import HostSampler, cpus_allotted
+print(cpus_allotted(), HostSampler().cpus_allotted, os.cpu_count())
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no affinity masks on this OS")
+def test_cpus_allotted_are_the_cpus_the_process_may_run_on_not_the_machines() -> None:
+    cpu = min(os.sched_getaffinity(0))
+    out = subprocess.run(
+        [sys.executable, "-c", PINNED, str(cpu)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    allotted, sampled, machine = (int(v) for v in out.stdout.split())
+    assert (allotted, sampled) == (1, 1)
+    assert machine == os.cpu_count()  # the machine's count is another figure
 
 
 def test_process_tree_memory_counts_this_process() -> None:

@@ -1,6 +1,6 @@
-"""The GPU sampler against a fake pynvml (there is no GPU here): the right GPU is found, its
-figures reach the samples and the phase summary, and every failure degrades to empty figures
-with one warning."""
+"""The GPU sampler against a fake pynvml (on any machine, with a GPU or without; the real one is
+read by tests/gpu/test_nvml.py): the right GPU is found, its figures reach the samples and the
+phase summary, and every failure degrades to empty figures with one warning."""
 
 from __future__ import annotations
 
@@ -159,8 +159,17 @@ def test_cuda_identity_spells_uuid_and_bus_id_as_nvml_does(monkeypatch: pytest.M
     assert cuda_device_identity(0) == (GPU_A, "00000000:3B:00.0")
 
 
-def test_cuda_identity_without_cuda_is_unknown() -> None:
-    assert not torch.cuda.is_available()
+def test_cuda_identity_of_a_device_cuda_cannot_see_is_unknown() -> None:
+    # A real call on any machine: without CUDA torch raises for every index, and with CUDA for
+    # an index past the visible devices.
+    assert cuda_device_identity(torch.cuda.device_count() + 1) == (None, None)
+
+
+def test_cuda_identity_without_a_driver_is_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_driver(index: int) -> None:
+        raise RuntimeError("Found no NVIDIA driver on your system.")  # torch's words without one
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", no_driver)
     assert cuda_device_identity(0) == (None, None)
 
 

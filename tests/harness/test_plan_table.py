@@ -1,0 +1,60 @@
+"""The plan as `harness plan` prints it (harness/plan_table.py): the head line, a row per point
+with the settings that vary, its rungs, and what was adjusted for PyTorch."""
+
+from __future__ import annotations
+
+from harness.config.plan import expand
+from harness.config.spec import parse_spec
+from harness.plan_table import plan_table
+from tests.conftest import TINY_WORKLOAD
+
+
+def table_of(extra: str, name: str = "grid") -> list[str]:
+    return plan_table(expand(parse_spec(f"name: {name}\n" + TINY_WORKLOAD + extra))).splitlines()
+
+
+def cells(line: str) -> list[str]:
+    return line.split()
+
+
+def test_a_grid_shows_what_varies_its_rungs_and_the_adjustments_in_point_order() -> None:
+    extra = "loader: {num_workers: [0, 2], prefetch_factor: 4}\nrungs: [full, device_batch]\n"
+    plan = expand(parse_spec("name: grid\n" + TINY_WORKLOAD + extra))
+    lines = plan_table(plan).splitlines()
+    assert lines[0] == "grid: 2 point(s) × 2 rung(s) × 1 repeat(s), 1+3 steps each"
+    assert cells(lines[1]) == ["#", "id", "num_workers", "prefetch_factor", "rungs", "adjusted"]
+    first, second = (p.id for p in plan.points)
+    assert lines[3].startswith(f"0    {first}  0 ")
+    assert lines[3].endswith("device_batch full  prefetch_factor 4 -> null (num_workers=0)")
+    assert cells(lines[4]) == ["1", second, "2", "4", "device_batch", "full"]  # nothing adjusted
+    # What does not vary (pin_memory, batch_size, the dataset...) is the spec's: not repeated.
+    assert "pin_memory" not in lines[1] and "batch_size" not in lines[1]
+
+
+def test_no_adjusted_column_when_nothing_was_adjusted() -> None:
+    lines = table_of("loader: {num_workers: [1, 2]}\n")
+    assert cells(lines[1]) == ["#", "id", "num_workers", "rungs"]
+
+
+def test_a_sequence_names_its_steps_in_order() -> None:
+    lines = table_of(
+        "loader: {num_workers: 2}\n"
+        "sequence: [{name: base}, {name: pinned, pin_memory: true}, {name: bigger, batch_size: 16}]\n",
+        name="seq",
+    )
+    assert lines[0] == "seq: 3 point(s) × 1 rung(s) × 1 repeat(s), 1+3 steps each"
+    assert cells(lines[1]) == ["#", "id", "step", "batch_size", "pin_memory", "rungs"]
+    assert [cells(line)[2:5] for line in lines[3:]] == [
+        ["base", "8", "False"],
+        ["pinned", "8", "True"],
+        ["bigger", "16", "True"],  # cumulative: the pinned step's change is kept
+    ]
+
+
+def test_the_head_line_counts_repeats_and_steps_from_the_spec() -> None:
+    text = TINY_WORKLOAD.replace(
+        "measure: {warmup_steps: 1, steps: 3, repeats: 1}",
+        "measure: {warmup_steps: 5, steps: 40, repeats: 3}",
+    )
+    head = plan_table(expand(parse_spec("name: long\n" + text))).splitlines()[0]
+    assert head == "long: 1 point(s) × 1 rung(s) × 3 repeat(s), 5+40 steps each"
