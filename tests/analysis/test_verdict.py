@@ -93,13 +93,19 @@ def test_a_larger_cost_the_repeats_disagree_on_is_said_not_dropped(tmp_path: Pat
     verdict = ladder(
         tmp_path,
         {"host_batch": 11.5, "processed_sample": 10.9, "raw_sample": 11.3, "full": 9.8},
-        {"processed_sample": [111.0, 110.0, 14.0], "raw_sample": [13.5, 13.6, 13.4], "full": [9.9, 9.8, 10.0]},
+        {
+            "processed_sample": [111.0, 110.0, 14.0],
+            "raw_sample": [13.5, 13.6, 13.4],
+            "full": [9.9, 9.8, 10.0],
+        },
         repeats=3,
         names=TWO,
     )
     assert verdict.stages == ["raw data loading", "collation and worker IPC"]
     assert verdict.costliest == "raw data loading"
-    assert "costliest: raw data loading (27% of the loader's time at full), then collation" in verdict.sentence
+    assert (
+        "costliest: raw data loading (27% of the loader's time at full), then collation" in verdict.sentence
+    )
     assert (
         "; transforms may cost more (64% estimated), but its repeats disagree "
         "(95% CI -98.9% .. +291.4%, n=3): more repeats would tell"

@@ -9,7 +9,15 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 from torchvision import tv_tensors
 
-from harness.examples.segmentation import MEAN, STD, VOID, SyntheticScenes, make_dataset, make_loss, make_model
+from harness.examples.segmentation import (
+    MEAN,
+    STD,
+    VOID,
+    SyntheticScenes,
+    make_dataset,
+    make_loss,
+    make_model,
+)
 
 
 @pytest.fixture(scope="module")
