@@ -30,20 +30,9 @@ from tabulate import tabulate
 
 from analysis.tune_model import Config, fit_profile, lightning_workers, predict
 from analysis.tune_search import exhaustive, search
-from tests.fixtures.tune_sim import Bench, Pipeline, true_rate
+from tests.fixtures.tune_sim import BIG, BIG_GRID, Bench, Pipeline, grid, true_rate
 
 WORKERS_ONLY = [0, 1, 2, 3]
-
-
-def grid(workers: list[int], prefetch: list[int], persistent: list[bool]) -> list[Config]:
-    out = [Config(num_workers=0, prefetch_factor=None)] if 0 in workers else []
-    for n in (n for n in workers if n):
-        out += [
-            Config(num_workers=n, prefetch_factor=f, persistent_workers=k)
-            for f in prefetch
-            for k in persistent
-        ]
-    return out
 
 
 CASES: list[tuple[str, Pipeline, list[Config]]] = [
@@ -67,20 +56,7 @@ CASES: list[tuple[str, Pipeline, list[Config]]] = [
         Pipeline(read_s=0.020, cpu_s=0.005, step_s=0.020, cores=8, stall_p=0.05, stall_s=0.300),
         grid([0, 1, 2, 4, 6, 8], [1, 2, 4, 8], [False]),
     ),
-    (
-        "193 points: reads 40 ms + CPU 15 ms, stalls, epochs of 20, 16 cores",
-        Pipeline(
-            read_s=0.040,
-            cpu_s=0.015,
-            step_s=0.008,
-            cores=16,
-            stall_p=0.02,
-            stall_s=0.2,
-            restart_s=0.3,
-            epoch_steps=20,
-        ),
-        grid(list(range(17)), [1, 2, 3, 4, 6, 8], [False, True]),
-    ),
+    ("193 points: reads 40 ms + CPU 15 ms, stalls, epochs of 20, 16 cores", BIG, BIG_GRID),
 ]
 
 

@@ -45,7 +45,7 @@ from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 
 from harness.config.settings import LOADER_COLUMNS
 from harness.execution import batches, ladder
-from harness.execution.loop import _Clocked, _one_step
+from harness.execution.loop import Clocked, one_step
 from harness.execution.script import ProbeJob
 
 __all__ = ["init_distributed", "loader", "measure", "under_harness"]
@@ -157,7 +157,7 @@ class _Exhausted(Exception):
 
 
 class _Pass:
-    """The user's iterable as the one chronometer (`loop._one_step`) reads it."""
+    """The user's iterable as the one chronometer (`loop.one_step`) reads it."""
 
     def __init__(self, source: Iterable[Any]) -> None:
         self.source: Iterable[Any] = source
@@ -196,7 +196,7 @@ def _alone(
             stream = _Pass(source)
             while steps is None or taken < steps:
                 try:
-                    _seen.append((yield from _one_step(stream, copy, time.perf_counter, count)))
+                    _seen.append((yield from one_step(stream, copy, time.perf_counter, count)))
                 except _Exhausted:
                     break
                 taken += 1
@@ -204,7 +204,7 @@ def _alone(
         _sync(device)
 
 
-_seen: list[_Clocked] = []
+_seen: list[Clocked] = []
 """Every step the probe timed in this process, alone (all passes, all measure calls)."""
 
 
@@ -212,7 +212,7 @@ def _print_summary() -> None:
     print(summary(_seen), file=sys.stderr)
 
 
-def summary(clocked: Sequence[_Clocked]) -> str:
+def summary(clocked: Sequence[Clocked]) -> str:
     """One line: steps, samples/s in the loop and the course's loading_time (next() plus the
     copy) as a share of a step. Each pass's first step (the iterator and its workers starting)
     is shown on its own, not in the means."""

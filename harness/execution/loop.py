@@ -131,7 +131,7 @@ def _alone(flag: bool) -> bool:
 
 
 @dataclass(kw_only=True, slots=True)
-class _Clocked:
+class Clocked:
     """One step, timed: next(), the copy call, the train step."""
 
     next_s: float
@@ -146,12 +146,12 @@ Window = Generator[Any, None, "LoopTimes"]
 train step to run on, and returns the LoopTimes when the window is done."""
 
 
-def _one_step(
+def one_step(
     stream: BatchStream,
     to_device: Callable[[Any], Any],
     clock: Callable[[], float],
     count: Callable[[Any], int],
-) -> Generator[Any, None, _Clocked]:
+) -> Generator[Any, None, Clocked]:
     """next(), the copy, then the batch handed to the train step (the yield): the step is
     whatever the consumer does before it asks for the next batch."""
     epoch = getattr(stream, "epoch", 0)
@@ -162,7 +162,7 @@ def _one_step(
     t2 = clock()
     yield on_device
     t3 = clock()
-    return _Clocked(
+    return Clocked(
         next_s=t1 - t0,
         copy_s=t2 - t1,
         total_s=t3 - t0,
@@ -203,14 +203,14 @@ def window(
     region_start = clock()
     measured = []
     for _ in range(steps):
-        measured.append((yield from _one_step(stream, to_device, clock, count)))
+        measured.append((yield from one_step(stream, to_device, clock, count)))
     sync()
     region_end = clock()
     mark("end")
     return _times(warm, measured, region_start, region_end)
 
 
-def _times(warm: Sequence[_Clocked], measured: Sequence[_Clocked], start: float, end: float) -> LoopTimes:
+def _times(warm: Sequence[Clocked], measured: Sequence[Clocked], start: float, end: float) -> LoopTimes:
     step_times = [m.total_s for m in measured]
     # The final sync waits for work queued by the last steps: charge it to the last step.
     step_times[-1] += end - (start + sum(step_times))
@@ -266,11 +266,11 @@ def _warm_up(
     warmup_steps: int,
     stock: int,
     agree: Callable[[bool], bool],
-) -> Generator[Any, None, list[_Clocked]]:
+) -> Generator[Any, None, list[Clocked]]:
     """The spec's warmup, at least `stock` steps, then on until the stock is used up."""
-    done: list[_Clocked] = []
+    done: list[Clocked] = []
     for _ in range(max(warmup_steps, stock)):
-        done.append((yield from _one_step(stream, to_device, clock, count)))
+        done.append((yield from one_step(stream, to_device, clock, count)))
     if stock == 0:
         return done
     used_up = _stock_used_up(stream, done)
@@ -278,12 +278,12 @@ def _warm_up(
         # Every rank asks the same number of times, so that the collective in `agree` pairs up.
         if agree(used_up):
             break
-        done.append((yield from _one_step(stream, to_device, clock, count)))
+        done.append((yield from one_step(stream, to_device, clock, count)))
         used_up = _stock_used_up(stream, done)
     return done
 
 
-def _stock_used_up(stream: BatchStream, done: Sequence[_Clocked]) -> bool:
+def _stock_used_up(stream: BatchStream, done: Sequence[Clocked]) -> bool:
     """No batch left ready in the loader, where it can say (LoaderStream.ready); else the last
     step waited for its batch: longer than WAITED of a step and than 3 ready fetches (a ready
     batch still costs its IPC, ~2 ms on 2 cores; seen: 5 % of a 20 ms step alone misfires)."""

@@ -79,19 +79,14 @@ def make_image_shards(
     seed: int = 0,
 ) -> int:
     """The same images packed into `shards` files plus index.json; returns the bytes written."""
-    _check(images, classes, size, image_format, shards)
-    root.mkdir(parents=True, exist_ok=True)
-    per_shard = -(-images // shards)
     entries: list[dict[str, int]] = []
-    stream = encoded_images(images, size=size, image_format=image_format, quality=quality, seed=seed)
     total = 0
-    for k in range(shards):
+    for k, members in _shards(root, images, shards, classes, size, image_format, quality, seed):
         path = root / f"shard-{k:05d}.bin"
         tmp = path.with_name(path.name + ".tmp")
         offset = 0
         with tmp.open("wb") as f:
-            for i in range(k * per_shard, min(images, (k + 1) * per_shard)):
-                data = next(stream)
+            for i, data in members:
                 f.write(data)
                 entries.append({"shard": k, "offset": offset, "length": len(data), "label": i % classes})
                 offset += len(data)
@@ -118,19 +113,35 @@ def make_webdataset_shards(
     reads (`harness.examples.shards_stream`); returns the image bytes written."""
     import webdataset as wds  # the `run` extra: only this layout needs it
 
-    _check(images, classes, size, image_format, shards)
-    root.mkdir(parents=True, exist_ok=True)
-    per_shard = -(-images // shards)
-    stream = encoded_images(images, size=size, image_format=image_format, quality=quality, seed=seed)
     total = 0
-    for k in range(shards):
+    for k, members in _shards(root, images, shards, classes, size, image_format, quality, seed):
         path = root / f"shard-{k:05d}.tar"
         tmp = path.with_name(path.name + ".tmp")
         with wds.TarWriter(str(tmp)) as writer:
-            for i in range(k * per_shard, min(images, (k + 1) * per_shard)):
-                data = next(stream)
+            for i, data in members:
                 writer.write({"__key__": f"{i:07d}", image_format: data, "cls": i % classes})
                 total += len(data)
         tmp.replace(path)
     log.info("wrote %d images (%.1f MB) in %d tar shard(s) under %s", images, total / 1e6, shards, root)
     return total
+
+
+def _shards(
+    root: Path,
+    images: int,
+    shards: int,
+    classes: int,
+    size: int,
+    image_format: str,
+    quality: int,
+    seed: int,
+) -> Iterator[tuple[int, Iterator[tuple[int, bytes]]]]:
+    """Check the arguments, make root, then each shard's number with its members, (image
+    index, encoded image), in order: shard k holds images k*n .. (k+1)*n-1, n = images/shards
+    rounded up. Each shard's members are to be consumed before the next shard's."""
+    _check(images, classes, size, image_format, shards)
+    root.mkdir(parents=True, exist_ok=True)
+    per_shard = -(-images // shards)
+    stream = encoded_images(images, size=size, image_format=image_format, quality=quality, seed=seed)
+    for k in range(shards):
+        yield k, ((i, next(stream)) for i in range(k * per_shard, min(images, (k + 1) * per_shard)))

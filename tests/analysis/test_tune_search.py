@@ -102,22 +102,12 @@ def test_same_answer_uses_the_margin_on_the_true_figures() -> None:
 
 
 def test_tune_on_a_193_point_grid_spends_under_5_percent() -> None:
-    """Reads of 40 ms and 15 ms of CPU a batch on 16 cores, a reader that stalls 200 ms on 2 %
-    of batches, an 8 ms step, epochs of 20 batches: 17 worker counts × 6 prefetch × 2."""
+    """tests/fixtures/tune_sim.py's BIG: 17 worker counts × 6 prefetch × 2."""
     from analysis.tune_model import fit_profile, lightning_workers, predict
-    from tests.fixtures.tune_sim import Bench, Pipeline, true_rate
+    from tests.fixtures.tune_sim import BIG, BIG_GRID, Bench, true_rate
 
-    p = Pipeline(
-        read_s=0.040,
-        cpu_s=0.015,
-        step_s=0.008,
-        cores=16,
-        stall_p=0.02,
-        stall_s=0.2,
-        restart_s=0.3,
-        epoch_steps=20,
-    )
-    grid = [w(0)] + [w(n, f, k) for n in range(1, 17) for f in (1, 2, 3, 4, 6, 8) for k in (False, True)]
+    p, grid = BIG, BIG_GRID
+    assert len(grid) == 193
     truth = {c: true_rate(p, c) for c in grid}
     bench = Bench(p, seed=1)
     profile = fit_profile(*bench.profile_figures(), workers=1, batch_size=p.batch_size)
