@@ -18,7 +18,7 @@ import harness.probe as probe
 from harness.config.plan import Point, expand
 from harness.config.spec import parse_spec
 from harness.execution.dist import DistEnv
-from harness.execution.loop import _Clocked
+from harness.execution.loop import Clocked
 from harness.execution.script import PROBE_VARIABLE, ProbeJob
 from harness.storage import layout
 from harness.storage import rows as results
@@ -63,8 +63,8 @@ def test_alone_measure_yields_the_loaders_batches_for_the_passes_asked() -> None
 
 
 def test_the_summary_line_is_the_courses_chronometer() -> None:
-    def step(next_s: float, copy_s: float, total_s: float, first: bool = False) -> _Clocked:
-        return _Clocked(next_s=next_s, copy_s=copy_s, total_s=total_s, samples=8, new_epoch=first)
+    def step(next_s: float, copy_s: float, total_s: float, first: bool = False) -> Clocked:
+        return Clocked(next_s=next_s, copy_s=copy_s, total_s=total_s, samples=8, new_epoch=first)
 
     steps = [step(0.5, 0.0, 0.6, first=True), step(0.02, 0.01, 0.1), step(0.04, 0.01, 0.1)]
     assert probe.summary(steps) == (
