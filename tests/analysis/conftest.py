@@ -14,6 +14,7 @@ from harness.storage import rows as results
 from harness.storage.atomic import atomic_write_text
 from harness.storage.sweep import create_sweep
 from tests.conftest import TINY_WORKLOAD
+from tests.fixtures.rows import synthetic_row  # noqa: F401  (the tests import it from here)
 
 # The fixture sweeps are measured without the samplers, so that the tables hold exactly the
 # course's columns; sampled figures are covered by tests/harness/test_runner_sampling.py and by
@@ -39,49 +40,6 @@ def real_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
             target = sweep / "points" / point.id / ("rank0.csv" if host == "node-a" else "rank1.csv")
             (sweep / "points" / point.id / f"rank0-{host}.csv").rename(target)
     return sweep
-
-
-def synthetic_row(**values: object) -> results.RungRow:
-    """A row as the runner writes it, with chosen numbers (for aggregation rules)."""
-    base: dict[str, object] = {c: "" for c in results.ROW_COLUMNS}
-    base.update(
-        sweep_id="s",
-        point_id="p1",
-        point_index=0,
-        rung="full",
-        repeat=0,
-        rank=0,
-        world_size=1,
-        hostname="n1",
-        device="cpu",
-        status="ok",
-        dataset="fake_cifar",
-        model="linear",
-        batch_size=8,
-        amp="false",
-        compile=False,
-        num_workers=2,
-        persistent_workers=False,
-        pin_memory=False,
-        non_blocking=False,
-        prefetch_factor=2,
-        drop_last=False,
-        warmup_steps=1,
-        steps=10,
-        samples=80,
-        first_step_loading_time=0.5,
-        loading_time=0.01,
-        loading_time_median=0.01,
-        loading_time_total=0.1,
-        step_time=0.1,
-        step_time_median=0.1,
-        training_time=1.0,
-        samples_per_s=80.0,
-        steps_per_s=10.0,
-        cpu_memory_gb=1.0,
-    )
-    base.update(values)
-    return results.RungRow.from_cells(base)
 
 
 def write_rows(sweep: Path, *rows: results.RungRow) -> None:
