@@ -16,7 +16,8 @@ does (`next()` plus the copy). At the end it prints one line: what the chronomet
 **Under the harness** (a spec whose workload is `script: train.py`): the job sets
 `HARNESS_PROBE` (harness/execution/script.py). `loader` records your dataset and your
 collate_fn, sampler or batch_sampler and other arguments, and builds the DataLoader with the
-point's settings in place of your defaults (batch_size too, where the spec gives one).
+point's settings in place of yours for the settings the spec names (batch_size too, where the
+spec gives one); those it does not name keep your values (Point.script_keeps).
 `measure` opens the point and yields from `runner.measure_point`, the same rungs, window and
 rows as a built-in workload: your loop trains on the cached device batch, the cached host
 batch, the cached processed sample (and the sample-level rungs your dataset offers), then the
@@ -37,12 +38,13 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 
+from harness.config.plan import resolve_loader
 from harness.config.settings import LOADER_COLUMNS
 from harness.execution import batches, ladder
 from harness.execution.loop import Clocked, one_step
@@ -67,8 +69,9 @@ class _Recorded:
     dataset: Any
     batch_size: int | None
     parts: ladder.LoaderParts
-    replaced: dict[str, Any]
-    """The script's own values of the settings the point replaces (said once, in the log)."""
+    given: dict[str, Any]
+    """The script's own values of the loader settings (those it gave): the point replaces those
+    its spec names and keeps the others (Point.script_keeps)."""
 
 
 _measured_here = False
@@ -128,7 +131,7 @@ def measure(
     if job is None:
         copy = non_blocking if non_blocking is not None else bool(getattr(source, "pin_memory", False))
         return _alone(source, torch.device(device), epochs, steps, copy, count)
-    return _harnessed(job, source, torch.device(device), count)
+    return _harnessed(job, source, torch.device(device), count, non_blocking)
 
 
 def init_distributed() -> torch.device:
@@ -241,7 +244,7 @@ def _sync(device: torch.device) -> None:
 
 
 def _harnessed(
-    job: ProbeJob, source: Any, device: torch.device, count: Callable[[Any], int]
+    job: ProbeJob, source: Any, device: torch.device, count: Callable[[Any], int], non_blocking: bool | None
 ) -> Iterator[Any]:
     global _measured_here
     if _measured_here:
@@ -249,22 +252,27 @@ def _harnessed(
         return iter(())
     _measured_here = True
     recorded = getattr(source, _PROBE, None) or _from_dataloader(source)
-    return _point_batches(job, recorded, device, count)
+    return _point_batches(job, recorded, device, count, non_blocking)
 
 
 def _point_batches(
-    job: ProbeJob, recorded: _Recorded, device: torch.device, count: Callable[[Any], int]
+    job: ProbeJob,
+    recorded: _Recorded,
+    device: torch.device,
+    count: Callable[[Any], int],
+    non_blocking: bool | None,
 ) -> Generator[Any, None, None]:
     from harness.execution.dist import init_process_group
     from harness.execution.meta import collect_meta, git_commit
     from harness.execution.runner import measure_point, open_point
     from harness.storage import layout
 
-    point = _effective_point(job, recorded)
+    point = _effective_point(job, recorded, non_blocking)
     opened = open_point(point, job.sweep_dir, job.env, job.skip_done)
     job.report("reached")
-    if recorded.replaced:
-        log.info("harness.probe: the point's settings replace the script's %s", recorded.replaced)
+    replaced = {k: v for k, v in recorded.given.items() if k not in point.script_keeps}
+    if replaced:
+        log.info("harness.probe: the point's settings replace the script's %s", replaced)
     try:
         if device.type == "cuda" and device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
@@ -277,10 +285,9 @@ def _point_batches(
     except Exception as e:
         opened.fail_all(e)
         return
-    non_blocking = point.loader.non_blocking
 
     def copy(batch: Any) -> Any:
-        return batches.to_device(batch, device, non_blocking=non_blocking)
+        return batches.to_device(batch, device, non_blocking=point.loader.non_blocking)
 
     rank = opened.rank(
         dataset=recorded.dataset, device=device, to_device=copy, count=count, parts=recorded.parts
@@ -313,12 +320,11 @@ def _record(dataset: Any, batch_size: int | None, kwargs: dict[str, Any]) -> _Re
         batch_sampler=(lambda _d, _w, _b, _l: batch_sampler) if batch_sampler is not None else None,
         extra={k: v for k, v in kwargs.items() if k not in (*_PARTS_ARGUMENTS, *_POINT_OWNS, "shuffle")},
     )
-    replaced = {k: kwargs[k] for k in _POINT_OWNS if k in kwargs}
     return _Recorded(
         dataset=dataset,
         batch_size=None if batch_sampler is not None else batch_size,
         parts=parts,
-        replaced=replaced,
+        given={k: kwargs[k] for k in _POINT_OWNS if k in kwargs},
     )
 
 
@@ -332,6 +338,7 @@ def _from_dataloader(source: Any) -> _Recorded:
         )
     own_sampler = not isinstance(source.sampler, (RandomSampler, SequentialSampler))
     kwargs: dict[str, Any] = {"collate_fn": source.collate_fn, "worker_init_fn": source.worker_init_fn}
+    kwargs.update({k: getattr(source, k) for k in _POINT_OWNS if hasattr(source, k)})
     if own_sampler and source.batch_size is not None:
         kwargs["sampler"] = source.sampler
     if source.batch_size is None:
@@ -339,12 +346,22 @@ def _from_dataloader(source: Any) -> _Recorded:
     return _record(source.dataset, source.batch_size, kwargs)
 
 
-def _effective_point(job: ProbeJob, recorded: _Recorded) -> Any:
-    """The point with the batch size really used: the spec's, else the script's."""
+def _effective_point(job: ProbeJob, recorded: _Recorded, non_blocking: bool | None = None) -> Any:
+    """The point as it runs: the batch size the spec gives, else the script's; the loader
+    settings the spec names, and the script's own for the others (Point.script_keeps), with
+    PyTorch's rules applied again. non_blocking, when the spec names none: `measure`'s
+    argument, else whether the loader pins memory (as alone)."""
     point = job.point
     if point.workload.batch_size is None:
         script_batch = recorded.batch_size if recorded.batch_size is not None else 0
         point = replace(point, workload=replace(point.workload, batch_size=script_batch))
+    kept = {k: v for k, v in recorded.given.items() if k in point.script_keeps}
+    if "non_blocking" in point.script_keeps:
+        pinned = kept.get("pin_memory", point.loader.pin_memory)
+        kept["non_blocking"] = non_blocking if non_blocking is not None else pinned
+    if kept:
+        loader, adjustments = resolve_loader({**asdict(point.loader), **kept})
+        point = replace(point, loader=loader, adjustments=(*point.adjustments, *adjustments))
     return point
 
 

@@ -43,6 +43,9 @@ class Point:
     """How the run is observed; not part of the id (it does not change what is measured)."""
     profile: ProfileSpec | None = None
     """A profiler pass after the measurements; not part of the id either."""
+    script_keeps: tuple[str, ...] = ()
+    """With a script workload, the loader settings the spec does not name: the probe keeps the
+    script's own values of those it gives (the defaults here otherwise); not part of the id."""
 
     def settings(self) -> dict[str, Any]:
         """Flat field -> value, the columns of plan.csv and of every row."""
@@ -60,6 +63,7 @@ class Point:
             "adjustments": list(self.adjustments),
             "sampler": asdict(self.sampler),
             "profile": asdict(self.profile) if self.profile else None,
+            "script_keeps": list(self.script_keeps),
         }
 
     @staticmethod
@@ -76,6 +80,7 @@ class Point:
             adjustments=tuple(data["adjustments"]),
             sampler=SamplerConfig(**data.get("sampler", {})),
             profile=ProfileSpec(**data["profile"]) if data.get("profile") else None,
+            script_keeps=tuple(data.get("script_keeps", ())),
         )
 
 
@@ -173,8 +178,20 @@ def expand(spec: Spec) -> Plan:
             seen[point.id] = len(points)
             points.append(point)
     return Plan(
-        spec=spec, points=tuple(points), notes=(*spec.notes, *notes, *_exclude_notes(excluded, exclude_hits))
+        spec=spec,
+        points=tuple(points),
+        notes=(*spec.notes, *notes, *_exclude_notes(excluded, exclude_hits), *_script_notes(points)),
     )
+
+
+def _script_notes(points: list[Point]) -> list[str]:
+    keeps = points[0].script_keeps if points else ()
+    if not keeps:
+        return []
+    return [
+        f"the script keeps its own {', '.join(keeps)} (the spec's loader section does not name "
+        "them; where the script gives none, PyTorch's defaults): the rows record what ran"
+    ]
 
 
 def _dimensions(spec: Spec) -> list[list[dict[str, Any]]]:
@@ -217,7 +234,14 @@ def _point(spec: Spec, chosen: Mapping[str, Any], step_name: str, *, index: int)
         adjustments=adjustments,
         sampler=spec.sampler,
         profile=spec.profile,
+        script_keeps=_script_keeps(spec, workload),
     )
+
+
+def _script_keeps(spec: Spec, workload: WorkloadSettings) -> tuple[str, ...]:
+    if workload.script is None:
+        return ()
+    return tuple(name for name in settings.LOADER_COLUMNS if name not in spec.loader_named)
 
 
 def _section(chosen: Mapping[str, Any], section: str) -> dict[str, Any]:

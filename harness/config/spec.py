@@ -102,6 +102,9 @@ class Spec:
     expect: tuple[Expectation, ...] = field(default=())
     """Bounds the results must meet (harness/config/expect.py); checked after run and report."""
     notes: tuple[str, ...] = field(default=())
+    loader_named: frozenset[str] = frozenset()
+    """The loader settings the spec names (its loader section, a sequence step): with a script
+    workload, the others keep the script's own values (harness/probe.py)."""
 
 
 class _Checker:
@@ -307,7 +310,15 @@ def parse_spec(text: str, *, file: str | None = None, path: Path | None = None) 
         profile=_profile(c, top.get("profile"), rungs),
         expect=parse_expect(top.get("expect"), c.fail, rungs=rungs, steps=[s.name for s in sequence]),
         notes=notes,
+        loader_named=_loader_named(top.get("loader"), sequence),
     )
+
+
+def _loader_named(raw: Any, sequence: tuple[SequenceStep, ...]) -> frozenset[str]:
+    named = set(raw) if isinstance(raw, Mapping) else set()
+    for step in sequence:
+        named |= {k.removeprefix("loader.") for k in step.overrides if k.startswith("loader.")}
+    return frozenset(named)
 
 
 SCRIPT_FIELDS = ("script", "args", "batch_size")

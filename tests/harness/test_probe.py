@@ -149,6 +149,59 @@ def test_under_the_harness_the_scripts_loop_runs_every_rung_with_the_points_load
     assert list(probe.measure(loader, "cpu")) == []  # the point is measured: the next epoch ends at once
 
 
+def test_settings_the_spec_does_not_name_keep_the_scripts_values(harnessed) -> None:  # type: ignore[no-untyped-def]
+    # The spec sweeps num_workers only: the script's drop_last, persistent_workers and
+    # prefetch_factor stay as the script has them, and the rows record what ran.
+    point = script_point(loader="{num_workers: [1]}", rungs="[full]")
+    assert point.script_keeps == (
+        "persistent_workers",
+        "pin_memory",
+        "non_blocking",
+        "prefetch_factor",
+        "drop_last",
+    )
+    job = harnessed(point)
+    loader = probe.loader(
+        Numbers(), batch_size=4, num_workers=3, drop_last=True, persistent_workers=True, prefetch_factor=5
+    )
+    assert (loader.num_workers, loader.drop_last, loader.persistent_workers, loader.prefetch_factor) == (
+        1,
+        True,
+        True,
+        5,
+    )
+    list(probe.measure(loader, "cpu"))
+    (row,) = rows_of(job)
+    ran = (
+        row["num_workers"],
+        row["drop_last"],
+        row["persistent_workers"],
+        row["prefetch_factor"],
+        row["pin_memory"],
+    )
+    assert ran == ("1", "True", "True", "5", "False")  # pin_memory: the script gave none, PyTorch's default
+
+
+def test_settings_the_spec_names_replace_the_scripts(harnessed) -> None:  # type: ignore[no-untyped-def]
+    point = script_point(loader="{num_workers: 1, drop_last: false, prefetch_factor: 2}", rungs="[full]")
+    assert point.script_keeps == ("persistent_workers", "pin_memory", "non_blocking")
+    job = harnessed(point)
+    loader = probe.loader(Numbers(), batch_size=4, num_workers=3, drop_last=True, prefetch_factor=5)
+    assert (loader.num_workers, loader.drop_last, loader.prefetch_factor) == (1, False, 2)
+    list(probe.measure(loader, "cpu", non_blocking=True))
+    (row,) = rows_of(job)
+    assert (row["drop_last"], row["prefetch_factor"], row["non_blocking"]) == ("False", "2", "True")
+
+
+def test_a_dataloader_the_script_built_itself_keeps_its_settings_too(harnessed) -> None:  # type: ignore[no-untyped-def]
+    job = harnessed(script_point(loader="{num_workers: 0}", rungs="[full]"))
+    built = DataLoader(Numbers(), batch_size=4, drop_last=True, collate_fn=pairs)
+    served = list(probe.measure(built, "cpu"))
+    assert {len(b["y"]) for b in served} == {4}
+    (row,) = rows_of(job)
+    assert (row["num_workers"], row["drop_last"]) == ("0", "True")
+
+
 def test_a_dataloader_the_script_built_itself_is_measured_too(harnessed) -> None:  # type: ignore[no-untyped-def]
     job = harnessed(script_point(rungs="[full]"))
     served = list(probe.measure(DataLoader(Numbers(), batch_size=5, shuffle=True, collate_fn=pairs), "cpu"))
