@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
-from harness.config.plan import expand, resolve_loader
+from harness.config.plan import Point, expand, resolve_loader
 from harness.config.spec import parse_spec
 from tests.conftest import TINY_WORKLOAD
 
@@ -151,11 +152,29 @@ def test_points_keep_the_ids_they_had_before_the_pipeline_settings_existed() -> 
 
 def test_point_round_trips_through_json() -> None:
     point = plan_of("loader: {num_workers: 2}\n").points[0]
-    from harness.config.plan import Point
-
     assert Point.from_json(point.to_json()) == point
 
 
 def test_varying_settings_lists_only_what_varies() -> None:
     plan = plan_of("loader: {num_workers: [1, 2], pin_memory: true}\n")
     assert plan.varying_settings() == ["num_workers"]
+
+
+def test_a_script_keeps_the_loader_settings_the_spec_does_not_name(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("")
+    text = (
+        f"name: s\nworkload: {{script: {script}}}\nloader: {{num_workers: [1, 2]}}\n"
+        "sequence:\n  - {name: pinned, loader.pin_memory: true}\n"
+    )
+    plan = expand(parse_spec(text))
+    keeps = ("persistent_workers", "non_blocking", "prefetch_factor", "drop_last")
+    assert all(p.script_keeps == keeps for p in plan.points)
+    assert (
+        "the script keeps its own persistent_workers, non_blocking, prefetch_factor, drop_last (the "
+        "spec's loader section does not name them; where the script gives none, PyTorch's defaults): "
+        "the rows record what ran"
+    ) in plan.notes
+    assert Point.from_json(plan.points[0].to_json()) == plan.points[0]
+    built_in = expand(parse_spec("name: b\n" + TINY_WORKLOAD))
+    assert built_in.points[0].script_keeps == () and not any("keeps" in n for n in built_in.notes)
