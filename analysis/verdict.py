@@ -36,7 +36,7 @@ from itertools import pairwise
 
 import pandas as pd
 
-from analysis import noise
+from analysis import caching, noise
 from analysis import verdict_text as text
 from analysis.verdict_text import AT_THE_EDGE, KEEPS_UP, LOSS_OUTSIDE, SHORT, UNDECIDED, stage_between
 from harness.config import rungs as rung_names
@@ -75,6 +75,8 @@ class Verdict:
     """Where UNDECIDED: "demand" (the loader against the step) or "bound" (full's steps/s)."""
     runs_needed: int | None = None
     """Where UNDECIDED: the repeats that would likely decide (analysis.noise)."""
+    what_if: caching.CachingWhatIf | None = None
+    """Where full does not keep up and a cached rung does: what caching that stage would give."""
 
 
 @dataclass
@@ -91,6 +93,34 @@ class _Stage:
     worst: _Stage | None = None  # for a group: its costliest member
 
 
+@dataclass(frozen=True)
+class _Sizes:
+    """What the caching what-if needs from one node's rows (analysis/caching.py)."""
+
+    sample_bytes: dict[str, float]  # cached rung -> bytes of its cached value
+    samples: int | None
+    limit_gb: float | None  # the job's memory limit on the node (the least of its ranks')
+    in_use_gb: float  # the node's ranks' memory at full (each rank's median over repeats)
+
+
+def _sizes(ok: pd.DataFrame) -> _Sizes | None:
+    """None for rows written before the columns existed."""
+    if "cached_sample_bytes" not in ok:
+        return None
+    number = {c: pd.to_numeric(ok[c], errors="coerce") for c in ("cached_sample_bytes", "dataset_samples")}
+    per_rung = number["cached_sample_bytes"].groupby(ok["rung"]).median().dropna()
+    samples = number["dataset_samples"].max()
+    limit = pd.to_numeric(ok.get("memory_limit_gb"), errors="coerce").min()
+    full = ok[ok["rung"] == "full"]
+    in_use = pd.to_numeric(full.get("cpu_memory_gb"), errors="coerce").groupby(full["rank"]).median().sum()
+    return _Sizes(
+        sample_bytes={str(r): float(v) for r, v in per_rung.items()},
+        samples=int(samples) if pd.notna(samples) else None,
+        limit_gb=float(limit) if pd.notna(limit) else None,
+        in_use_gb=float(in_use) if pd.notna(in_use) else 0.0,
+    )
+
+
 @dataclass
 class _Ladder:
     """One point on one node: the table, and the per-repeat figures the decisions use."""
@@ -102,6 +132,7 @@ class _Ladder:
     on_cpu: bool
     bound: str
     unmeasured: dict[str, str]
+    sizes: _Sizes | None = None
 
     @property
     def has_bound(self) -> bool:
@@ -166,6 +197,7 @@ def _ladder(group: pd.DataFrame) -> _Ladder | None:
         on_cpu=bool((ok["device"] == "cpu").all()),
         bound=bound,
         unmeasured=unmeasured,
+        sizes=_sizes(ok),
     )
 
 
@@ -392,6 +424,7 @@ def _verdict(host: str, sweep: str, point: str, group: pd.DataFrame) -> Verdict 
         verdict.capacity_full = cap.capacity if cap.ref == "full" else None
         _capacity_verdict(verdict, lad, cap, steps)
         _keeps_up(verdict, cap.ref)
+        verdict.what_if = _caching(lad, cap) if verdict.state == SHORT else None
     else:
         _drop_verdict(verdict, lad, steps)
         _keeps_up(verdict, lad.rungs[-1])
@@ -461,6 +494,26 @@ def _capacity_verdict(v: Verdict, lad: _Ladder, cap: _Capacity, steps: list[_Sta
     if v.state == SHORT and cap.tip is not None and cap.tip.label != v.costliest:
         v.tipped_by = cap.tip.label
     v.sentence = text.capacity_sentence(v, lad, cap, named_steps)
+
+
+def _caching(lad: _Ladder, cap: _Capacity) -> caching.CachingWhatIf | None:
+    """Plumber's what-if, from the cached rungs that keep up with the demand (caching.py)."""
+    if lad.sizes is None or cap.ref != "full":
+        return None
+    rates = {str(r): float(v) for r, v in lad.capacity.median().items() if pd.notna(v)}
+    return caching.what_if(
+        lad.rungs,
+        capacity=rates,
+        # Beyond the margin above the demand: a cache that only just keeps up would leave the
+        # step a stall away from waiting again.
+        keeps_up={r: v >= (1 + noise.MARGIN) * cap.demand for r, v in rates.items()},
+        demand=cap.demand,
+        sample_bytes=lad.sizes.sample_bytes,
+        samples=lad.sizes.samples,
+        limit_gb=lad.sizes.limit_gb,
+        in_use_gb=lad.sizes.in_use_gb,
+        transform_names=lad.names,
+    )
 
 
 def _keeps_up(v: Verdict, ref: str) -> None:

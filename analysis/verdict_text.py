@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 from tabulate import tabulate
 
-from analysis import noise
+from analysis import caching, noise
 
 if TYPE_CHECKING:
     from analysis.verdict import Verdict, _Capacity, _Ladder, _Stage
@@ -273,5 +273,7 @@ def render_verdict(verdict: Verdict, fmt: str = "terminal") -> str:
         shown["busy cores"] = t["busy_cores"].map(_cell("{:.1f}"))
     body = tabulate(shown, headers="keys", tablefmt=FORMATS[fmt], showindex=False, disable_numparse=True)
     lines = [f"caching ladder, node {verdict.hostname}, point {verdict.point_id}", body, verdict.sentence]
+    if verdict.what_if is not None:
+        lines.append(caching.sentence(verdict.what_if))
     lines += [f"caveat: {c}" for c in verdict.caveats]
     return "\n".join(lines)

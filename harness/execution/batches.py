@@ -117,3 +117,30 @@ def count_samples(batch: Any) -> int:
 
 
 SampleCounter = Callable[[Any], int]
+
+
+def nbytes(value: Any) -> int | None:
+    """Bytes a sample (or any cached value) holds in memory: tensors and arrays by their data,
+    bytes by their length, PIL images by their pixels, containers summed. None where any part
+    is of a type whose size cannot be told (the caching what-if then says nothing)."""
+    if isinstance(value, torch.Tensor):
+        return value.element_size() * value.numel()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return len(value)
+    if isinstance(value, (int, float, bool, str)) or value is None:
+        return 8 if not isinstance(value, str) else len(value)
+    array_bytes = getattr(value, "nbytes", None)  # numpy arrays
+    if isinstance(array_bytes, int):
+        return array_bytes
+    if hasattr(value, "getbands") and hasattr(value, "size"):  # a PIL image, decoded
+        width, height = value.size
+        return int(width * height * len(value.getbands()))
+    if isinstance(value, Mapping):
+        parts = [nbytes(v) for v in value.values()]
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        parts = [nbytes(getattr(value, f.name)) for f in dataclasses.fields(value)]
+    elif isinstance(value, (tuple, list)):
+        parts = [nbytes(v) for v in value]
+    else:
+        return None
+    return None if any(p is None for p in parts) else sum(p for p in parts if p is not None)

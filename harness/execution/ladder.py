@@ -334,6 +334,20 @@ def sample_dataset(rung: str, dataset: Dataset[Any]) -> Dataset[Any]:
     return stage(*_transform_cut(rung, k, cut, dataset))
 
 
+def cached_value_bytes(rung: str, dataset: Dataset[Any]) -> int | None:
+    """Bytes of the value a cached sample-level rung serves (what caching that stage's output
+    would hold per sample), produced once here, outside any timing; None for other rungs, or
+    where it cannot be produced or sized."""
+    if rung == "full" or not rung_names.is_sample_level(rung):
+        return None
+    try:
+        stage = sample_dataset(rung, dataset)
+        value = stage.produce() if isinstance(stage, (CachedStage, CachedStream)) else None
+    except Exception:  # the rung itself reports its failure; the size is only a what-if
+        return None
+    return None if value is None else batches.nbytes(value)
+
+
 def _cut(rung: str, dataset: Any) -> _Cut:
     """How this dataset splits loading from transforming (contract.py), or RungUnavailable."""
     name = type(dataset).__name__

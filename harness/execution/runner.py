@@ -10,9 +10,11 @@ from __future__ import annotations
 import logging
 import traceback
 from collections.abc import Callable, Generator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from torch.utils.data import IterableDataset
 
 from harness.config import rungs as rung_names
 from harness.config.plan import Point, WorkloadSettings
@@ -30,7 +32,7 @@ from harness.execution.train_step import (
     peak_memory_gb,
     reset_peak_memory,
 )
-from harness.sampling.host import process_tree_memory_bytes
+from harness.sampling.host import job_memory_limit_bytes, process_tree_memory_bytes
 from harness.sampling.timeline import Phase, RankSampler, TimelineFile, timeline_name
 from harness.storage import layout
 from harness.storage import rows as results
@@ -268,6 +270,9 @@ class Rank:
     flush: Callable[[], None]
     """Writes the timeline so far: after each rung, so that a rank torn down mid-point (a
     collective's watchdog, a node lost) leaves its samples up to its last rung."""
+    sizes: dict[str, Any] = field(default_factory=dict)
+    """What the caching what-if needs, found once per rank: each cached rung's bytes a sample,
+    the job's memory limit."""
 
     @property
     def point(self) -> Point:
@@ -354,6 +359,7 @@ def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, re
             stream.close()
     row = rank.rows.measured(rung, repeat, times, started=started)
     row.cpu_memory_gb, row.loader_capacity = memory_gb, capacity
+    row.cached_sample_bytes, row.dataset_samples, row.memory_limit_gb = _caching_sizes(rank, rung)
     row.max_memory_allocated_gb, row.max_memory_reserved_gb = peaks
     row.epoch_steps = stream.epoch_steps
     row.input_shapes = rank.shapes()
@@ -369,6 +375,18 @@ def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, re
         times.loading_time,
     )
     return row
+
+
+def _caching_sizes(rank: Rank, rung: str) -> tuple[int | None, int | None, float]:
+    """What caching this rung's stage output would take (the verdict's what-if): its bytes a
+    sample (produced once, untimed), the data set's samples, the job's memory limit (GB)."""
+    if rung not in rank.sizes:
+        rank.sizes[rung] = ladder.cached_value_bytes(rung, rank.dataset)
+    if "memory_limit_gb" not in rank.sizes:
+        rank.sizes["memory_limit_gb"] = job_memory_limit_bytes() / 1e9
+    dataset = rank.dataset
+    length = None if isinstance(dataset, IterableDataset) or not hasattr(dataset, "__len__") else len(dataset)
+    return rank.sizes[rung], length, rank.sizes["memory_limit_gb"]
 
 
 def _capacity(

@@ -22,8 +22,9 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 
@@ -43,6 +44,43 @@ MEMORY_CPU_BUDGET = 0.001
 # exited is in the reaped-children counter. So the list is refreshed at most this often (and
 # at every phase boundary); a new worker's time shows up in the timeline up to this much late.
 CHILDREN_INTERVAL_S = 0.5
+
+
+def job_memory_limit_bytes(
+    environ: Mapping[str, str] | None = None,
+    proc_cgroup: Path = Path("/proc/self/cgroup"),
+    cgroup_root: Path = Path("/sys/fs/cgroup"),
+) -> int:
+    """Memory the job may use on this node: the least of the host's total, the cgroup v2
+    limits of this process's cgroup and its ancestors (Slurm's task/cgroup plugin sets the
+    job's) and Slurm's --mem (SLURM_MEM_PER_NODE, in MB). A cache that does not fit under it
+    gets the job killed, whatever the host has."""
+    env = os.environ if environ is None else environ
+    limits = [psutil.virtual_memory().total, *_cgroup_limits(proc_cgroup, cgroup_root)]
+    mem = env.get("SLURM_MEM_PER_NODE", "")
+    if mem.isdigit() and int(mem) > 0:
+        limits.append(int(mem) * 1024 * 1024)
+    return min(limits)
+
+
+def _cgroup_limits(proc_cgroup: Path, root: Path) -> list[int]:
+    """memory.max of the process's cgroup v2 ("0::/path") and of each ancestor ("max": none)."""
+    try:
+        line = next(x for x in proc_cgroup.read_text().splitlines() if x.startswith("0::"))
+    except (OSError, StopIteration):
+        return []  # not Linux, or cgroup v1 only: the host's memory and Slurm's word
+    folder = root / line.removeprefix("0::").strip("/")
+    limits = []
+    for level in (folder, *folder.parents):
+        try:
+            text = (level / "memory.max").read_text().strip()
+        except OSError:
+            text = ""
+        if text.isdigit():
+            limits.append(int(text))
+        if level == root:
+            break
+    return limits
 
 
 def process_tree_memory_bytes(pid: int | None = None) -> int:

@@ -108,6 +108,14 @@ class RungRow:
     """Batches per second the same loader delivers with no train step (sample-level rungs)."""
     cpu_memory_gb: float | None = None
     """Memory of the rank's process tree (PSS where the OS gives it, else RSS) after the run."""
+    cached_sample_bytes: int | None = None
+    """Bytes of one cached value of a cached sample-level rung: what caching that stage's output
+    would hold per sample (the verdict's caching what-if)."""
+    dataset_samples: int | None = None
+    """Samples in the data set (map-style; empty for a stream)."""
+    memory_limit_gb: float | None = None
+    """Memory the job may use on this node: the least of the host's, the cgroup's limit and
+    Slurm's --mem."""
     # --- sampled over the measured steps (empty when the sampler is off or has no GPU) ---
     gpu_util: float | None = None
     """Mean GPU utilization, percent."""

@@ -458,6 +458,33 @@ def test_end_to_end_the_costliest_loader_stage_is_named_and_the_read_only_tipped
     assert verdict.costliest == "transforms" and verdict.stages[0] == "transforms"
 
 
+def test_end_to_end_a_slow_read_is_answered_by_caching_the_raw_samples(tmp_path: Path) -> None:
+    # Reads of 100 ms a sample, no transform cost: 2 samples a batch over 2 workers, the loader
+    # delivers ~10 batches/s against a step's demand of ~20 (40 ms of sleep and the harness's
+    # own work). The raw samples served from memory make hundreds of batches/s: caching them
+    # (64 samples of a 3×8×8 float32 array and an int) answers it, and fits anywhere.
+    (verdict,) = run_ladder(
+        tmp_path,
+        "slow_read",
+        "[host_batch, raw_sample, full]",
+        workers=2,
+        args="{delay: 0.1}",
+        step_s=0.04,
+        repeats=3,
+        warmup=1,
+        steps=6,
+    )
+    text = render_verdict(verdict)
+    print(text)
+    assert verdict.state == "does not keep up" and verdict.stages[0] == "raw data loading"
+    w = verdict.what_if
+    assert w is not None and (w.rung, w.samples, w.sample_bytes, w.frozen) == ("raw_sample", 64, 776, ())
+    assert w.fits is True and w.limit_gb is not None and w.limit_gb > 0.5
+    assert (
+        "\nwhat if: caching the raw samples (decoded, before the transforms) in memory (64 samples × " in text
+    )
+
+
 def test_end_to_end_a_cheap_loader_keeps_up(tmp_path: Path) -> None:
     # A fresh batch from a worker costs the main process a few ms (IPC), more on a loaded
     # machine: against a 250 ms step that stays under the 5 % margin. The loader keeps up by
@@ -475,7 +502,7 @@ def test_end_to_end_a_cheap_loader_keeps_up(tmp_path: Path) -> None:
     )
     print(render_verdict(verdict))
     assert verdict.state in ("keeps up", "undecided") and verdict.undecided_on != "demand", verdict.sentence
-    assert verdict.keeps_up is not False and verdict.stages == []
+    assert verdict.keeps_up is not False and verdict.stages == [] and verdict.what_if is None
 
 
 def test_a_large_drop_of_a_huge_capacity_is_no_cost(tmp_path: Path) -> None:

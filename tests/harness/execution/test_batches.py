@@ -6,7 +6,7 @@ from typing import Any, NamedTuple
 import pytest
 import torch
 
-from harness.execution.batches import BatchError, count_samples, leaves, to_device
+from harness.execution.batches import BatchError, count_samples, leaves, nbytes, to_device
 
 META = torch.device("meta")  # a second device on a CPU-only machine: moves are visible
 
@@ -84,3 +84,22 @@ def test_leaves_are_named_by_their_path() -> None:
         "batch['a'][0]",
         "batch['a'][1]",
     ]
+
+
+def test_nbytes_sizes_a_sample_as_memory_holds_it() -> None:
+    import numpy as np
+    from PIL import Image
+
+    @dataclass
+    class Pair:
+        image: torch.Tensor
+        label: int
+
+    image = torch.zeros(3, 32, 32, dtype=torch.uint8)
+    assert nbytes(image) == 3 * 32 * 32
+    assert nbytes(torch.zeros(4, dtype=torch.float32)) == 16
+    assert nbytes((np.zeros((8, 8), dtype=np.float64), 3)) == 8 * 8 * 8 + 8
+    assert nbytes({"jpeg": b"\xff\xd8" * 50, "text": "cat"}) == 100 + 3
+    assert nbytes(Image.new("RGB", (20, 10))) == 20 * 10 * 3  # decoded pixels, not the file
+    assert nbytes(Pair(image, 1)) == 3 * 32 * 32 + 8
+    assert nbytes([image, object()]) is None  # a part whose size cannot be told: no figure

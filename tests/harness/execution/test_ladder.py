@@ -476,3 +476,14 @@ def test_a_cached_rungs_sampler_is_built_on_the_users_dataset() -> None:
         assert stream.next()["image"].shape == (2, 4, 4)
         stream.close()
     assert built_on == ["Paired"] * 4
+
+
+def test_the_cached_value_of_a_sample_rung_is_sized_untimed() -> None:
+    from tests.fixtures.workloads import slow_read
+
+    dataset = slow_read(size=8, delay=0.0)  # load_raw: a 3×8×8 float32 array and an int label
+    assert ladder.cached_value_bytes("raw_sample", dataset) == 3 * 8 * 8 * 4 + 8
+    assert ladder.cached_value_bytes("processed_sample", dataset) == 3 * 8 * 8 * 4 + 8  # a tensor now
+    assert ladder.cached_value_bytes("full", dataset) is None
+    assert ladder.cached_value_bytes("host_batch", dataset) is None
+    assert ladder.cached_value_bytes("raw_bytes", dataset) is None  # not file-backed: no such stage

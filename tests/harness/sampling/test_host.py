@@ -203,3 +203,22 @@ def test_process_tree_memory_counts_this_process() -> None:
 def test_bad_memory_interval_is_refused() -> None:
     with pytest.raises(ValueError, match=r"memory_interval_s must be a number of seconds >= 0 \(got -1\)"):
         HostSampler(memory_interval_s=-1)
+
+
+def test_the_jobs_memory_limit_is_the_least_of_host_cgroups_and_slurms(tmp_path: Path) -> None:
+    total = psutil.virtual_memory().total
+    root = tmp_path / "cgroup"
+    job = root / "system.slice" / "slurmstepd.scope" / "job_7"
+    step = job / "step_0"
+    step.mkdir(parents=True)
+    (root / "memory.max").write_text("max\n")
+    (job / "memory.max").write_text(f"{2 * 1024**3}\n")  # the job's --mem, as task/cgroup sets it
+    (step / "memory.max").write_text("max\n")
+    proc = tmp_path / "cgroup.self"
+    proc.write_text("0::/system.slice/slurmstepd.scope/job_7/step_0\n")
+    limit = host.job_memory_limit_bytes({}, proc_cgroup=proc, cgroup_root=root)
+    assert limit == min(total, 2 * 1024**3)
+    slurm = host.job_memory_limit_bytes({"SLURM_MEM_PER_NODE": "1024"}, proc_cgroup=proc, cgroup_root=root)
+    assert slurm == min(total, 1024**3)
+    none = host.job_memory_limit_bytes({}, proc_cgroup=tmp_path / "absent", cgroup_root=root)
+    assert none == total

@@ -1,0 +1,154 @@
+"""What caching a stage's output in memory would give: Plumber's question, from the ladder.
+
+Each cached sample-level rung (processed_sample, transform:<k>, raw_sample, raw_bytes) is
+already that experiment: the loader serving one stage's output from memory, with the stages
+below it cut away, and its capacity timed alone. So where `full`'s loader falls short of the
+step's demand and a cached rung's loader does not, caching that stage's output for the whole
+data set would lift the loader to that rung's capacity, from the second epoch on (the first
+still reads and computes everything) — provided it fits in memory. The rows carry what that
+takes: the bytes of one cached value (`cached_sample_bytes`), the data set's samples, the job's
+memory limit on the node and the memory the ranks already hold at `full`.
+
+The rung chosen is the lowest of the ladder that keeps up: it caches the least processing
+(the encoded bytes before decoding, the raw samples before the transforms), so the transforms
+that stay live keep drawing new random augmentations each epoch. A cache above a random
+transform (processed_sample, or a transform:<k> cut below one) would replay the same draw every
+epoch, which changes the training; the line names those transforms.
+
+The cache is counted once per node (shared memory, or the page cache of a local copy of the
+data): a cache each DataLoader worker fills for itself holds it once per worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from harness.config import rungs as rung_names
+
+FIT_SHARE = 0.8
+"""Of the job's memory limit, what the ranks' memory and the cache may take together: the rest
+is headroom for the page cache, the workers' batches in flight and the allocator's slack."""
+
+RANDOM_TRANSFORMS = (
+    "ColorJitter",
+    "AutoAugment",
+    "RandAugment",
+    "TrivialAugmentWide",
+    "AugMix",
+    "GaussianBlur",
+    "GaussianNoise",
+    "ElasticTransform",
+)
+"""torchvision transforms that draw anew at each call without "Random" in their name."""
+
+
+@dataclass(frozen=True, slots=True)
+class CachingWhatIf:
+    rung: str
+    holds: str
+    """What the cache holds, in words."""
+    sample_bytes: float
+    samples: int
+    capacity: float
+    """Batches/s of the rung's loader: what the loader would deliver from the cache."""
+    demand: float
+    limit_gb: float | None
+    in_use_gb: float
+    frozen: tuple[str, ...]
+    """Random transforms above the cut, whose draw the cache would replay every epoch."""
+
+    @property
+    def total_gb(self) -> float:
+        return self.sample_bytes * self.samples / 1e9
+
+    @property
+    def fits(self) -> bool | None:
+        if self.limit_gb is None:
+            return None
+        return self.total_gb + self.in_use_gb <= FIT_SHARE * self.limit_gb
+
+
+def what_if(
+    rungs: Sequence[str],
+    capacity: Mapping[str, float],
+    keeps_up: Mapping[str, bool],
+    demand: float,
+    sample_bytes: Mapping[str, float],
+    samples: int | None,
+    limit_gb: float | None,
+    in_use_gb: float,
+    transform_names: Sequence[str],
+) -> CachingWhatIf | None:
+    """The lowest cached rung whose loader keeps up, with what caching its stage would take;
+    None where no cached rung keeps up, or the size or the data set's length is not known
+    (a stream has no length: its cache is a window of it, which this does not size)."""
+    cached = [r for r in rungs if r != "full" and rung_names.is_sample_level(r) and keeps_up.get(r)]
+    if not cached or not samples:
+        return None
+    rung = cached[-1]
+    size = sample_bytes.get(rung)
+    if size is None or not size > 0:
+        return None
+    return CachingWhatIf(
+        rung=rung,
+        holds=_holds(rung, len(transform_names)),
+        sample_bytes=float(size),
+        samples=int(samples),
+        capacity=float(capacity[rung]),
+        demand=demand,
+        limit_gb=limit_gb,
+        in_use_gb=in_use_gb,
+        frozen=_frozen(rung, transform_names),
+    )
+
+
+def _holds(rung: str, transforms: int) -> str:
+    if rung == "raw_bytes":
+        return "the stored bytes (before decoding)"
+    if rung == "raw_sample":
+        return "the raw samples (decoded, before the transforms)"
+    if rung == "processed_sample":
+        return "the processed samples (after every transform)"
+    k = rung_names.transform_cut(rung)
+    return f"the samples after transform {k}" + (f"/{transforms}" if transforms else "")
+
+
+def _frozen(rung: str, names: Sequence[str]) -> tuple[str, ...]:
+    """The random transforms the cache would hold the output of."""
+    if rung in ("raw_bytes", "raw_sample"):
+        return ()
+    cut = len(names) if rung == "processed_sample" else (rung_names.transform_cut(rung) or 0)
+    return tuple(n for n in names[:cut] if "Random" in n or n in RANDOM_TRANSFORMS)
+
+
+def sentence(w: CachingWhatIf) -> str:
+    """The what-if, in one line: what to cache, its size against the memory, what it gives."""
+    size = f"{w.samples:,} samples × {_bytes(w.sample_bytes)} = {_bytes(w.total_gb * 1e9)}"
+    if w.fits is None:
+        room = "the job's memory limit is not known"
+    else:
+        verb = "fits" if w.fits else "does not fit"
+        room = (
+            f"{verb} in {FIT_SHARE:.0%} of the job's {w.limit_gb:.1f} GB with the {w.in_use_gb:.1f} GB "
+            "the ranks hold at full"
+        )
+    text = (
+        f"what if: caching {w.holds} in memory ({size}; {room}) would lift the loader to "
+        f"{w.capacity:.1f} batches/s ({w.rung}'s capacity, {w.capacity / w.demand:.1f}× the step's "
+        f"demand of {w.demand:.1f}) from the second epoch on, once per node (a cache each worker "
+        "fills for itself holds it once per worker)"
+    )
+    if w.frozen:
+        text += (
+            f"; the cache would replay the draw of {', '.join(w.frozen)} every epoch: "
+            "that changes the training, cache above them only knowingly"
+        )
+    return text
+
+
+def _bytes(n: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n:.0f} B"
