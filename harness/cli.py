@@ -197,7 +197,12 @@ def _add_tune_verb(verbs: Verbs) -> None:
     tune.add_argument("spec", type=Path, help="a spec with a loader grid; with --what-if, a tune's sweep")
     _add_overrides(tune)
     tune.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help=RESULTS_HELP)
-    tune.add_argument("--backend", choices=["inline", "local"], default="inline")
+    tune.add_argument(
+        "--backend",
+        choices=["inline", "local", "slurm"],
+        default="inline",
+        help="slurm: a job array per round, followed from here to its end (as submit --wait)",
+    )
     tune.add_argument("--repeats", type=int, default=3, help="runs of each confirmed point (at least 3)")
     tune.add_argument("--budget", type=int, default=None, help="the most point-runs the confirmations spend")
     tune.add_argument(
@@ -618,7 +623,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from harness.tuning import TuneError, run_tune_verb
 
     try:
-        return run_tune_verb(args, _load_plan)
+        return run_tune_verb(args, _load_plan, _check_sbatch_parameters)
     except TuneError as e:
         raise UsageError(str(e)) from e
 

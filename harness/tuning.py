@@ -10,16 +10,21 @@ confirmations, in one normal sweep folder.
    judged by analysis/noise.py's three-way rule; where the measurements contradict the model,
    the search measures further along that axis.
 
-Every point runs through the inline or local backend into one sweep folder (harness/storage/
-sweep.py); the sweep's plan lists the points measured so far, so `harness report` and
-`harness status` read it as any sweep. `tune.json` beside it holds the profile, the grid's
+Every point runs through the inline or local backend, or as a Slurm job array per round
+(`--backend slurm`: this process submits each round and follows it to its end, as
+`submit --wait` does), into one sweep folder (harness/storage/sweep.py); the sweep's plan
+lists the points measured so far, so `harness report` and `harness status` read it as any
+sweep. `tune.json` beside it holds the profile, the grid's
 predictions, the measured runs and what each approach costs (analysis/tune_report.py renders
 it; `harness tune --what-if gpus=8,cores=64 SWEEP` reads its profile again).
 
 The model covers num_workers, prefetch_factor and persistent_workers; a grid that varies any
 other setting is refused with the setting named (tune one value of it at a time).
-Slurm is not a backend of tune yet: profile on a node, then `harness tune --what-if` sizes
-another node; the confirmations on Slurm are a later step (a follow-up array per round).
+On Slurm, the rounds are the profile (one array of two points), then one array per round of
+confirmations (one to three rounds in the benchmarks' grids): each waits in the queue, so a
+tune costs a few queue waits more than one exhaustive array, and far fewer GPU-hours. Stopped
+midway (the process killed, a job failed), the sweep keeps what was measured; a new tune starts
+afresh.
 """
 
 from __future__ import annotations
@@ -63,6 +68,7 @@ class Tuner:
         self.plan, self.backend, self.world = plan, backend, world_size
         self.template = self.grid[0]
         self.measured: list[Point] = []
+        self.rounds_submitted = 0
         self.sweep_dir = create_sweep(
             replace(plan, points=()), results, backend=backend, world_size=world_size
         )
@@ -87,6 +93,9 @@ class Tuner:
         known = {m.id for m in self.measured}
         self.measured += [p for p in points if p.id not in known]
         _write_plan(self.sweep_dir, replace(self.plan, points=tuple(self.measured)))
+        if self.backend == "slurm":
+            self._submit_and_wait(points)
+            return self._rows(points)
         with owned(self.sweep_dir):
             if self.backend == "local":
                 from harness.backends.local import run_local
@@ -96,9 +105,33 @@ class Tuner:
                 from harness.backends.inline import run_inline
 
                 run_inline(points, self.sweep_dir)
+        return self._rows(points)
+
+    def _rows(self, points: Sequence[Point]) -> pd.DataFrame:
         rows = load_results([self.sweep_dir]).rows
         ids = {p.id for p in points}
         return rows[(rows["status"] == "ok") & rows["point_id"].isin(ids)]
+
+    def _submit_and_wait(self, points: Sequence[Point]) -> None:
+        """One job array of the round's points (each job measures what its point lacks, as a
+        resubmitted point does), followed until none of its jobs is live."""
+        from harness.backends.follow import wait_for_sweep
+        from harness.backends.slurm import SubmissionError, job_name, submit_array
+        from harness.storage.sweep import record_jobs
+
+        spec = self.plan.spec
+        try:
+            job_ids = submit_array(list(points), self.sweep_dir, spec.slurm, job_name(spec.name))
+        except SubmissionError as e:
+            raise TuneError(str(e)) from e
+        record_jobs(self.sweep_dir, list(points), job_ids, "slurm")
+        self.rounds_submitted += 1
+        print(
+            f"tune: round {self.rounds_submitted}: {len(points)} point(s) as jobs "
+            f"{job_ids[0]} .. {job_ids[-1]} (harness status {self.sweep_dir})",
+            flush=True,
+        )
+        wait_for_sweep(self.sweep_dir)
 
 
 def _write_plan(sweep_dir: Path, plan: Plan) -> None:
@@ -179,6 +212,8 @@ def tune(
     """Profile, predict, confirm (module docstring); the sweep folder and tune.json's content."""
     check_grid(plan)
     repeats = max(MIN_REPEATS, repeats)
+    if small := small_grid_note(len(plan.points), repeats):
+        print(small, flush=True)
     tuner = Tuner(plan, results, backend, world_size)
     prof = profile(tuner)
     by_config = {Config.of(p.settings()): p for p in plan.points}
@@ -199,6 +234,20 @@ def tune(
     summary = tune_summary(tuner, prof, predictions, result, repeats)
     layout.write_json(tuner.sweep_dir / TUNE_FILE, summary)
     return tuner.sweep_dir, summary
+
+
+def small_grid_note(points: int, repeats: int) -> str:
+    """A line where the grid costs no more than tune's least: the profile's windows, then the
+    model's choice and a neighbour on each side of num_workers, `repeats` runs each."""
+    least = 2 * len(PROFILE_RUNGS) + 3 * repeats
+    if points * repeats > least:
+        return ""
+    return (
+        f"tune: the grid has {points} points ({points * repeats} runs at {repeats} a point); tune "
+        f"spends at least {least} (the profile's {2 * len(PROFILE_RUNGS)} windows, then 3 points "
+        f"{repeats} times): harness run measures this grid for less; tune pays from about "
+        f"{least // repeats + 1} points"
+    )
 
 
 def _runs_by_point(rows: pd.DataFrame) -> dict[str, list[float]]:
@@ -287,7 +336,7 @@ def parse_what_if(text: str) -> tuple[int, int]:
     return gpus, cores
 
 
-def run_tune_verb(args: Any, load_plan: Any) -> int:
+def run_tune_verb(args: Any, load_plan: Any, check_sbatch: Any) -> int:
     """`harness tune SPEC` or `harness tune --what-if gpus=G,cores=C SWEEP` (cli.cmd_tune)."""
     from analysis.tune_report import render, render_what_if
 
@@ -297,9 +346,10 @@ def run_tune_verb(args: Any, load_plan: Any) -> int:
             raise TuneError("--what-if reads a tune's sweep folder and takes no KEY=VALUE overrides")
         print(render_what_if(load_summary(args.spec), gpus=gpus, cores=cores))
         return 0
-    from harness.extras import require_run_extra
+    if args.backend != "slurm":  # on Slurm the jobs run the points, as with submit
+        from harness.extras import require_run_extra
 
-    require_run_extra("tune")
+        require_run_extra("tune")
     plan = load_plan(args.spec, args.overrides)
     world = 1
     if args.backend == "local":
@@ -310,6 +360,9 @@ def run_tune_verb(args: Any, load_plan: Any) -> int:
         except LocalBackendError as e:
             raise TuneError(f"{args.spec}: {e}") from e
         world = plan.spec.slurm.tasks_per_node
+    elif args.backend == "slurm":
+        check_sbatch(plan)
+        world = plan.spec.slurm.world_size
     sweep_dir, summary = tune(
         plan, args.results, backend=args.backend, world_size=world, repeats=args.repeats, budget=args.budget
     )

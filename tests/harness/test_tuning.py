@@ -20,7 +20,7 @@ from analysis.tune_model import Config, lightning_workers
 from harness.config.plan import expand
 from harness.config.spec import load_spec
 from harness.storage.sweep import load_points
-from harness.tuning import TUNE_FILE, TuneError, check_grid, parse_what_if, tune
+from harness.tuning import TUNE_FILE, TuneError, check_grid, parse_what_if, small_grid_note, tune
 from tests.harness.test_cli import harness
 
 READ_S, STEP_S, BATCH = 0.010, 0.060, 8
@@ -142,3 +142,17 @@ def test_a_script_workload_is_refused(tmp_path: Path) -> None:
     spec = write_spec(tmp_path, f"name: p\nworkload: {{script: {script}}}\nloader: {{num_workers: [0, 1]}}\n")
     with pytest.raises(TuneError, match=r"a script workload does not have .* sweep it with harness run"):
         check_grid(expand(load_spec(spec)))
+
+
+def test_a_grid_no_dearer_than_tune_is_said_to_be_cheaper_measured() -> None:
+    # The profile: 2 points × 2 rungs; then the choice and its two num_workers neighbours.
+    assert small_grid_note(4, 3) == (
+        "tune: the grid has 4 points (12 runs at 3 a point); tune spends at least 13 (the "
+        "profile's 4 windows, then 3 points 3 times): harness run measures this grid for less; "
+        "tune pays from about 5 points"
+    )
+    assert small_grid_note(5, 3) == ""
+    assert small_grid_note(3, 5).startswith(
+        "tune: the grid has 3 points (15 runs at 5 a point); tune spends at least 19"
+    )
+    assert small_grid_note(4, 5) == ""  # 20 runs against 19
