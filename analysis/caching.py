@@ -142,7 +142,7 @@ def sentence(w: CachingWhatIf) -> str:
     if w.frozen:
         text += (
             f"; the cache would replay the draw of {', '.join(w.frozen)} every epoch: "
-            "that changes the training, cache above them only knowingly"
+            f"that changes the training, cache above {'it' if len(w.frozen) == 1 else 'them'} only knowingly"
         )
     return text
 

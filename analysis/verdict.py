@@ -76,7 +76,8 @@ class Verdict:
     runs_needed: int | None = None
     """Where UNDECIDED: the repeats that would likely decide (analysis.noise)."""
     what_if: caching.CachingWhatIf | None = None
-    """Where full does not keep up and a cached rung does: what caching that stage would give."""
+    """Where full is not shown to keep up and a cached rung does: what caching that stage would
+    give (analysis/caching.py)."""
 
 
 @dataclass
@@ -424,7 +425,10 @@ def _verdict(host: str, sweep: str, point: str, group: pd.DataFrame) -> Verdict 
         verdict.capacity_full = cap.capacity if cap.ref == "full" else None
         _capacity_verdict(verdict, lad, cap, steps)
         _keeps_up(verdict, cap.ref)
-        verdict.what_if = _caching(lad, cap) if verdict.state == SHORT else None
+        # Wherever full is not shown to keep up: short, at the edge (a stall away from waiting),
+        # or undecided against the demand.
+        unsure = verdict.state in (SHORT, AT_THE_EDGE) or verdict.undecided_on == "demand"
+        verdict.what_if = _caching(lad, cap) if unsure else None
     else:
         _drop_verdict(verdict, lad, steps)
         _keeps_up(verdict, lad.rungs[-1])
