@@ -121,11 +121,16 @@ def render(summary: Mapping[str, Any]) -> str:
 
 def cost_lines(summary: Mapping[str, Any]) -> list[str]:
     runs, secs = summary["point_runs"], summary["device_seconds"]
+    ranks = int(summary["profile"].get("ranks", 1))
+    # Every rank of a point holds a device for the point's wall time: the hours to defend.
+    hours = {k: v * ranks / 3600 for k, v in secs.items()}
     lines = [
         f"cost: {runs['tune']} point-runs against {runs['exhaustive']} for the exhaustive grid "
         f"({runs['tune'] / runs['exhaustive']:.0%}; {summary['repeats']} runs a point); "
         f"{secs['tune']:.0f} device-seconds against about {secs['exhaustive_estimate']:.0f} "
-        f"({secs['tune'] / secs['exhaustive_estimate']:.0%}, the grid priced from the profile)"
+        f"({secs['tune'] / secs['exhaustive_estimate']:.0%}, the grid priced from the profile); "
+        f"with {ranks} device(s) a point: {hours['tune']:.3f} device-hours against about "
+        f"{hours['exhaustive_estimate']:.3f}"
     ]
     if summary["budget_spent"]:
         lines.append(

@@ -3,6 +3,7 @@ printed number can be checked by eye)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict
 from typing import Any
 
@@ -57,7 +58,14 @@ def test_render_states_the_answer_the_error_and_the_cost() -> None:
     assert "model error: median 0.0% on the 3 point(s) measured" in text  # 11.1 %, 0, 0
     assert "cost: 13 point-runs against 12 for the exhaustive grid (108%; 3 runs a point)" in text
     assert "50 device-seconds against about 40 (125%" in text
+    assert "with 1 device(s) a point: 0.014 device-hours against about 0.011" in text
     assert "step 20.0 ms a batch (demand 50.0 batches/s a rank)" in text
+
+
+def test_the_cost_counts_every_rank_of_a_point_in_device_hours() -> None:
+    eight = summary(profile=dataclasses.replace(PROFILE, ranks=8).to_json())
+    eight["device_seconds"] = {"tune": 900.0, "exhaustive_estimate": 3600.0}
+    assert "with 8 device(s) a point: 2.000 device-hours against about 8.000" in render(eight)
 
 
 def test_render_says_when_the_measurements_corrected_the_model() -> None:
