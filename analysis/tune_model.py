@@ -31,7 +31,11 @@ capacity timed alone):
   `w × efficiency / main_load_s`, until the workers' cores run out: it never exceeds
   `cores / cpu_s_per_batch` (a roofline: a read that sleeps uses no core, so a reader waiting
   on storage scales past the cores, a CPU-bound transform does not). The step's demand caps
-  it: the period of a batch is max(`step_s` + stall wait, 1 / capacity).
+  it: the period of a batch is max(`step_s` + `handoff_s` + stall wait, 1 / capacity).
+  `handoff_s` is what the rank's own thread pays to take each batch from the workers, even a
+  ready one (the result queue, unpickling): it keeps the plateau under the bound rung's rate.
+  It is measured, not assumed (`with_plateau`): one more profile run at the cheapest worker
+  count the two-point fit puts on the step's side, its period less the step.
 - The prefetch: a batch is handed to its worker `w × prefetch_factor` steps before the step
   needs it. A stalled batch still arrives in time when its work plus the stall fits in that
   lead; else the step waits the rest, `stall_share` of the time (`stall_wait`;
@@ -66,7 +70,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -130,6 +134,10 @@ class Profile:
     main_cores: float = 0.0
     """Cores the rank's own process keeps busy on the bound rung (taken from `cores` already;
     a what-if takes it from the other node's share too)."""
+    handoff_s: float = 0.0
+    """Seconds per batch the rank's own thread spends taking a batch from the workers (the
+    result queue, unpickling, the loader's bookkeeping), in series with the step even when the
+    batch is ready: what keeps the plateau under the bound rung's rate (`with_plateau`)."""
 
     def __post_init__(self) -> None:
         for name in ("step_s", "main_load_s", "efficiency", "cores"):
@@ -180,15 +188,51 @@ def prefetch_needed(p: Profile, workers: int) -> int:
     return max(1, math.ceil(need - 1e-9))
 
 
+def step_side(p: Profile, c: Config) -> float:
+    """Seconds per batch on the step's side with workers: the step, the hand-off of each batch
+    and the stalls the prefetch does not absorb."""
+    return p.step_s + p.handoff_s + stall_wait(p, c.num_workers, c.prefetch_factor or 2)
+
+
 def batches_per_s(p: Profile, c: Config) -> float:
     """One rank's batches per second under configuration `c` (the module's model)."""
     if c.num_workers == 0:
         return 1 / (p.step_s + p.main_load_s)
-    prefetch = c.prefetch_factor or 2
-    period = max(p.step_s + stall_wait(p, c.num_workers, prefetch), 1 / capacity(p, c.num_workers))
+    period = max(step_side(p, c), 1 / capacity(p, c.num_workers))
     if not c.persistent_workers and p.epoch_steps:
         period += p.restart_s / p.epoch_steps
     return 1 / period
+
+
+def plateau_config(grid: Sequence[Config], profiled: int = 1) -> Config | None:
+    """The grid's most workers with its most prefetch: the configuration likeliest to run at
+    the step's side of the bound, where a run shows the hand-off (tune_model.with_plateau).
+    None where the grid has no more workers than the fit's profile point."""
+    beyond = [c for c in grid if c.num_workers > profiled]
+    return max(
+        beyond, key=lambda c: (c.num_workers, c.prefetch_factor or 0, c.persistent_workers), default=None
+    )
+
+
+def with_plateau(p: Profile, c: Config, measured_batches_per_s: float) -> Profile:
+    """The profile with `handoff_s` from a run of configuration `c`, one the model puts on the
+    step's side of the bound (its loader faster than the step): the run's period less the step,
+    the unabsorbed stalls and the epoch restarts the model counts, where that exceeds the tie
+    margin of the step. A run the model puts on the loader's side says nothing of the hand-off:
+    the profile is returned as it is."""
+    if c.num_workers == 0 or not measured_batches_per_s > 0:
+        return p
+    if 1 / capacity(p, c.num_workers) > step_side(p, c):
+        return p
+    period = 1 / measured_batches_per_s
+    if not c.persistent_workers and p.epoch_steps:
+        period -= p.restart_s / p.epoch_steps
+    handoff = period - step_side(p, c) + p.handoff_s
+    # One run cannot tell a hand-off within the tie margin of the step from the machine's
+    # noise (nor would the recommendation act on it): the plateau is then the step's.
+    if handoff < MARGIN * p.step_s:
+        return replace(p, handoff_s=0.0)
+    return replace(p, handoff_s=handoff)
 
 
 def samples_per_s(p: Profile, c: Config) -> float:
@@ -212,11 +256,10 @@ class Prediction:
 def bound_of(p: Profile, c: Config) -> str:
     if c.num_workers == 0:
         return "series"
-    prefetch = c.prefetch_factor or 2
     cap = capacity(p, c.num_workers)
-    if 1 / cap > p.step_s + stall_wait(p, c.num_workers, prefetch):
+    if 1 / cap > step_side(p, c):
         return "cores" if cap == core_roof(p) else "workers"
-    return "stalls" if stall_wait(p, c.num_workers, prefetch) > 0 else "step"
+    return "stalls" if stall_wait(p, c.num_workers, c.prefetch_factor or 2) > 0 else "step"
 
 
 def predict(p: Profile, grid: Iterable[Config]) -> list[Prediction]:

@@ -3,7 +3,9 @@ confirmations, in one normal sweep folder.
 
 1. **Profile.** Two points of the grid's settings, `num_workers=0` and `num_workers=1`, with
    the rungs the model needs (`host_batch`, the step's demand; `full`, with the loader's
-   capacity timed alone), one run each.
+   capacity timed alone), one run each; and in the same round the plateau point, the grid's
+   most workers and prefetch at `full`, one run, for the hand-off each batch costs the rank's
+   own thread (tune_model.with_plateau).
 2. **Predict** every grid point (analysis/tune_model.py, fitted by `fit_profile`).
 3. **Confirm** (analysis/tune_search.py): the predicted cheapest configuration that meets the
    demand and its neighbours on each axis, rung `full`, `repeats` runs each (at least 3),
@@ -20,7 +22,7 @@ it; `harness tune --what-if gpus=8,cores=64 SWEEP` reads its profile again).
 
 The model covers num_workers, prefetch_factor and persistent_workers; a grid that varies any
 other setting is refused with the setting named (tune one value of it at a time).
-On Slurm, the rounds are the profile (one array of two points), then one array per round of
+On Slurm, the rounds are the profile (one array of three points), then one array per round of
 confirmations (one to three rounds in the benchmarks' grids): each waits in the queue, so a
 tune costs a few queue waits more than one exhaustive array, and far fewer GPU-hours. Stopped
 midway (the process killed, a job failed), the sweep keeps what was measured; a new tune starts
@@ -41,7 +43,7 @@ import pandas as pd
 
 from analysis.aggregate import summarize
 from analysis.load import load_results
-from analysis.tune_model import MODELLED, Config, Profile, fit_profile, predict
+from analysis.tune_model import MODELLED, Config, Profile, fit_profile, plateau_config, predict, with_plateau
 from analysis.tune_search import SearchResult, search
 from harness.config.plan import Plan, Point, point_id, resolve_loader
 from harness.storage import layout
@@ -164,22 +166,33 @@ def check_grid(plan: Plan) -> None:
 
 
 def profile(tuner: Tuner) -> Profile:
-    """Run the two profile points and fit the model (module docstring, step 1)."""
+    """Run the profile points and fit the model (module docstring, step 1): the two points of
+    the fit, and the plateau point that measures the hand-off (in the same round)."""
     zero_cfg = Config(num_workers=0, prefetch_factor=None)
     some_cfg = replace(Config.of(tuner.template.settings()), num_workers=PROFILED_WORKERS)
     if some_cfg.prefetch_factor is None:
         some_cfg = replace(some_cfg, prefetch_factor=2)
     points = [tuner.variant(c, rungs=PROFILE_RUNGS, repeats=1, capacity=True) for c in (zero_cfg, some_cfg)]
+    top = plateau_config([Config.of(q.settings()) for q in tuner.grid])
+    if top is not None:
+        points.append(tuner.variant(top, rungs=("full",), repeats=1, capacity=False))
     log.info("tune: profiling num_workers=0 and num_workers=%d (rungs %s)", PROFILED_WORKERS, PROFILE_RUNGS)
     rows = tuner.run(points)
-    zero, some = (_figures(rows, p.id) for p in points)
-    return fit_profile(
+    zero, some = (_figures(rows, p.id) for p in points[:2])
+    fitted = fit_profile(
         zero,
         some,
         workers=PROFILED_WORKERS,
         batch_size=tuner.template.workload.batch_size,
         ranks=tuner.world,
     )
+    if top is None:
+        return fitted
+    full = rows[(rows["point_id"] == points[2].id) & (rows["rung"] == "full")]
+    if full.empty:
+        log.warning("tune: the plateau point %s has no ok row: the hand-off is taken as 0", points[2].id)
+        return fitted
+    return with_plateau(fitted, top, float(full["steps_per_s"].median()))
 
 
 def _figures(rows: pd.DataFrame, pid: str) -> dict[str, float]:
@@ -239,12 +252,13 @@ def tune(
 def small_grid_note(points: int, repeats: int) -> str:
     """A line where the grid costs no more than tune's least: the profile's windows, then the
     model's choice and a neighbour on each side of num_workers, `repeats` runs each."""
-    least = 2 * len(PROFILE_RUNGS) + 3 * repeats
+    windows = 2 * len(PROFILE_RUNGS) + 1  # the two points' rungs, and the plateau point
+    least = windows + 3 * repeats
     if points * repeats > least:
         return ""
     return (
         f"tune: the grid has {points} points ({points * repeats} runs at {repeats} a point); tune "
-        f"spends at least {least} (the profile's {2 * len(PROFILE_RUNGS)} windows, then 3 points "
+        f"spends at least {least} (the profile's {windows} windows, then 3 points "
         f"{repeats} times): harness run measures this grid for less; tune pays from about "
         f"{least // repeats + 1} points"
     )

@@ -17,6 +17,7 @@ from analysis.tune_model import (
     prefetch_needed,
     samples_per_s,
     what_if,
+    with_plateau,
 )
 
 
@@ -100,6 +101,25 @@ def test_epoch_restarts_cost_what_persistent_workers_save() -> None:
 def test_memory_grows_by_a_share_per_worker() -> None:
     p = profile(memory_gb=1.0, memory_per_worker_gb=0.25)
     assert predict(p, [w(4)])[0].memory_gb == pytest.approx(2.0)
+
+
+def test_the_plateau_run_gives_the_hand_off_each_batch_costs_the_step() -> None:
+    # A 20 ms step; 4 workers deliver 100 batches/s, far above the step's 50. A run at 4
+    # workers measured 40 batches/s: 25 ms a batch, so the hand-off is 5 ms, and every
+    # configuration on the step's side now plateaus at 40, not 50.
+    p = profile()
+    assert batches_per_s(p, w(4)) == pytest.approx(50)
+    calibrated = with_plateau(p, w(4), 40.0)
+    assert calibrated.handoff_s == pytest.approx(0.005)
+    assert batches_per_s(calibrated, w(4)) == pytest.approx(40)
+    assert batches_per_s(calibrated, w(8)) == pytest.approx(40)
+    assert batches_per_s(calibrated, w(0)) == pytest.approx(batches_per_s(p, w(0)))  # no hand-off in series
+    assert with_plateau(calibrated, w(4), 40.0).handoff_s == pytest.approx(0.005)  # the same run again
+    # A run the model puts on the loader's side (1 worker: 25 batches/s) says nothing of it.
+    assert with_plateau(p, w(1), 20.0) == p
+    assert with_plateau(p, w(4), 60.0).handoff_s == 0.0  # faster than the step: no negative cost
+    # 49 batches/s: 0.4 ms over the step, 2 % of it, inside the ±5 % margin: noise to one run.
+    assert with_plateau(p, w(4), 49.0).handoff_s == 0.0
 
 
 def test_fit_profile_reads_each_figure_from_its_column() -> None:

@@ -103,14 +103,14 @@ def test_same_answer_uses_the_margin_on_the_true_figures() -> None:
 
 def test_tune_on_a_193_point_grid_spends_under_5_percent() -> None:
     """tests/fixtures/tune_sim.py's BIG: 17 worker counts × 6 prefetch × 2."""
-    from analysis.tune_model import fit_profile, lightning_workers, predict
+    from analysis.tune_model import lightning_workers, predict
     from tests.fixtures.tune_sim import BIG, BIG_GRID, Bench, true_rate
 
     p, grid = BIG, BIG_GRID
     assert len(grid) == 193
     truth = {c: true_rate(p, c) for c in grid}
     bench = Bench(p, seed=1)
-    profile = fit_profile(*bench.profile_figures(), workers=1, batch_size=p.batch_size)
+    profile = bench.profile(grid)
     result = search(grid, predict(profile, grid), bench)
     answer = result.judged.answer
     assert same_answer(answer, truth)
@@ -122,16 +122,14 @@ def test_tune_on_a_193_point_grid_spends_under_5_percent() -> None:
 
 def test_tune_on_the_small_grid_of_the_real_test() -> None:
     """tests/harness/test_tuning.py's pipeline, simulated: 80 ms of reads a batch, a 60 ms step."""
-    from analysis.tune_model import fit_profile, predict
+    from analysis.tune_model import predict
     from tests.fixtures.tune_sim import Bench, Pipeline, true_rate
 
     p = Pipeline(read_s=0.080, cpu_s=0.001, step_s=0.060, cores=2)
     grid = [w(0), w(1, 2, True), w(2, 2, True), w(3, 2, True)]
     truth = {c: true_rate(p, c) for c in grid}
     bench = Bench(p, seed=0)
-    result = search(
-        grid, predict(fit_profile(*bench.profile_figures(), workers=1, batch_size=8), grid), bench
-    )
+    result = search(grid, predict(bench.profile(grid), grid), bench)
     assert same_answer(result.judged.answer, truth)
     assert result.median_error() <= 0.10
 

@@ -79,11 +79,13 @@ def test_tune_writes_a_sweep_that_report_reads(tuned: tuple[Path, dict]) -> None
     measured = {(p["loader"]["num_workers"], tuple(p["rungs"])) for p in plan}
     # The profile (0 and 1 worker, the bound and full) and the confirmations (full, 3 runs).
     assert {(0, ("host_batch", "full")), (1, ("host_batch", "full"))} <= measured
-    confirmed = [p for p in plan if p["rungs"] == ["full"]]
+    confirmed = [p for p in plan if p["rungs"] == ["full"] and p["measure"]["repeats"] > 1]
     assert confirmed and all(p["measure"]["repeats"] == 3 for p in confirmed)
     # Undecided ones may have been measured again (repeats.json): every run is counted.
     runs = {p.id: p.measure.repeats for p in load_points(sweep_dir)}
-    assert summary["point_runs"]["tune"] == 4 + sum(runs[p["id"]] for p in confirmed)
+    # The plateau point: the grid's most workers (3), full only, one run.
+    assert (3, ("full",)) in measured
+    assert summary["point_runs"]["tune"] == 5 + sum(runs[p["id"]] for p in confirmed)
     assert summary["point_runs"]["exhaustive"] == 3 * 4
     report = build_report([sweep_dir], "terminal")
     assert "recommendation for" in report.text
@@ -145,14 +147,15 @@ def test_a_script_workload_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_grid_no_dearer_than_tune_is_said_to_be_cheaper_measured() -> None:
-    # The profile: 2 points × 2 rungs; then the choice and its two num_workers neighbours.
+    # The profile: 2 points × 2 rungs and the plateau point; then the choice and its two
+    # num_workers neighbours.
     assert small_grid_note(4, 3) == (
-        "tune: the grid has 4 points (12 runs at 3 a point); tune spends at least 13 (the "
-        "profile's 4 windows, then 3 points 3 times): harness run measures this grid for less; "
+        "tune: the grid has 4 points (12 runs at 3 a point); tune spends at least 14 (the "
+        "profile's 5 windows, then 3 points 3 times): harness run measures this grid for less; "
         "tune pays from about 5 points"
     )
     assert small_grid_note(5, 3) == ""
-    assert small_grid_note(3, 5).startswith(
-        "tune: the grid has 3 points (15 runs at 5 a point); tune spends at least 19"
+    assert small_grid_note(4, 5).startswith(
+        "tune: the grid has 4 points (20 runs at 5 a point); tune spends at least 20"
     )
-    assert small_grid_note(4, 5) == ""  # 20 runs against 19
+    assert small_grid_note(5, 5) == ""  # 25 runs against 20

@@ -22,7 +22,7 @@ def test_tune_on_slurm_submits_a_round_at_a_time_and_reaches_the_grids_answer(tm
     spec.write_text(SPEC.replace("num_workers: [0, 1, 2, 3]", "num_workers: [0, 1, 2]") + SLURM)
     out = harness("tune", str(spec), "--backend", "slurm", cwd=tmp_path, timeout=900)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "tune: round 1: 2 point(s) as jobs " in out.stdout  # the profile: 0 and 1 worker
+    assert "tune: round 1: 3 point(s) as jobs " in out.stdout  # the profile: 0, 1 and 2 (plateau) workers
     assert "tune: round 2: " in out.stdout  # the confirmations
     sweep = tmp_path / next(
         line.removeprefix("results: ").split(" ")[0]
