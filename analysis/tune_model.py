@@ -1,9 +1,10 @@
 """The pipeline model behind `harness tune`: every DataLoader configuration's throughput, from
-the measurements of one or two.
+the measurements of a few.
 
 **What is profiled** (a `Profile`, fitted by `fit_profile` from two ladder points of the same
 settings: `num_workers=0` and `num_workers=k`, rungs `host_batch` and `full`, with the loader's
-capacity timed alone):
+capacity timed alone; then `with_plateau` from one run of the grid's most workers, the
+hand-off):
 
 - the step's demand: `step_s`, seconds a train step computes per batch: the median of the
   bound rung's period (`host_batch`: the step and the copy a fresh batch pays, nothing loaded)
