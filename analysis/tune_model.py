@@ -35,8 +35,10 @@ hand-off):
   it: the period of a batch is max(`step_s` + `handoff_s` + stall wait, 1 / capacity).
   `handoff_s` is what the rank's own thread pays to take each batch from the workers, even a
   ready one (the result queue, unpickling): it keeps the plateau under the bound rung's rate.
-  It is measured, not assumed (`with_plateau`): one more profile run at the cheapest worker
-  count the two-point fit puts on the step's side, its period less the step.
+  It is measured, not assumed (`with_plateau`): one more profile run, in the same round, at the
+  grid's most workers and prefetch (`plateau_config`, the likeliest to run on the step's side),
+  its period less the step; ignored where the fit puts that run on the loader's side, or where
+  the hand-off is within the tie margin of the step.
 - The prefetch: a batch is handed to its worker `w × prefetch_factor` steps before the step
   needs it. A stalled batch still arrives in time when its work plus the stall fits in that
   lead; else the step waits the rest, `stall_share` of the time (`stall_wait`;

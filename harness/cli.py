@@ -411,7 +411,7 @@ def _run_here(backend: str, points: Sequence[Point], sweep_dir: Path, cfg: Slurm
 
 def cmd_submit(args: argparse.Namespace) -> int:
     from harness.backends.slurm import SubmissionError, submit_array
-    from harness.storage.sweep import create_sweep, record_jobs
+    from harness.storage.sweep import create_sweep
 
     plan = _load_plan(args.spec, args.overrides)
     _check_sbatch_parameters(plan)
@@ -420,7 +420,6 @@ def cmd_submit(args: argparse.Namespace) -> int:
         job_ids = submit_array(list(plan.points), sweep_dir, plan.spec.slurm, _job_name(plan))
     except SubmissionError as e:
         raise UsageError(str(e)) from e
-    record_jobs(sweep_dir, list(plan.points), job_ids, "slurm")
     if len(job_ids) == 1:
         print(f"submitted 1 point as job {job_ids[0]}")  # submitit sends a single job, not an array
     else:
@@ -505,13 +504,11 @@ def _resubmit(todo: Sequence[Point], sweep_dir: Path, spec: Spec, wait: bool) ->
 def _submit_again(todo: Sequence[Point], sweep_dir: Path, spec: Spec) -> None:
     """The points as one more job array of the sweep (each job measures what its point lacks)."""
     from harness.backends.slurm import SubmissionError, job_name, submit_array
-    from harness.storage.sweep import record_jobs
 
     try:
         job_ids = submit_array(todo, sweep_dir, spec.slurm, job_name(spec.name))
     except SubmissionError as e:
         raise UsageError(str(e)) from e
-    record_jobs(sweep_dir, list(todo), job_ids, "slurm")
     ids = ", ".join(p.id for p in todo)
     print(f"resubmitted {len(todo)} point(s) ({ids}) as jobs {job_ids[0]} .. {job_ids[-1]}")
 

@@ -119,14 +119,12 @@ class Tuner:
         resubmitted point does), followed until none of its jobs is live."""
         from harness.backends.follow import wait_for_sweep
         from harness.backends.slurm import SubmissionError, job_name, submit_array
-        from harness.storage.sweep import record_jobs
 
         spec = self.plan.spec
         try:
             job_ids = submit_array(list(points), self.sweep_dir, spec.slurm, job_name(spec.name))
         except SubmissionError as e:
             raise TuneError(str(e)) from e
-        record_jobs(self.sweep_dir, list(points), job_ids, "slurm")
         self.rounds_submitted += 1
         print(
             f"tune: round {self.rounds_submitted}: {len(points)} point(s) as jobs "
@@ -176,7 +174,12 @@ def profile(tuner: Tuner) -> Profile:
     top = plateau_config([Config.of(q.settings()) for q in tuner.grid])
     if top is not None:
         points.append(tuner.variant(top, rungs=("full",), repeats=1, capacity=False))
-    log.info("tune: profiling num_workers=0 and num_workers=%d (rungs %s)", PROFILED_WORKERS, PROFILE_RUNGS)
+    log.info(
+        "tune: profiling num_workers=0 and num_workers=%d (rungs %s), and the plateau at %s",
+        PROFILED_WORKERS,
+        PROFILE_RUNGS,
+        "none (no larger worker count)" if top is None else top.text(),
+    )
     rows = tuner.run(points)
     zero, some = (_figures(rows, p.id) for p in points[:2])
     fitted = fit_profile(

@@ -198,12 +198,14 @@ def standalone_folder(sweep_dir: Path) -> Path:
 
 
 def submit_array(points: Sequence[Point], sweep_dir: Path, cfg: SlurmConfig, job_name: str) -> list[str]:
-    """Submit one array (one task per point); return the job ids, in the points' order."""
+    """Submit one array (one task per point), record its jobs in the sweep's jobs.json (as the
+    local backend records its own), and return the job ids, in the points' order."""
     import submitit
     from submitit.core.utils import FailedJobError, FailedSubmissionError
 
     from harness.backends.job import PointJob
     from harness.execution.dist import TORCHRUN_VARIABLES
+    from harness.storage.sweep import record_jobs
 
     executor = submitit.SlurmExecutor(folder=job_folder(sweep_dir), max_num_timeout=3)
     executor.update_parameters(**sbatch_parameters(cfg, job_name))
@@ -214,7 +216,9 @@ def submit_array(points: Sequence[Point], sweep_dir: Path, cfg: SlurmConfig, job
             jobs = [executor.submit(PointJob(str(sweep_dir)), p.to_json()) for p in points]
     except (FailedSubmissionError, FailedJobError, subprocess.CalledProcessError) as e:
         raise SubmissionError(f"sbatch refused the array: {_last_line(e)}") from e
-    return [str(j.job_id) for j in jobs]
+    job_ids = [str(j.job_id) for j in jobs]
+    record_jobs(sweep_dir, list(points), job_ids, "slurm")
+    return job_ids
 
 
 def _last_line(e: BaseException) -> str:
