@@ -2,14 +2,16 @@
 
 Each cached sample-level rung (processed_sample, transform:<k>, raw_sample, raw_bytes) is
 already that experiment: the loader serving one stage's output from memory, with the stages
-below it cut away, and its capacity timed alone. So where `full`'s loader falls short of the
-step's demand and a cached rung's loader does not, caching that stage's output for the whole
+below it cut away, and its capacity timed alone. So where `full`'s loader is not shown to
+keep up with the step's demand and a cached rung's loader is shown above it (beyond the
+margin, interval and all: the verdict judges it, `keeps_up` here), caching that stage's output
+for the whole
 data set would lift the loader to that rung's capacity, from the second epoch on (the first
 still reads and computes everything) — provided it fits in memory. The rows carry what that
 takes: the bytes of one cached value (`cached_sample_bytes`), the data set's samples, the job's
 memory limit on the node and the memory the ranks already hold at `full`.
 
-The rung chosen is the lowest of the ladder that keeps up: it caches the least processing
+The rung chosen is the lowest of the ladder so shown: it caches the least processing
 (the encoded bytes before decoding, the raw samples before the transforms), so the transforms
 that stay live keep drawing new random augmentations each epoch. A cache above a random
 transform (processed_sample, or a transform:<k> cut below one) would replay the same draw every

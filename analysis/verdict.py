@@ -505,12 +505,13 @@ def _caching(lad: _Ladder, cap: _Capacity) -> caching.CachingWhatIf | None:
     if lad.sizes is None or cap.ref != "full":
         return None
     rates = {str(r): float(v) for r, v in lad.capacity.median().items() if pd.notna(v)}
+    demand = lad.steps[lad.bound]
     return caching.what_if(
         lad.rungs,
         capacity=rates,
-        # Beyond the margin above the demand: a cache that only just keeps up would leave the
-        # step a stall away from waiting again.
-        keeps_up={r: v >= (1 + noise.MARGIN) * cap.demand for r, v in rates.items()},
+        # Above the demand beyond the margin, interval and all (as "keeps up" is judged): a
+        # cache that only may keep up would leave the step a stall away from waiting again.
+        keeps_up={r: _higher(_paired(demand, lad.capacity[r])) for r in rates},
         demand=cap.demand,
         sample_bytes=lad.sizes.sample_bytes,
         samples=lad.sizes.samples,

@@ -112,6 +112,30 @@ def test_a_larger_cost_the_repeats_disagree_on_is_said_not_dropped(tmp_path: Pat
     ) in verdict.sentence
 
 
+def test_the_cache_offered_is_one_the_repeats_show_above_the_demand(tmp_path: Path) -> None:
+    """raw_sample's loader delivers a median 1.07× the demand, but its repeats (10.7, 10.0, 11.4
+    batches/s against 10) leave that undecided against the +5 % margin: a cache there may not
+    keep up. transform:1's (30 batches/s, repeated tightly) surely does: it is the one offered."""
+    verdict = ladder(
+        tmp_path,
+        {"host_batch": 10.0, "processed_sample": 9.9, "transform:1": 9.8, "raw_sample": 9.7, "full": 7.0},
+        {
+            "processed_sample": [500.0, 500.0, 500.0],
+            "transform:1": [30.0, 31.0, 29.0],
+            "raw_sample": [10.7, 10.0, 11.4],
+            "full": [7.0, 7.1, 6.9],
+        },
+        repeats=3,
+        names=TWO,
+        cached_sample_bytes=1000,
+        dataset_samples=5000,
+        memory_limit_gb=16.0,
+    )
+    assert verdict.state == "does not keep up"
+    assert verdict.what_if is not None and verdict.what_if.rung == "transform:1"
+    assert verdict.what_if.holds == "the samples after transform 1/2" and verdict.what_if.fits
+
+
 def test_a_pipeline_that_keeps_up_names_no_stage(tmp_path: Path) -> None:
     verdict = ladder(
         tmp_path,
