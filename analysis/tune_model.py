@@ -22,6 +22,12 @@ hand-off):
   batch waits `stall_s` longer (`loading_time_p99` − `loading_time_p50`), and a share
   `stall_share` of batches stall, so that the mean equals p50 + share × stall;
 - memory: the rank's process tree at 0 workers, and what each worker adds (PSS);
+- each further copy mode of the grid (`pin_memory`, `non_blocking`; `with_copy_mode`): the bound
+  rung in that mode (the step with the copy it pays: pageable or pinned, blocking or not) over
+  the bound rung in the profile's mode scales the step, and a plateau run in that mode gives its
+  hand-off (the pin thread's work per batch shows there). Measured, not modelled: whether a
+  copy overlaps the step depends on whether the step is bound by the host or the device, which
+  no bandwidth figure says;
 - an epoch restart without persistent workers: `restart_s`, the first `next()` of a rung at k
   workers (worker start-up and first batch), paid once per epoch of `epoch_steps` batches.
 
@@ -55,10 +61,11 @@ a shared queue, is then overestimated beyond the profile). Workers are alike and
 batch does not depend on how many there are (true for reads and transforms; not where workers
 share a cache or a disk's bandwidth, which the roofline does not know: a shared resource other
 than cores makes the model optimistic beyond the profiled worker count). The main process is
-not itself a bottleneck (unpickling, pinning: a main thread that saturates makes the model
-optimistic for many workers). `pin_memory`, `non_blocking` and other settings the model does
-not cover are profiled separately (each combination is a profile of its own) or predicted
-equal. The stalls are independent from batch to batch and shorter than a worker's lead; bursts
+not itself a bottleneck (unpickling: a main thread that saturates makes the model
+optimistic for many workers). The copy settings (`pin_memory`, `non_blocking`) change the step's
+side only: each mode's step and hand-off are measured (below), its loader side is the profile's;
+with `num_workers=0` the main thread pins each batch in series, which the model does not add.
+The stalls are independent from batch to batch and shorter than a worker's lead; bursts
 of stalls (a storage server busy for seconds) defeat any prefetch and the model then predicts
 too much for prefetch. Memory is PSS per worker, not the prefetched batches. Where the model is
 wrong, `harness tune` finds out by measuring: it measures the predicted choice and its
@@ -74,14 +81,18 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from analysis.noise import MARGIN
 from harness.config.settings import WORKER_ONLY
 
 MODELLED: tuple[str, ...] = ("num_workers", *WORKER_ONLY)
-"""The loader settings the model predicts; every other setting is profiled, not predicted."""
+"""The loader settings the model predicts from the loader's side of the profile."""
+COPY: tuple[str, ...] = ("pin_memory", "non_blocking")
+"""The settings of the host-to-device copy: measured, not modelled. Each copy mode of the grid
+gets its own step (its bound rung: the step with the copy that mode pays) and its own hand-off
+(a plateau run in that mode: the pin thread's work included); the loader's side is shared."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -91,19 +102,33 @@ class Config:
     num_workers: int
     prefetch_factor: int | None = 2
     persistent_workers: bool = False
+    pin_memory: bool = False
+    non_blocking: bool = False
 
-    def cost(self) -> tuple[int, bool, int]:
+    def cost(self) -> tuple[int, bool, int, bool, bool]:
         """Cheapest first: fewer workers, then no persistent workers, then less prefetch (the
-        recommendation's order: fewer processes, then less memory held)."""
-        return (self.num_workers, self.persistent_workers, self.prefetch_factor or 0)
+        recommendation's order: fewer processes, then less memory held), then pageable memory
+        (pinned pages are locked out of the host's memory, and pinning takes a thread)."""
+        return (
+            self.num_workers,
+            self.persistent_workers,
+            self.prefetch_factor or 0,
+            self.pin_memory,
+            self.non_blocking,
+        )
 
     def text(self) -> str:
+        copy = "".join(f" {k}=true" for k in COPY if getattr(self, k))
         if self.num_workers == 0:
-            return "num_workers=0"
+            return f"num_workers=0{copy}"
         return (
             f"num_workers={self.num_workers} prefetch_factor={self.prefetch_factor} "
-            f"persistent_workers={str(self.persistent_workers).lower()}"
+            f"persistent_workers={str(self.persistent_workers).lower()}{copy}"
         )
+
+    def copy_mode(self) -> str:
+        """The copy settings as a key of `Profile.copy_modes`."""
+        return " ".join(f"{k}={str(getattr(self, k)).lower()}" for k in COPY)
 
     @staticmethod
     def of(settings: Mapping[str, Any]) -> Config:
@@ -113,6 +138,8 @@ class Config:
             num_workers=workers,
             prefetch_factor=None if workers == 0 or prefetch is None else int(prefetch),
             persistent_workers=bool(settings.get("persistent_workers", False)) and workers > 0,
+            pin_memory=bool(settings.get("pin_memory", False)),
+            non_blocking=bool(settings.get("non_blocking", False)),
         )
 
 
@@ -141,6 +168,11 @@ class Profile:
     """Seconds per batch the rank's own thread spends taking a batch from the workers (the
     result queue, unpickling, the loader's bookkeeping), in series with the step even when the
     batch is ready: what keeps the plateau under the bound rung's rate (`with_plateau`)."""
+    copy_mode: str = "pin_memory=false non_blocking=false"
+    """The copy settings `step_s` and `handoff_s` were measured in (Config.copy_mode)."""
+    copy_modes: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """Other copy modes of the grid: their (step_s, handoff_s), each measured in its own mode
+    (`with_copy_mode`); the loader's side of the profile is shared by all."""
 
     def __post_init__(self) -> None:
         for name in ("step_s", "main_load_s", "efficiency", "cores"):
@@ -153,7 +185,17 @@ class Profile:
 
     @staticmethod
     def from_json(data: Mapping[str, Any]) -> Profile:
-        return Profile(**data)
+        modes = {k: (float(v[0]), float(v[1])) for k, v in data.get("copy_modes", {}).items()}
+        return Profile(**{**data, "copy_modes": modes})
+
+    def in_mode(self, c: Config) -> Profile:
+        """The profile of `c`'s copy mode alone: its step and hand-off (the profile itself where
+        that is its own mode, or where `c`'s was not profiled)."""
+        mode = c.copy_mode()
+        if mode == self.copy_mode or mode not in self.copy_modes:
+            return self
+        step, handoff = self.copy_modes[mode]
+        return replace(self, step_s=step, handoff_s=handoff, copy_mode=mode, copy_modes={})
 
 
 def worker_rate(p: Profile) -> float:
@@ -199,6 +241,7 @@ def step_side(p: Profile, c: Config) -> float:
 
 def batches_per_s(p: Profile, c: Config) -> float:
     """One rank's batches per second under configuration `c` (the module's model)."""
+    p = p.in_mode(c)
     if c.num_workers == 0:
         return 1 / (p.step_s + p.main_load_s)
     period = max(step_side(p, c), 1 / capacity(p, c.num_workers))
@@ -215,6 +258,20 @@ def plateau_config(grid: Sequence[Config], profiled: int = 1) -> Config | None:
     return max(
         beyond, key=lambda c: (c.num_workers, c.prefetch_factor or 0, c.persistent_workers), default=None
     )
+
+
+def copy_modes(grid: Sequence[Config]) -> list[Config]:
+    """One configuration of each copy mode of the grid, in the grid's order (the first is the
+    mode the profile's fit is taken in)."""
+    seen: dict[str, Config] = {}
+    for c in grid:
+        seen.setdefault(c.copy_mode(), c)
+    return list(seen.values())
+
+
+def configs_in_mode(grid: Sequence[Config], mode: Config) -> list[Config]:
+    """The grid's configurations in `mode`'s copy mode."""
+    return [c for c in grid if c.copy_mode() == mode.copy_mode()]
 
 
 def with_plateau(p: Profile, c: Config, measured_batches_per_s: float) -> Profile:
@@ -238,6 +295,23 @@ def with_plateau(p: Profile, c: Config, measured_batches_per_s: float) -> Profil
     return replace(p, handoff_s=handoff)
 
 
+def with_copy_mode(
+    p: Profile, mode: Config, bound_ratio: float, plateau: Config | None = None, plateau_rate: float = 0.0
+) -> Profile:
+    """The profile with `mode`'s copy mode added (`Profile.copy_modes`): its step is the
+    profile's times `bound_ratio`, the bound rung's period in that mode over its period in the
+    profile's own mode (what the copy costs the step, pinned or pageable, blocking or not, as
+    measured: no bandwidth figure stands in for whether the copy overlaps); its hand-off from
+    one run of `plateau`, a configuration in that mode, at `plateau_rate` batches/s
+    (with_plateau: the pin thread's work shows there)."""
+    if not bound_ratio > 0:
+        raise ValueError(f"with_copy_mode: the bound rungs' ratio must be > 0 (got {bound_ratio})")
+    own = replace(p, step_s=p.step_s * bound_ratio, handoff_s=0.0, copy_mode=mode.copy_mode(), copy_modes={})
+    if plateau is not None:
+        own = with_plateau(own, plateau, plateau_rate)
+    return replace(p, copy_modes={**p.copy_modes, own.copy_mode: (own.step_s, own.handoff_s)})
+
+
 def samples_per_s(p: Profile, c: Config) -> float:
     return batches_per_s(p, c) * p.batch_size * p.ranks
 
@@ -257,6 +331,7 @@ class Prediction:
 
 
 def bound_of(p: Profile, c: Config) -> str:
+    p = p.in_mode(c)
     if c.num_workers == 0:
         return "series"
     cap = capacity(p, c.num_workers)

@@ -13,6 +13,7 @@ from tabulate import tabulate
 
 from analysis.noise import MARGIN
 from analysis.tune_model import (
+    COPY,
     Config,
     Profile,
     capacity,
@@ -40,6 +41,11 @@ def model_lines(p: Profile) -> list[str]:
         f"a worker: {worker_rate(p):.1f} batches/s ({p.efficiency:.0%} of the main thread's rate); "
         f"{p.cpu_s_per_batch * 1e3:.1f} core-ms a batch on {p.cores:.1f} cores: {roof_text}",
     ]
+    for mode, (step, handoff) in p.copy_modes.items():
+        lines.append(
+            f"copy: {mode}: step {step * 1e3:.1f} ms a batch, hand-off {handoff * 1e3:.1f} ms "
+            f"(against {p.step_s * 1e3:.1f} and {p.handoff_s * 1e3:.1f} with {p.copy_mode})"
+        )
     if p.stall_share > 0:
         lines.append(
             f"stalls: {p.stall_share:.1%} of batches wait {p.stall_s * 1e3:.0f} ms more; "
@@ -141,10 +147,16 @@ def cost_lines(summary: Mapping[str, Any]) -> list[str]:
 
 def render_what_if(summary: Mapping[str, Any], *, gpus: int, cores: int, workers: Sequence[int] = ()) -> str:
     """The workers per rank for a node of `gpus` GPUs and `cores` cores, from the profile."""
-    p = Profile.from_json(summary["profile"])
+    answer = _config(summary["answer"])
+    # In the answer's copy mode: the step and hand-off it was measured with.
+    p = Profile.from_json(summary["profile"]).in_mode(answer)
     node = what_if(p, gpus=gpus, cores=cores)
     counts = list(workers) if workers else list(range(0, max(cores // gpus, 1) + 3))
-    grid = [Config(num_workers=n, prefetch_factor=(prefetch_needed(node, n) if n else None)) for n in counts]
+    copy = {k: getattr(answer, k) for k in COPY}
+    grid = [
+        Config(num_workers=n, prefetch_factor=(prefetch_needed(node, n) if n else None), **copy)
+        for n in counts
+    ]
     predictions = predict(node, grid)
     choice = cheapest_meeting(predictions)
     rows = [
@@ -160,13 +172,13 @@ def render_what_if(summary: Mapping[str, Any], *, gpus: int, cores: int, workers
         f"(prefetch_factor={choice.config.prefetch_factor or '-'}), "
         f"{choice.samples_per_s:.0f} samples/s on the node; --cpus-per-task={cores // gpus}",
         f"Lightning's suggestion (cpus // ranks - 1): num_workers={suggested}, "
-        f"{_at(node, suggested):.0f} samples/s predicted",
+        f"{_at(node, suggested, copy):.0f} samples/s predicted",
     ]
     if capacity(node, max(counts)) < 1 / node.step_s:
         lines.append("even the most workers shown do not meet the step's demand: the cores are the bound")
     return "\n".join(lines)
 
 
-def _at(p: Profile, workers: int) -> float:
+def _at(p: Profile, workers: int, copy: Mapping[str, bool]) -> float:
     prefetch = prefetch_needed(p, workers) if workers else None
-    return samples_per_s(p, Config(num_workers=workers, prefetch_factor=prefetch))
+    return samples_per_s(p, Config(num_workers=workers, prefetch_factor=prefetch, **copy))

@@ -2,8 +2,9 @@
 
 Start from the model's choice (analysis/tune_model.py: the cheapest configuration predicted
 within the margin of the best) and measure it with its neighbours on each axis of the grid
-(one value down and one up of num_workers, prefetch_factor, persistent_workers, the others
-held), `repeats` runs each. Then judge the measurements as the recommendation does
+(one value down and one up of num_workers, prefetch_factor, persistent_workers, pin_memory
+and non_blocking, the others held), `repeats` runs each. Then judge the measurements as the
+recommendation does
 (analysis/recommend.py's rule on analysis/noise.py's estimates: the best is the highest median;
 a configuration is tied with it only when the 95 % interval of its ratio lies inside ±MARGIN;
 the cheapest tied is the answer). Where the measured answer is not the model's choice, or the
@@ -28,9 +29,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from analysis import noise
-from analysis.tune_model import MODELLED, Config, Prediction, cheapest_meeting
+from analysis.tune_model import COPY, MODELLED, Config, Prediction, cheapest_meeting
 
-AXES = MODELLED
+AXES = (*MODELLED, *COPY)
 
 Measure = Callable[[Sequence[Config], int], Mapping[Config, Sequence[float]]]
 """Bring these configurations to `runs` runs each in all (measuring only the runs each lacks):
@@ -95,14 +96,17 @@ def _adjacent(config: Config, grid: Sequence[Config], axis: str) -> list[Config]
 
 
 def _held(c: Config, ref: Config, axis: str) -> bool:
-    """c equals ref on every axis but `axis`; num_workers=0 has no worker settings to hold."""
+    """c equals ref on every axis but `axis`; num_workers=0 has no worker settings to hold
+    (its copy settings it has)."""
     if axis == "num_workers":
-        if c.num_workers == 0 or ref.num_workers == 0:
-            return True
-        return (c.prefetch_factor, c.persistent_workers) == (ref.prefetch_factor, ref.persistent_workers)
-    if c.num_workers != ref.num_workers or ref.num_workers == 0:
+        held: tuple[str, ...] = COPY if 0 in (c.num_workers, ref.num_workers) else AXES
+    elif axis in COPY:
+        held = AXES
+    elif c.num_workers != ref.num_workers or ref.num_workers == 0:
         return False
-    return all(getattr(c, other) == getattr(ref, other) for other in MODELLED[1:] if other != axis)
+    else:
+        held = AXES[1:]
+    return all(getattr(c, other) == getattr(ref, other) for other in held if other != axis)
 
 
 def _order(value: object) -> tuple[int, float]:

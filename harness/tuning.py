@@ -5,7 +5,8 @@ confirmations, in one normal sweep folder.
    the rungs the model needs (`host_batch`, the step's demand; `full`, with the loader's
    capacity timed alone), one run each; and in the same round the plateau point, the grid's
    most workers and prefetch at `full`, one run, for the hand-off each batch costs the rank's
-   own thread (tune_model.with_plateau).
+   own thread (tune_model.with_plateau); and for each further copy mode its `host_batch` and
+   its plateau point, one run each.
 2. **Predict** every grid point (analysis/tune_model.py, fitted by `fit_profile`).
 3. **Confirm** (analysis/tune_search.py): the predicted cheapest configuration that meets the
    demand and its neighbours on each axis, rung `full`, `repeats` runs each (at least 3),
@@ -20,8 +21,11 @@ sweep. `tune.json` beside it holds the profile, the grid's
 predictions, the measured runs and what each approach costs (analysis/tune_report.py renders
 it; `harness tune --what-if gpus=8,cores=64 SWEEP` reads its profile again).
 
-The model covers num_workers, prefetch_factor and persistent_workers; a grid that varies any
-other setting is refused with the setting named (tune one value of it at a time).
+The model covers num_workers, prefetch_factor and persistent_workers; the copy settings
+(pin_memory, non_blocking) are measured: each further copy mode of the grid adds its bound rung
+(the step with that mode's copy) and its plateau point to the profile's round
+(tune_model.with_copy_mode). A grid that varies any other setting is refused with the setting
+named (tune one value of it at a time).
 On Slurm, the rounds are the profile (one array of three points), then one array per round of
 confirmations (one to three rounds in the benchmarks' grids): each waits in the queue, so a
 tune costs a few queue waits more than one exhaustive array, and far fewer GPU-hours. Stopped
@@ -43,7 +47,19 @@ import pandas as pd
 
 from analysis.aggregate import summarize
 from analysis.load import load_results
-from analysis.tune_model import MODELLED, Config, Profile, fit_profile, plateau_config, predict, with_plateau
+from analysis.tune_model import (
+    COPY,
+    MODELLED,
+    Config,
+    Profile,
+    configs_in_mode,
+    copy_modes,
+    fit_profile,
+    plateau_config,
+    predict,
+    with_copy_mode,
+    with_plateau,
+)
 from analysis.tune_search import SearchResult, search
 from harness.config.plan import Plan, Point, point_id, resolve_loader
 from harness.storage import layout
@@ -78,7 +94,7 @@ class Tuner:
     def variant(self, config: Config, *, rungs: tuple[str, ...], repeats: int, capacity: Any) -> Point:
         """The template point with these loader settings, rungs and repeats, indexed next."""
         t = self.template
-        requested = {**asdict(t.loader), **{k: getattr(config, k) for k in MODELLED}}
+        requested = {**asdict(t.loader), **{k: getattr(config, k) for k in (*MODELLED, *COPY)}}
         if config.num_workers and config.prefetch_factor is None:
             requested["prefetch_factor"] = None
         loader, adjustments = resolve_loader(requested)
@@ -145,13 +161,14 @@ def _write_plan(sweep_dir: Path, plan: Plan) -> None:
 
 def check_grid(plan: Plan) -> None:
     """Refuse a grid that varies a setting the model does not cover."""
-    fixed = [k for k in plan.points[0].settings() if k not in MODELLED]
+    fixed = [k for k in plan.points[0].settings() if k not in (*MODELLED, *COPY)]
     for key in fixed:
         values = {repr(p.settings()[key]) for p in plan.points}
         if len(values) > 1:
             raise TuneError(
-                f"{plan.spec.path}: tune models num_workers, prefetch_factor and persistent_workers; "
-                f"the grid also varies {key} ({', '.join(sorted(values))}): tune one value at a time "
+                f"{plan.spec.path}: tune models num_workers, prefetch_factor, persistent_workers, "
+                f"pin_memory and non_blocking; the grid also varies {key} "
+                f"({', '.join(sorted(values))}): tune one value at a time "
                 f"(override it, e.g. loader.{key}=... or workload.{key}=...)"
             )
     if plan.points[0].workload.script is not None:
@@ -165,23 +182,39 @@ def check_grid(plan: Plan) -> None:
 
 def profile(tuner: Tuner) -> Profile:
     """Run the profile points and fit the model (module docstring, step 1): the two points of
-    the fit, and the plateau point that measures the hand-off (in the same round)."""
-    zero_cfg = Config(num_workers=0, prefetch_factor=None)
+    the fit and the plateau point, in the grid's first copy mode; for each further copy mode,
+    its bound rung and its plateau point. All in one round."""
+    configs = [Config.of(q.settings()) for q in tuner.grid]
+    base, *others = copy_modes(configs)
+    copy = {k: getattr(base, k) for k in COPY}
+    zero_cfg = Config(num_workers=0, prefetch_factor=None, **copy)
     some_cfg = replace(Config.of(tuner.template.settings()), num_workers=PROFILED_WORKERS)
     if some_cfg.prefetch_factor is None:
         some_cfg = replace(some_cfg, prefetch_factor=2)
     points = [tuner.variant(c, rungs=PROFILE_RUNGS, repeats=1, capacity=True) for c in (zero_cfg, some_cfg)]
-    top = plateau_config([Config.of(q.settings()) for q in tuner.grid])
-    if top is not None:
-        points.append(tuner.variant(top, rungs=("full",), repeats=1, capacity=False))
+    tops = {m: plateau_config(configs_in_mode(configs, m)) for m in (base, *others)}
+    plateaus = {
+        m: tuner.variant(top, rungs=("full",), repeats=1, capacity=False) for m, top in tops.items() if top
+    }
+    bounds = {
+        m: tuner.variant(
+            replace(some_cfg, **{k: getattr(m, k) for k in COPY}),
+            rungs=("host_batch",),
+            repeats=1,
+            capacity=False,
+        )
+        for m in others
+    }
+    top = tops[base]
     log.info(
-        "tune: profiling num_workers=0 and num_workers=%d (rungs %s), and the plateau at %s",
+        "tune: profiling num_workers=0 and num_workers=%d (rungs %s), and the plateau at %s%s",
         PROFILED_WORKERS,
         PROFILE_RUNGS,
         "none (no larger worker count)" if top is None else top.text(),
+        "".join(f"; copy mode {m.copy_mode()}: its bound rung and plateau" for m in others),
     )
-    rows = tuner.run(points)
-    zero, some = (_figures(rows, p.id) for p in points[:2])
+    rows = tuner.run([*points, *plateaus.values(), *bounds.values()])
+    zero, some = (_figures(rows, p.id) for p in points)
     fitted = fit_profile(
         zero,
         some,
@@ -189,13 +222,36 @@ def profile(tuner: Tuner) -> Profile:
         batch_size=tuner.template.workload.batch_size,
         ranks=tuner.world,
     )
-    if top is None:
+    fitted = replace(fitted, copy_mode=base.copy_mode())
+    fitted = _with_plateau(fitted, rows, tops[base], plateaus.get(base))
+    base_bound = statistics.median([zero["bound_steps_per_s"], some["bound_steps_per_s"]])
+    for mode, point in bounds.items():
+        bound = _rate(rows, point.id, "host_batch")
+        if bound is None:
+            raise TuneError(
+                f"tune: the profile point {point.id} (copy mode {mode.copy_mode()}) has no ok "
+                "host_batch row: see the rows' error column (harness report on the sweep) before tuning"
+            )
+        top, plateau = tops[mode], plateaus.get(mode)
+        rate = None if plateau is None else _rate(rows, plateau.id, "full")
+        fitted = with_copy_mode(fitted, mode, base_bound / bound, top if rate else None, rate or 0.0)
+    return fitted
+
+
+def _with_plateau(fitted: Profile, rows: pd.DataFrame, top: Config | None, point: Point | None) -> Profile:
+    if top is None or point is None:
         return fitted
-    full = rows[(rows["point_id"] == points[2].id) & (rows["rung"] == "full")]
-    if full.empty:
-        log.warning("tune: the plateau point %s has no ok row: the hand-off is taken as 0", points[2].id)
+    rate = _rate(rows, point.id, "full")
+    if rate is None:
+        log.warning("tune: the plateau point %s has no ok row: the hand-off is taken as 0", point.id)
         return fitted
-    return with_plateau(fitted, top, float(full["steps_per_s"].median()))
+    return with_plateau(fitted, top, rate)
+
+
+def _rate(rows: pd.DataFrame, pid: str, rung: str) -> float | None:
+    """A profile point's steps/s at `rung` (median over ranks and runs); None without an ok row."""
+    mine = rows[(rows["point_id"] == pid) & (rows["rung"] == rung)]
+    return None if mine.empty else float(mine["steps_per_s"].median())
 
 
 def _figures(rows: pd.DataFrame, pid: str) -> dict[str, float]:
@@ -228,7 +284,8 @@ def tune(
     """Profile, predict, confirm (module docstring); the sweep folder and tune.json's content."""
     check_grid(plan)
     repeats = max(MIN_REPEATS, repeats)
-    if small := small_grid_note(len(plan.points), repeats):
+    modes = len(copy_modes([Config.of(p.settings()) for p in plan.points]))
+    if small := small_grid_note(len(plan.points), repeats, modes):
         print(small, flush=True)
     tuner = Tuner(plan, results, backend, world_size)
     prof = profile(tuner)
@@ -252,10 +309,12 @@ def tune(
     return tuner.sweep_dir, summary
 
 
-def small_grid_note(points: int, repeats: int) -> str:
+def small_grid_note(points: int, repeats: int, modes: int = 1) -> str:
     """A line where the grid costs no more than tune's least: the profile's windows, then the
-    model's choice and a neighbour on each side of num_workers, `repeats` runs each."""
-    windows = 2 * len(PROFILE_RUNGS) + 1  # the two points' rungs, and the plateau point
+    model's choice and a neighbour on each side of num_workers, `repeats` runs each. `modes`:
+    the grid's copy modes (each further one profiles its bound rung and plateau)."""
+    # The two points' rungs and the plateau point; two windows for each further copy mode.
+    windows = 2 * len(PROFILE_RUNGS) + 1 + 2 * (modes - 1)
     least = windows + 3 * repeats
     if points * repeats > least:
         return ""

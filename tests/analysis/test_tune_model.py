@@ -17,6 +17,7 @@ from analysis.tune_model import (
     prefetch_needed,
     samples_per_s,
     what_if,
+    with_copy_mode,
     with_plateau,
 )
 
@@ -120,6 +121,53 @@ def test_the_plateau_run_gives_the_hand_off_each_batch_costs_the_step() -> None:
     assert with_plateau(p, w(4), 60.0).handoff_s == 0.0  # faster than the step: no negative cost
     # 49 batches/s: 0.4 ms over the step, 2 % of it, inside the ±5 % margin: noise to one run.
     assert with_plateau(p, w(4), 49.0).handoff_s == 0.0
+
+
+def pinned(c: Config, non_blocking: bool = False) -> Config:
+    return Config(
+        num_workers=c.num_workers,
+        prefetch_factor=c.prefetch_factor,
+        persistent_workers=c.persistent_workers,
+        pin_memory=True,
+        non_blocking=non_blocking,
+    )
+
+
+def test_each_copy_mode_has_its_own_step_and_hand_off() -> None:
+    # The profile's mode (pageable): a 20 ms step with its copy. The pinned mode's bound rung
+    # ran at 0.8 of the pageable one's period: a 16 ms step. Its plateau run at 4 workers
+    # measured 50 batches/s: 20 ms a batch, so a 4 ms hand-off (the pin thread's share).
+    p = profile()
+    both = with_copy_mode(p, pinned(w(4)), 0.8, pinned(w(4)), 50.0)
+    assert both.copy_modes["pin_memory=true non_blocking=false"] == pytest.approx((0.016, 0.004))
+    # The pageable mode is untouched: 50 batches/s on the step's side, 1 / (20 + 40 ms) alone.
+    assert batches_per_s(both, w(4)) == pytest.approx(50)
+    assert batches_per_s(both, w(0)) == pytest.approx(1 / 0.06)
+    # Pinned: 1 / (16 + 4 ms) on the step's side; the loader's side is shared (1 worker: 25).
+    assert batches_per_s(both, pinned(w(4))) == pytest.approx(50)
+    assert batches_per_s(both, pinned(w(1))) == pytest.approx(25)
+    assert batches_per_s(both, pinned(w(0))) == pytest.approx(1 / 0.056)  # no hand-off in series
+    assert bound_of(both, pinned(w(4))) == "step"
+    # A plateau as fast as the step: no hand-off; pinned is then 1 / 16 ms = 62.5 batches/s.
+    faster = with_copy_mode(p, pinned(w(4)), 0.8, pinned(w(4)), 62.5)
+    assert batches_per_s(faster, pinned(w(4))) == pytest.approx(62.5)
+    # A mode the profile never measured is predicted as the profile's own.
+    assert batches_per_s(both, pinned(w(4), non_blocking=True)) == pytest.approx(50)
+    # The modes travel through tune.json.
+    assert Profile.from_json(both.to_json()) == both
+    with pytest.raises(ValueError, match="the bound rungs' ratio must be > 0"):
+        with_copy_mode(p, pinned(w(4)), 0.0)
+
+
+def test_copy_settings_are_named_only_when_set() -> None:
+    assert w(2).text() == "num_workers=2 prefetch_factor=2 persistent_workers=false"
+    assert pinned(w(2), True).text() == (
+        "num_workers=2 prefetch_factor=2 persistent_workers=false pin_memory=true non_blocking=true"
+    )
+    assert pinned(w(0)).text() == "num_workers=0 pin_memory=true"
+    assert Config.of({"num_workers": 2, "prefetch_factor": 2, "pin_memory": True}) == pinned(w(2))
+    # Pageable before pinned among configurations alike otherwise.
+    assert w(2).cost() < pinned(w(2)).cost() < pinned(w(2), True).cost() < w(3).cost()
 
 
 def test_fit_profile_reads_each_figure_from_its_column() -> None:

@@ -111,6 +111,36 @@ def test_what_if_needs_a_tune_sweep(tmp_path: Path) -> None:
     assert f"{tmp_path}: no tune.json: not a sweep made by `harness tune`" in done.stderr
 
 
+def test_a_grid_over_the_copy_settings_profiles_each_mode(tmp_path: Path) -> None:
+    """pin_memory [false, true]: the pinned mode gets its own bound rung (its step and copy)
+    and plateau run in the profile's round. On a CPU PyTorch pins nothing, so nothing was
+    injected: the answer's worker count is the truth's, and the report names the mode."""
+    text = SPEC.replace("num_workers: [0, 1, 2, 3]", "num_workers: [0, 1, 2]\n  pin_memory: [false, true]")
+    plan = expand(load_spec(write_spec(tmp_path, text.replace("steps: 20", "steps: 12"))))
+    check_grid(plan)
+    sweep_dir, summary = tune(plan, tmp_path / "results")
+    points = json.loads((sweep_dir / "plan.json").read_text())["points"]
+    profiled = {
+        (p["loader"]["num_workers"], p["loader"]["pin_memory"], tuple(p["rungs"]))
+        for p in points
+        if p["measure"]["repeats"] == 1
+    }
+    assert profiled == {
+        (0, False, ("host_batch", "full")),
+        (1, False, ("host_batch", "full")),
+        (2, False, ("full",)),  # the plateau, pageable
+        (1, True, ("host_batch",)),  # the pinned mode's step
+        (2, True, ("full",)),  # and its plateau
+    }
+    assert list(summary["profile"]["copy_modes"]) == ["pin_memory=true non_blocking=false"]
+    answer = Config.of(summary["answer"])
+    truths = {n: truth(n) for n in (0, 1, 2)}
+    assert truths[answer.num_workers] >= 0.95 * max(truths.values())
+    assert summary["point_runs"]["exhaustive"] == 3 * 6
+    rendered = harness("tune", "--what-if", "gpus=2,cores=8", str(sweep_dir), cwd=tmp_path)
+    assert rendered.returncode == 0, rendered.stderr
+
+
 def test_a_grid_over_an_unmodelled_setting_is_refused(tmp_path: Path) -> None:
     spec = write_spec(tmp_path, SPEC.replace(f"batch_size: {BATCH}", "batch_size: [8, 16]"))
     with pytest.raises(
