@@ -4,7 +4,8 @@ grids whose truth is known.
     .venv/bin/python benchmarks/tune_truth.py
 
 Each grid is a pipeline of known costs (a read that sleeps, transforms that burn a core, a
-step that blocks like a GPU step, a reader that stalls now and then), measured by the
+step that blocks like a GPU step, a reader that stalls now and then, a copy to the device
+that pinned memory makes cheaper at a pin thread's cost), measured by the
 DataLoader simulation of tests/fixtures/tune_sim.py (an event simulation, not the model's
 formulas), with 2 % machine noise per run. For each grid: the exhaustive grid (every point, 3
 runs, judged by analysis.noise's rule), tune (profile, model, confirmations, 3 runs each),
@@ -35,6 +36,8 @@ from analysis.tune_search import exhaustive, search
 from tests.fixtures.tune_sim import BIG, BIG_GRID, Bench, Pipeline, grid, true_rate
 
 WORKERS_ONLY = [0, 1, 2, 3]
+COPY_MODES = [(False, False), (False, True), (True, False), (True, True)]
+"""(pin_memory, non_blocking): every copy mode."""
 
 
 CASES: list[tuple[str, Pipeline, list[Config]]] = [
@@ -57,6 +60,13 @@ CASES: list[tuple[str, Pipeline, list[Config]]] = [
         "erratic reader (5 % of reads stall 300 ms), step 20 ms",
         Pipeline(read_s=0.020, cpu_s=0.005, step_s=0.020, cores=8, stall_p=0.05, stall_s=0.300),
         grid([0, 1, 2, 4, 6, 8], [1, 2, 4, 8], [False]),
+    ),
+    (
+        "copy: pageable 12 ms, pinned 4 ms, pin thread 2 ms; reads 60 ms, step 20 ms",
+        Pipeline(
+            read_s=0.060, cpu_s=0.004, step_s=0.020, cores=4, copy_s=0.012, pinned_copy_s=0.004, pin_s=0.002
+        ),
+        grid([0, 1, 2, 3, 4, 6], [2], [True], COPY_MODES),
     ),
     ("193 points: reads 40 ms + CPU 15 ms, stalls, epochs of 20, 16 cores", BIG, BIG_GRID),
 ]
