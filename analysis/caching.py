@@ -94,18 +94,19 @@ def what_if(
         return None
     return CachingWhatIf(
         rung=rung,
-        holds=_holds(rung, len(transform_names)),
+        holds=holds(rung, len(transform_names)),
         sample_bytes=float(size),
         samples=int(samples),
         capacity=float(capacity[rung]),
         demand=demand,
         limit_gb=limit_gb,
         in_use_gb=in_use_gb,
-        frozen=_frozen(rung, transform_names),
+        frozen=frozen(rung, transform_names),
     )
 
 
-def _holds(rung: str, transforms: int) -> str:
+def holds(rung: str, transforms: int) -> str:
+    """What a cache at `rung` holds, in words."""
     if rung == "raw_bytes":
         return "the stored bytes (before decoding)"
     if rung == "raw_sample":
@@ -116,7 +117,7 @@ def _holds(rung: str, transforms: int) -> str:
     return f"the samples after transform {k}" + (f"/{transforms}" if transforms else "")
 
 
-def _frozen(rung: str, names: Sequence[str]) -> tuple[str, ...]:
+def frozen(rung: str, names: Sequence[str]) -> tuple[str, ...]:
     """The random transforms the cache would hold the output of."""
     if rung in ("raw_bytes", "raw_sample"):
         return ()
@@ -124,29 +125,46 @@ def _frozen(rung: str, names: Sequence[str]) -> tuple[str, ...]:
     return tuple(n for n in names[:cut] if "Random" in n or n in RANDOM_TRANSFORMS)
 
 
-def sentence(w: CachingWhatIf) -> str:
-    """The what-if, in one line: what to cache, its size against the memory, what it gives."""
+def size_text(w: CachingWhatIf, held_at: str = "at full") -> str:
+    """The cache's size against the job's memory: "N samples × B = T; fits in ..."."""
     size = f"{w.samples:,} samples × {_bytes(w.sample_bytes)} = {_bytes(w.total_gb * 1e9)}"
     if w.fits is None:
-        room = "the job's memory limit is not known"
-    else:
-        verb = "fits" if w.fits else "does not fit"
-        room = (
-            f"{verb} in {FIT_SHARE:.0%} of the job's {w.limit_gb:.1f} GB with the {w.in_use_gb:.1f} GB "
-            "the ranks hold at full"
-        )
+        return f"{size}; the job's memory limit is not known"
+    verb = "fits" if w.fits else "does not fit"
+    return (
+        f"{size}; {verb} in {FIT_SHARE:.0%} of the job's {w.limit_gb:.1f} GB with the "
+        f"{w.in_use_gb:.1f} GB the ranks hold {held_at}"
+    )
+
+
+def frozen_text(w: CachingWhatIf) -> str:
+    """The clause naming the random transforms whose draw the cache would replay ("" if none)."""
+    return _replayed(w.frozen)
+
+
+def frozen_text_for(rung: str, names: Sequence[str]) -> str:
+    """frozen_text for a cache at `rung` over the transforms `names`."""
+    return _replayed(frozen(rung, names))
+
+
+def _replayed(transforms: Sequence[str]) -> str:
+    if not transforms:
+        return ""
+    return (
+        f"; the cache would replay the draw of {', '.join(transforms)} every epoch: "
+        f"that changes the training, cache above {'it' if len(transforms) == 1 else 'them'} only knowingly"
+    )
+
+
+def sentence(w: CachingWhatIf) -> str:
+    """The what-if, in one line: what to cache, its size against the memory, what it gives."""
     text = (
-        f"what if: caching {w.holds} in memory ({size}; {room}) would lift the loader to "
+        f"what if: caching {w.holds} in memory ({size_text(w)}) would lift the loader to "
         f"{w.capacity:.1f} batches/s ({w.rung}'s capacity, {w.capacity / w.demand:.1f}× the step's "
         f"demand of {w.demand:.1f}) from the second epoch on, once per node (a cache each worker "
         "fills for itself holds it once per worker)"
     )
-    if w.frozen:
-        text += (
-            f"; the cache would replay the draw of {', '.join(w.frozen)} every epoch: "
-            f"that changes the training, cache above {'it' if len(w.frozen) == 1 else 'them'} only knowingly"
-        )
-    return text
+    return text + frozen_text(w)
 
 
 def _bytes(n: float) -> str:

@@ -28,6 +28,9 @@ hand-off):
   hand-off (the pin thread's work per batch shows there). Measured, not modelled: whether a
   copy overlaps the step depends on whether the step is bound by the host or the device, which
   no bandwidth figure says;
+- where the spec's `rungs` name cached sample-level rungs (raw_sample, transform:<k>...), those
+  rungs at the k-worker point, their loader's capacity timed alone: what the loader would
+  deliver with that stage's output cached (`with_cache`, Plumber's question);
 - an epoch restart without persistent workers: `restart_s`, the first `next()` of a rung at k
   workers (worker start-up and first batch), paid once per epoch of `epoch_steps` batches.
 
@@ -173,6 +176,9 @@ class Profile:
     copy_modes: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     """Other copy modes of the grid: their (step_s, handoff_s), each measured in its own mode
     (`with_copy_mode`); the loader's side of the profile is shared by all."""
+    cached: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """Cached sample-level rungs profiled at `profiled_workers`: their loader's (capacity in
+    batches/s, core-seconds a batch), for the caching what-if (`with_cache`)."""
 
     def __post_init__(self) -> None:
         for name in ("step_s", "main_load_s", "efficiency", "cores"):
@@ -186,7 +192,8 @@ class Profile:
     @staticmethod
     def from_json(data: Mapping[str, Any]) -> Profile:
         modes = {k: (float(v[0]), float(v[1])) for k, v in data.get("copy_modes", {}).items()}
-        return Profile(**{**data, "copy_modes": modes})
+        cached = {k: (float(v[0]), float(v[1])) for k, v in data.get("cached", {}).items()}
+        return Profile(**{**data, "copy_modes": modes, "cached": cached})
 
     def in_mode(self, c: Config) -> Profile:
         """The profile of `c`'s copy mode alone: its step and hand-off (the profile itself where
@@ -310,6 +317,24 @@ def with_copy_mode(
     if plateau is not None:
         own = with_plateau(own, plateau, plateau_rate)
     return replace(p, copy_modes={**p.copy_modes, own.copy_mode: (own.step_s, own.handoff_s)})
+
+
+def with_cache(p: Profile, capacity_at_profiled: float, cpu_s_per_batch: float) -> Profile:
+    """The pipeline with a stage's output cached in memory (Plumber's what-if): the loader of a
+    cached rung, profiled at `profiled_workers` workers, delivered `capacity_at_profiled`
+    batches/s on `cpu_s_per_batch` core-seconds a batch. A worker then loads a batch in
+    profiled_workers × efficiency / capacity (the efficiency held, as for every count); nothing
+    is read from storage, so nothing stalls. The step, the hand-off, the copy modes, the
+    cores and the restarts are the profile's. From the second epoch on: the first fills it."""
+    if not capacity_at_profiled > 0:
+        raise ValueError(f"with_cache: the cached rung's capacity must be > 0 (got {capacity_at_profiled})")
+    return replace(
+        p,
+        main_load_s=p.profiled_workers * p.efficiency / capacity_at_profiled,
+        cpu_s_per_batch=max(0.0, cpu_s_per_batch),
+        stall_s=0.0,
+        stall_share=0.0,
+    )
 
 
 def samples_per_s(p: Profile, c: Config) -> float:

@@ -11,6 +11,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from analysis import caching
 from analysis.noise import MARGIN
 from analysis.tune_model import (
     COPY,
@@ -118,11 +119,46 @@ def render(summary: Mapping[str, Any]) -> str:
         need = u["runs_needed"]
         more = f"about {need} runs per point would decide" if need else "it sits on the margin"
         out.append(f"undecided, cheaper: {_config(u).text()}: {more}")
+    out += caching_lines(summary, rate)
     err = errors(summary)
     if err:
         out.append(f"model error: median {statistics.median(err):.1%} on the {len(err)} point(s) measured")
     out += cost_lines(summary)
     return "\n".join(out)
+
+
+def caching_lines(summary: Mapping[str, Any], measured: float) -> list[str]:
+    """Plumber's question, one line per cached rung the profile measured: what caching that
+    stage's output takes, and the grid's cheapest configuration with it, predicted (not
+    measured: tune confirms the grid as it is)."""
+    out = []
+    workers = summary["profile"].get("profiled_workers", 1)
+    for entry in summary.get("caching", []):
+        names = entry["transform_names"]
+        rung = entry["rung"]
+        choice = _config(entry["choice"])
+        size = "its size is not known"
+        if entry["sample_bytes"] and entry["samples"]:
+            w = caching.CachingWhatIf(
+                rung=rung,
+                holds=caching.holds(rung, len(names)),
+                sample_bytes=entry["sample_bytes"],
+                samples=int(entry["samples"]),
+                capacity=entry["capacity"],
+                demand=0.0,
+                limit_gb=entry["limit_gb"],
+                in_use_gb=entry["memory_gb"],
+                frozen=caching.frozen(rung, names),
+            )
+            size = caching.size_text(w, held_at="there")
+        out.append(
+            f"what if: caching {caching.holds(rung, len(names))}, as {rung} measured it "
+            f"({entry['capacity']:.1f} batches/s from {workers} worker(s)): the model predicts "
+            f"{choice.text()} at {entry['samples_per_s']:.1f} samples/s from the second epoch on "
+            f"(the recommendation measured {measured:.1f}); the cache: {size}"
+            + caching.frozen_text_for(rung, names)
+        )
+    return out
 
 
 def cost_lines(summary: Mapping[str, Any]) -> list[str]:

@@ -52,15 +52,18 @@ from analysis.tune_model import (
     MODELLED,
     Config,
     Profile,
+    cheapest_meeting,
     configs_in_mode,
     copy_modes,
     fit_profile,
     plateau_config,
     predict,
+    with_cache,
     with_copy_mode,
     with_plateau,
 )
 from analysis.tune_search import SearchResult, search
+from harness.config import rungs as rung_names
 from harness.config.plan import Plan, Point, point_id, resolve_loader
 from harness.storage import layout
 from harness.storage.atomic import atomic_write_text
@@ -87,6 +90,8 @@ class Tuner:
         self.template = self.grid[0]
         self.measured: list[Point] = []
         self.rounds_submitted = 0
+        self.profile_ids: tuple[str, ...] = ()
+        """The profile's num_workers=0 and worker points (the latter holds the cached rungs)."""
         self.sweep_dir = create_sweep(
             replace(plan, points=()), results, backend=backend, world_size=world_size
         )
@@ -191,7 +196,14 @@ def profile(tuner: Tuner) -> Profile:
     some_cfg = replace(Config.of(tuner.template.settings()), num_workers=PROFILED_WORKERS)
     if some_cfg.prefetch_factor is None:
         some_cfg = replace(some_cfg, prefetch_factor=2)
-    points = [tuner.variant(c, rungs=PROFILE_RUNGS, repeats=1, capacity=True) for c in (zero_cfg, some_cfg)]
+    cached = cached_rungs(tuner.template.rungs)
+    points = [
+        tuner.variant(zero_cfg, rungs=PROFILE_RUNGS, repeats=1, capacity=True),
+        tuner.variant(
+            some_cfg, rungs=(PROFILE_RUNGS[0], *cached, *PROFILE_RUNGS[1:]), repeats=1, capacity=True
+        ),
+    ]
+    tuner.profile_ids = (points[0].id, points[1].id)
     tops = {m: plateau_config(configs_in_mode(configs, m)) for m in (base, *others)}
     plateaus = {
         m: tuner.variant(top, rungs=("full",), repeats=1, capacity=False) for m, top in tops.items() if top
@@ -222,7 +234,7 @@ def profile(tuner: Tuner) -> Profile:
         batch_size=tuner.template.workload.batch_size,
         ranks=tuner.world,
     )
-    fitted = replace(fitted, copy_mode=base.copy_mode())
+    fitted = replace(fitted, copy_mode=base.copy_mode(), cached=_cached_figures(rows, points[1].id, cached))
     fitted = _with_plateau(fitted, rows, tops[base], plateaus.get(base))
     base_bound = statistics.median([zero["bound_steps_per_s"], some["bound_steps_per_s"]])
     for mode, point in bounds.items():
@@ -236,6 +248,27 @@ def profile(tuner: Tuner) -> Profile:
         rate = None if plateau is None else _rate(rows, plateau.id, "full")
         fitted = with_copy_mode(fitted, mode, base_bound / bound, top if rate else None, rate or 0.0)
     return fitted
+
+
+def cached_rungs(rungs: Sequence[str]) -> tuple[str, ...]:
+    """The spec's cached sample-level rungs (all but `full`), bound first: the profile's worker
+    point measures them, with their loader's capacity, for the caching what-if."""
+    picked = [r for r in rungs if r != "full" and rung_names.is_sample_level(r)]
+    return tuple(sorted(picked, key=rung_names.ladder_position))
+
+
+def _cached_figures(rows: pd.DataFrame, pid: str, cached: Sequence[str]) -> dict[str, tuple[float, float]]:
+    """Each cached rung's loader at the profile's worker point: (capacity in batches/s,
+    core-seconds a batch). A rung the dataset cannot serve (a skipped row) is left out."""
+    out: dict[str, tuple[float, float]] = {}
+    for rung in cached:
+        mine = rows[(rows["point_id"] == pid) & (rows["rung"] == rung)]
+        capacity = mine["loader_capacity"].median() if not mine.empty else float("nan")
+        if not capacity > 0:
+            continue
+        cores, rate = mine["loader_cores"].median(), mine["steps_per_s"].median()
+        out[rung] = (float(capacity), float(cores / rate) if pd.notna(cores) and rate > 0 else 0.0)
+    return out
 
 
 def _with_plateau(fitted: Profile, rows: pd.DataFrame, top: Config | None, point: Point | None) -> Profile:
@@ -369,7 +402,46 @@ def tune_summary(
         "device_seconds": {"tune": spent, "exhaustive_estimate": exhaustive_s},
         "budget_spent": result.budget_spent,
         "grid_points": len(predictions),
+        "caching": caching_entries(tuner, prof, rows, [x.config for x in predictions]),
     }
+
+
+def caching_entries(
+    tuner: Tuner, prof: Profile, rows: pd.DataFrame, configs: Sequence[Config]
+) -> list[dict[str, Any]]:
+    """Per cached rung the profile measured, Plumber's what-if in the model's terms: the grid
+    predicted with that stage's output cached (tune_model.with_cache), its cheapest
+    configuration within the margin of its best, and what the cache would take (the bytes of
+    one cached value, the data set's samples, the job's memory limit, from the rung's row)."""
+    if not prof.cached or len(tuner.profile_ids) < 2:
+        return []
+    some = rows[(rows["point_id"] == tuner.profile_ids[1]) & (rows["status"] == "ok")]
+    out = []
+    for rung, (capacity, cpu_s) in prof.cached.items():
+        mine = some[some["rung"] == rung]
+        choice = cheapest_meeting(predict(with_cache(prof, capacity, cpu_s), configs))
+        names = str(mine["transform_names"].iloc[0]) if "transform_names" in mine and not mine.empty else ""
+        out.append(
+            {
+                "rung": rung,
+                "capacity": capacity,
+                "choice": asdict(choice.config),
+                "samples_per_s": choice.samples_per_s,
+                "memory_gb": choice.memory_gb * prof.ranks,
+                "sample_bytes": _median(mine, "cached_sample_bytes"),
+                "samples": _median(mine, "dataset_samples"),
+                "limit_gb": _median(mine, "memory_limit_gb"),
+                "transform_names": [n for n in names.split(",") if n and names != "nan"],
+            }
+        )
+    return out
+
+
+def _median(rows: pd.DataFrame, column: str) -> float | None:
+    if column not in rows:
+        return None
+    value = pd.to_numeric(rows[column], errors="coerce").median()
+    return float(value) if pd.notna(value) else None
 
 
 def _seconds(rows: pd.DataFrame) -> float:

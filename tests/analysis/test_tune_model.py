@@ -17,6 +17,7 @@ from analysis.tune_model import (
     prefetch_needed,
     samples_per_s,
     what_if,
+    with_cache,
     with_copy_mode,
     with_plateau,
 )
@@ -157,6 +158,23 @@ def test_each_copy_mode_has_its_own_step_and_hand_off() -> None:
     assert Profile.from_json(both.to_json()) == both
     with pytest.raises(ValueError, match="the bound rungs' ratio must be > 0"):
         with_copy_mode(p, pinned(w(4)), 0.0)
+
+
+def test_a_cached_stage_loads_at_its_rungs_capacity_without_stalls() -> None:
+    # The profile's worker loads a batch in 40 ms (25 batches/s), stalls included; the raw
+    # samples cached, one worker's loader reached 200 batches/s on 4 core-ms a batch. So a
+    # worker loads a batch in 5 ms, num_workers=0 runs at 1 / (20 + 5 ms) = 40 batches/s,
+    # and one worker meets the 20 ms step: 50 batches/s.
+    p = profile(stall_s=0.2, stall_share=0.05)
+    cached = with_cache(p, 200.0, 0.004)
+    assert cached.main_load_s == pytest.approx(0.005)
+    assert (cached.stall_s, cached.stall_share) == (0.0, 0.0)
+    assert batches_per_s(cached, w(0)) == pytest.approx(40)
+    assert batches_per_s(cached, w(1)) == pytest.approx(50)
+    assert bound_of(cached, w(1)) == "step"
+    assert batches_per_s(p, w(1)) == pytest.approx(25)  # without: one worker's 25
+    with pytest.raises(ValueError, match="the cached rung's capacity must be > 0"):
+        with_cache(p, 0.0, 0.004)
 
 
 def test_copy_settings_are_named_only_when_set() -> None:

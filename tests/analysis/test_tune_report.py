@@ -112,3 +112,36 @@ def test_the_model_lines_and_the_what_if_name_each_copy_mode() -> None:
     ) in text
     what_if = render_what_if(summary(profile=profile.to_json(), answer=asdict(pin)), gpus=8, cores=32)
     assert "predicted: num_workers=4 per rank (prefetch_factor=1), 5333 samples/s on the node" in what_if
+
+
+def test_the_caching_what_if_sizes_the_cache_and_names_the_cheapest_configuration() -> None:
+    # The raw samples cached: 50,000 samples of 12 kB = 600 MB against a 16 GB job (80 %:
+    # 12.8 GB) with 2 GB held: it fits; the model predicts num_workers=1 at 400 samples/s.
+    # The processed samples (after RandomCrop, the first of 2 transforms) would replay its draw.
+    entry = {
+        "capacity": 200.0,
+        "choice": asdict(w(1)),
+        "samples_per_s": 400.0,
+        "memory_gb": 2.0,
+        "sample_bytes": 12_000.0,
+        "samples": 50_000.0,
+        "limit_gb": 16.0,
+        "transform_names": ["RandomCrop", "Normalize"],
+    }
+    text = render(
+        summary(
+            caching=[{**entry, "rung": "raw_sample"}, {**entry, "rung": "processed_sample", "limit_gb": None}]
+        )
+    )
+    assert (
+        "what if: caching the raw samples (decoded, before the transforms), as raw_sample measured it "
+        "(200.0 batches/s from 1 worker(s)): the model predicts num_workers=1 prefetch_factor=2 "
+        "persistent_workers=false at 400.0 samples/s from the second epoch on (the recommendation "
+        "measured 400.0); the cache: 50,000 samples × 12.0 kB = 600.0 MB; fits in 80% of the job's "
+        "16.0 GB with the 2.0 GB the ranks hold there\n"
+    ) in text
+    assert (
+        "the cache: 50,000 samples × 12.0 kB = 600.0 MB; the job's memory limit is not known; the cache "
+        "would replay the draw of RandomCrop every epoch"
+    ) in text
+    assert "what if" not in render(summary())  # no cached rung profiled: no line

@@ -17,6 +17,7 @@ import pytest
 from analysis.load import load_results
 from analysis.report import build_report
 from analysis.tune_model import Config, lightning_workers
+from analysis.tune_report import render
 from harness.config.plan import expand
 from harness.config.spec import load_spec
 from harness.storage.sweep import load_points
@@ -57,8 +58,10 @@ def write_spec(folder: Path, text: str = SPEC) -> Path:
 
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """The grid, with the raw samples' rung named: the profile measures it for the caching
+    what-if."""
     folder = tmp_path_factory.mktemp("tune")
-    plan = expand(load_spec(write_spec(folder)))
+    plan = expand(load_spec(write_spec(folder, SPEC.replace("rungs: [full]", "rungs: [raw_sample, full]"))))
     return tune(plan, folder / "results")
 
 
@@ -77,18 +80,33 @@ def test_tune_writes_a_sweep_that_report_reads(tuned: tuple[Path, dict]) -> None
     assert json.loads((sweep_dir / TUNE_FILE).read_text())["answer"] == summary["answer"]
     plan = json.loads((sweep_dir / "plan.json").read_text())["points"]
     measured = {(p["loader"]["num_workers"], tuple(p["rungs"])) for p in plan}
-    # The profile (0 and 1 worker, the bound and full) and the confirmations (full, 3 runs).
-    assert {(0, ("host_batch", "full")), (1, ("host_batch", "full"))} <= measured
+    # The profile (0 and 1 worker, the bound and full; the spec's cached rung at 1 worker) and
+    # the confirmations (full, 3 runs).
+    assert {(0, ("host_batch", "full")), (1, ("host_batch", "raw_sample", "full"))} <= measured
     confirmed = [p for p in plan if p["rungs"] == ["full"] and p["measure"]["repeats"] > 1]
     assert confirmed and all(p["measure"]["repeats"] == 3 for p in confirmed)
     # Undecided ones may have been measured again (repeats.json): every run is counted.
     runs = {p.id: p.measure.repeats for p in load_points(sweep_dir)}
     # The plateau point: the grid's most workers (3), full only, one run.
     assert (3, ("full",)) in measured
-    assert summary["point_runs"]["tune"] == 5 + sum(runs[p["id"]] for p in confirmed)
+    assert summary["point_runs"]["tune"] == 6 + sum(runs[p["id"]] for p in confirmed)
     assert summary["point_runs"]["exhaustive"] == 3 * 4
     report = build_report([sweep_dir], "terminal")
     assert "recommendation for" in report.text
+
+
+def test_the_caching_what_if_finds_that_caching_the_reads_frees_the_workers(tuned: tuple[Path, dict]) -> None:
+    """The raw samples cached, the 80 ms of reads a batch are gone: the step's 60 ms bounds
+    with at most one worker (two were needed), at the step's 133 samples/s."""
+    _, summary = tuned
+    (entry,) = summary["caching"]
+    assert entry["rung"] == "raw_sample"
+    assert Config.of(entry["choice"]).num_workers <= 1
+    assert entry["samples_per_s"] >= 0.9 * BATCH / STEP_S
+    assert entry["samples"] == 400 and entry["sample_bytes"] > 0
+    assert "what if: caching the raw samples (decoded, before the transforms), as raw_sample measured it" in (
+        render(summary)
+    )
 
 
 def test_what_if_from_the_tune_sweep(tuned: tuple[Path, dict], tmp_path: Path) -> None:
