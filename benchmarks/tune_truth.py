@@ -90,6 +90,7 @@ def run_case(p: Pipeline, configs: list[Config], seed: int) -> dict[str, float]:
         "tune_runs": bench.runs,
         "error": result.median_error(),
         "not_worse": float(all(truth[answer] >= 0.95 * truth[c] for c in others)),
+        "as_exhaustive": float(truth[answer] >= 0.95 * truth[exhaustive_answer]),
     }
 
 
@@ -105,6 +106,7 @@ def summary_row(name: str, configs: list[Config], runs: list[dict[str, float]]) 
         f"{sum(r['tune'] >= 0.95 for r in runs)}/{n} ({min(r['tune'] for r in runs):.0%})",
         f"{med('exhaustive_runs'):.0f}",
         f"{med('tune_runs'):.0f} ({med('tune_runs') / med('exhaustive_runs'):.0%})",
+        f"{sum(r['as_exhaustive'] for r in runs):.0f}/{n}",
         f"{med('error'):.1%}",
         f"{sum(r['not_worse'] for r in runs):.0f}/{n}",
     ]
@@ -125,6 +127,7 @@ def main() -> None:
         "tune within 5 % (worst)",
         "point-runs, exhaustive",
         "point-runs, tune",
+        "tune within 5 % of the exhaustive answer",
         "median error",
         "tune >= Lightning and = cores",
     ]
