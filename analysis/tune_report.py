@@ -96,10 +96,17 @@ def render(summary: Mapping[str, Any]) -> str:
     out = [f"tune {summary['spec']}: {summary['grid_points']} grid points", "model:"]
     out += [f"  {line}" for line in model_lines(p)]
     out += ["", grid_table(summary), ""]
+    predicted = {_config(x): x["samples_per_s"] for x in summary["predictions"]}
+    if answer not in runs:
+        out.append(
+            f"unconfirmed: the model's choice, {answer.text()}: {predicted[answer]:.1f} samples/s predicted, "
+            f"nothing measured (the budget allowed no confirmation: {summary['repeats']} runs of a "
+            "configuration are the least the judgement takes)"
+        )
+        return "\n".join(out + cost_lines(summary))
     rate = statistics.median(runs[answer])
     tied = "the best itself" if answer == best else f"tied with the best, {best.text()}, within ±{MARGIN:.0%}"
     out.append(f"recommendation: {answer.text()}: {rate:.1f} samples/s measured ({tied})")
-    predicted = {_config(x): x["samples_per_s"] for x in summary["predictions"]}
     off = rate / predicted[answer] - 1
     if answer == choice and abs(off) <= MARGIN:
         out.append("the model's choice, confirmed")

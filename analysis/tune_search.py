@@ -146,8 +146,9 @@ def search(
     max_runs: int = MAX_RUNS,
 ) -> SearchResult:
     """The confirmation search (module docstring). `budget`: the most point-runs (one run of
-    one configuration) it may spend; None: no limit but the grid. `max_runs`: the most runs a
-    configuration gets to decide it against the best."""
+    one configuration) it may spend; None: no limit but the grid; below `repeats`, nothing is
+    measured and the answer is the model's choice, unconfirmed (no verdicts, budget spent).
+    `max_runs`: the most runs a configuration gets to decide it against the best."""
     predicted = {x.config: x.samples_per_s for x in predictions}
     choice = cheapest_meeting(list(predictions), margin).config
     runs: dict[Config, tuple[float, ...]] = {}
@@ -171,6 +172,8 @@ def search(
         todo, target = _wanted(judged, grid, runs, predicted, margin), repeats
         if not todo:
             todo, target = _to_decide(judged, runs, max_runs)
+    if not runs:  # a budget below one configuration's runs: the model's choice, unconfirmed
+        return SearchResult(Judged(choice, choice, {}), runs, predicted, choice, rounds, spent, True)
     return SearchResult(judge(runs, margin), runs, predicted, choice, rounds, spent, capped)
 
 

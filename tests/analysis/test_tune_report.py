@@ -145,3 +145,16 @@ def test_the_caching_what_if_sizes_the_cache_and_names_the_cheapest_configuratio
         "would replay the draw of RandomCrop every epoch"
     ) in text
     assert "what if" not in render(summary())  # no cached rung profiled: no line
+
+
+def test_render_says_when_nothing_was_measured_to_confirm_the_choice() -> None:
+    text = render(
+        summary(measured=[], verdicts=[], budget_spent=True, point_runs={"tune": 5, "exhaustive": 12})
+    )
+    assert (
+        "unconfirmed: the model's choice, num_workers=2 prefetch_factor=2 persistent_workers=false: 400.0 "
+        "samples/s predicted, nothing measured (the budget allowed no confirmation: 3 runs of a "
+        "configuration are the least the judgement takes)"
+    ) in text
+    assert "recommendation:" not in text
+    assert "cost: 5 point-runs against 12 for the exhaustive grid" in text

@@ -97,6 +97,16 @@ def test_the_budget_stops_the_search_and_says_so() -> None:
     assert result.point_runs <= 12
 
 
+def test_a_budget_below_one_configurations_runs_leaves_the_models_choice_unconfirmed() -> None:
+    # 2 point-runs cannot bring any configuration to its 3: nothing is measured (this used to
+    # fail after the profile, with "max() arg is an empty sequence").
+    bench = Bench(TRUTH)
+    result = search(GRID, predictions(TRUTH), bench, budget=2)
+    assert bench.runs == result.point_runs == 0
+    assert result.judged.answer == result.model_choice == w(4, 2)
+    assert result.judged.verdicts == {} and result.budget_spent
+
+
 def test_undecided_cheaper_configurations_are_named_with_the_runs_that_decide() -> None:
     # Three workers 4 % below four, runs ±10 %: neither tied nor slower at n=3.
     truth = {w(2): 50.0, w(3): 96.0, w(4): 100.0, w(6): 100.0}
