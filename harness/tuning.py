@@ -96,7 +96,9 @@ class Tuner:
             replace(plan, points=()), results, backend=backend, world_size=world_size
         )
 
-    def variant(self, config: Config, *, rungs: tuple[str, ...], repeats: int, capacity: Any) -> Point:
+    def variant(
+        self, config: Config, *, rungs: tuple[str, ...], repeats: int, capacity: Any = False
+    ) -> Point:
         """The template point with these loader settings, rungs and repeats, indexed next."""
         t = self.template
         requested = {**asdict(t.loader), **{k: getattr(config, k) for k in (*MODELLED, *COPY)}}
@@ -205,15 +207,11 @@ def profile(tuner: Tuner) -> Profile:
     ]
     tuner.profile_ids = (points[0].id, points[1].id)
     tops = {m: plateau_config(configs_in_mode(configs, m)) for m in (base, *others)}
-    plateaus = {
-        m: tuner.variant(top, rungs=("full",), repeats=1, capacity=False) for m, top in tops.items() if top
-    }
+    plateaus = {m: tuner.variant(top, rungs=("full",), repeats=1) for m, top in tops.items() if top}
+    # Each further copy mode: the worker point's bound rung in that mode (its step and copy).
     bounds = {
         m: tuner.variant(
-            replace(some_cfg, **{k: getattr(m, k) for k in COPY}),
-            rungs=("host_batch",),
-            repeats=1,
-            capacity=False,
+            replace(some_cfg, **{k: getattr(m, k) for k in COPY}), rungs=("host_batch",), repeats=1
         )
         for m in others
     }
@@ -237,6 +235,19 @@ def profile(tuner: Tuner) -> Profile:
     fitted = replace(fitted, copy_mode=base.copy_mode(), cached=_cached_figures(rows, points[1].id, cached))
     fitted = _with_plateau(fitted, rows, tops[base], plateaus.get(base))
     base_bound = statistics.median([zero["bound_steps_per_s"], some["bound_steps_per_s"]])
+    return _with_copy_modes(fitted, rows, base_bound, bounds, tops, plateaus)
+
+
+def _with_copy_modes(
+    fitted: Profile,
+    rows: pd.DataFrame,
+    base_bound: float,
+    bounds: Mapping[Config, Point],
+    tops: Mapping[Config, Config | None],
+    plateaus: Mapping[Config, Point],
+) -> Profile:
+    """Each further copy mode's step (its bound rung's rate against the profile mode's
+    `base_bound`) and hand-off (its plateau point), from the profile's rows."""
     for mode, point in bounds.items():
         bound = _rate(rows, point.id, "host_batch")
         if bound is None:
@@ -244,9 +255,9 @@ def profile(tuner: Tuner) -> Profile:
                 f"tune: the profile point {point.id} (copy mode {mode.copy_mode()}) has no ok "
                 "host_batch row: see the rows' error column (harness report on the sweep) before tuning"
             )
-        top, plateau = tops[mode], plateaus.get(mode)
+        plateau = plateaus.get(mode)
         rate = None if plateau is None else _rate(rows, plateau.id, "full")
-        fitted = with_copy_mode(fitted, mode, base_bound / bound, top if rate else None, rate or 0.0)
+        fitted = with_copy_mode(fitted, mode, base_bound / bound, tops[mode] if rate else None, rate or 0.0)
     return fitted
 
 
