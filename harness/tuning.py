@@ -386,7 +386,7 @@ def tune_summary(
     rank0 = rows[rows["rank"] == 0]
     spent = _seconds(rank0)
     measured = rank0[rank0["status"] == "ok"]
-    per_run = _overhead_s(measured[measured["rung"] == "full"])
+    per_run = overhead_s(measured[measured["rung"] == "full"])
     measure = tuner.template.measure
     steps = measure.warmup_steps + measure.steps
     exhaustive_s = sum(
@@ -462,14 +462,20 @@ def _seconds(rows: pd.DataFrame) -> float:
     return float((end - start).dt.total_seconds().sum())
 
 
-def _overhead_s(rows: pd.DataFrame) -> float:
+def overhead_s(rows: pd.DataFrame) -> float:
     """A run's seconds beyond its steps (iterator and worker start-up, the stock's warmup):
-    the median over measured runs, to price the grid's unmeasured runs alike."""
+    the median over measured runs, to price the grid's unmeasured runs alike. Runs that timed
+    the loader's capacity after their window (the profile's) count only where there is no
+    other run, less that phase: `steps` batches at the capacity, for at least the window
+    (runner._capacity's minimum)."""
     if rows.empty:
         return 0.0
-    duration = pd.to_datetime(rows["finished_at"]) - pd.to_datetime(rows["started_at"])
-    stepping = (rows["warmup_steps"] + rows["steps"]) / rows["steps_per_s"]
-    return max(0.0, float(statistics.median(duration.dt.total_seconds() - stepping)))
+    plain = rows[rows["loader_capacity"].isna()]
+    use = rows if plain.empty else plain
+    duration = (pd.to_datetime(use["finished_at"]) - pd.to_datetime(use["started_at"])).dt.total_seconds()
+    stepping = (use["warmup_steps"] + use["steps"]) / use["steps_per_s"]
+    capacity = 0.0 if not plain.empty else (use["steps"] / use["loader_capacity"]).clip(lower=stepping)
+    return max(0.0, float(statistics.median(duration - stepping - capacity)))
 
 
 def load_summary(sweep_dir: Path) -> Mapping[str, Any]:
