@@ -137,23 +137,19 @@ def size_text(w: CachingWhatIf, held_at: str = "at full") -> str:
     )
 
 
-def frozen_text(w: CachingWhatIf) -> str:
-    """The clause naming the random transforms whose draw the cache would replay ("" if none)."""
-    return _replayed(w.frozen)
-
-
-def frozen_text_for(rung: str, names: Sequence[str]) -> str:
-    """frozen_text for a cache at `rung` over the transforms `names`."""
-    return _replayed(frozen(rung, names))
-
-
-def _replayed(transforms: Sequence[str]) -> str:
+def replayed(transforms: Sequence[str]) -> str:
+    """The clause naming the random transforms whose draw a cache would replay ("" if none)."""
     if not transforms:
         return ""
     return (
         f"; the cache would replay the draw of {', '.join(transforms)} every epoch: "
         f"that changes the training, cache above {'it' if len(transforms) == 1 else 'them'} only knowingly"
     )
+
+
+def transform_names(value: object) -> list[str]:
+    """The rows' `transform_names` column (names joined by commas, "" for none) as a list."""
+    return [n for n in str(value or "").split(",") if n]
 
 
 def sentence(w: CachingWhatIf) -> str:
@@ -164,7 +160,7 @@ def sentence(w: CachingWhatIf) -> str:
         f"demand of {w.demand:.1f}) from the second epoch on, once per node (a cache each worker "
         "fills for itself holds it once per worker)"
     )
-    return text + frozen_text(w)
+    return text + replayed(w.frozen)
 
 
 def _bytes(n: float) -> str:

@@ -139,31 +139,30 @@ def caching_lines(summary: Mapping[str, Any], measured: float) -> list[str]:
     stage's output takes, and the grid's cheapest configuration with it, predicted (not
     measured: tune confirms the grid as it is)."""
     out = []
-    workers = summary["profile"].get("profiled_workers", 1)
+    profile = summary["profile"]
     for entry in summary.get("caching", []):
-        names = entry["transform_names"]
-        rung = entry["rung"]
+        rung, names = entry["rung"], entry["transform_names"]
+        holds, frozen = caching.holds(rung, len(names)), caching.frozen(rung, names)
         choice = _config(entry["choice"])
         size = "its size is not known"
         if entry["sample_bytes"] and entry["samples"]:
             w = caching.CachingWhatIf(
                 rung=rung,
-                holds=caching.holds(rung, len(names)),
+                holds=holds,
                 sample_bytes=entry["sample_bytes"],
                 samples=int(entry["samples"]),
                 capacity=entry["capacity"],
-                demand=0.0,
+                demand=1 / profile["step_s"],
                 limit_gb=entry["limit_gb"],
                 in_use_gb=entry["memory_gb"],
-                frozen=caching.frozen(rung, names),
+                frozen=frozen,
             )
             size = caching.size_text(w, held_at="there")
         out.append(
-            f"what if: caching {caching.holds(rung, len(names))}, as {rung} measured it "
-            f"({entry['capacity']:.1f} batches/s from {workers} worker(s)): the model predicts "
+            f"what if: caching {holds}, as {rung} measured it ({entry['capacity']:.1f} batches/s from "
+            f"{profile.get('profiled_workers', 1)} worker(s)): the model predicts "
             f"{choice.text()} at {entry['samples_per_s']:.1f} samples/s from the second epoch on "
-            f"(the recommendation measured {measured:.1f}); the cache: {size}"
-            + caching.frozen_text_for(rung, names)
+            f"(the recommendation measured {measured:.1f}); the cache: {size}" + caching.replayed(frozen)
         )
     return out
 

@@ -194,7 +194,7 @@ def _ladder(group: pd.DataFrame) -> _Ladder | None:
         table=table,
         steps=per_repeat["steps_per_s"].unstack("rung")[measured],
         capacity=per_repeat["capacity"].unstack("rung")[measured],
-        names=[n for n in str(group["transform_names"].iloc[0] or "").split(",") if n],
+        names=caching.transform_names(group["transform_names"].iloc[0]),
         on_cpu=bool((ok["device"] == "cpu").all()),
         bound=bound,
         unmeasured=unmeasured,

@@ -33,11 +33,9 @@ from tabulate import tabulate
 
 from analysis.tune_model import Config, lightning_workers, predict
 from analysis.tune_search import exhaustive, search
-from tests.fixtures.tune_sim import BIG, BIG_GRID, Bench, Pipeline, grid, true_rate
+from tests.fixtures.tune_sim import BIG, BIG_GRID, COPYING, COPYING_GRID, Bench, Pipeline, grid, true_rate
 
 WORKERS_ONLY = [0, 1, 2, 3]
-COPY_MODES = [(False, False), (False, True), (True, False), (True, True)]
-"""(pin_memory, non_blocking): every copy mode."""
 
 
 CASES: list[tuple[str, Pipeline, list[Config]]] = [
@@ -68,10 +66,8 @@ CASES: list[tuple[str, Pipeline, list[Config]]] = [
     ),
     (
         "copy: pageable 12 ms, pinned 4 ms, pin thread 2 ms; reads 60 ms, step 20 ms",
-        Pipeline(
-            read_s=0.060, cpu_s=0.004, step_s=0.020, cores=4, copy_s=0.012, pinned_copy_s=0.004, pin_s=0.002
-        ),
-        grid([0, 1, 2, 3, 4, 6], [2], [True], COPY_MODES),
+        COPYING,
+        COPYING_GRID,
     ),
     ("193 points: reads 40 ms + CPU 15 ms, stalls, epochs of 20, 16 cores", BIG, BIG_GRID),
 ]

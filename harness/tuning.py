@@ -45,6 +45,7 @@ from typing import Any
 
 import pandas as pd
 
+from analysis import caching
 from analysis.aggregate import summarize
 from analysis.load import load_results
 from analysis.tune_model import (
@@ -90,8 +91,6 @@ class Tuner:
         self.template = self.grid[0]
         self.measured: list[Point] = []
         self.rounds_submitted = 0
-        self.profile_ids: tuple[str, ...] = ()
-        """The profile's num_workers=0 and worker points (the latter holds the cached rungs)."""
         self.sweep_dir = create_sweep(
             replace(plan, points=()), results, backend=backend, world_size=world_size
         )
@@ -205,7 +204,6 @@ def profile(tuner: Tuner) -> Profile:
             some_cfg, rungs=(PROFILE_RUNGS[0], *cached, *PROFILE_RUNGS[1:]), repeats=1, capacity=True
         ),
     ]
-    tuner.profile_ids = (points[0].id, points[1].id)
     tops = {m: plateau_config(configs_in_mode(configs, m)) for m in (base, *others)}
     plateaus = {m: tuner.variant(top, rungs=("full",), repeats=1) for m, top in tops.items() if top}
     # Each further copy mode: the worker point's bound rung in that mode (its step and copy).
@@ -413,25 +411,20 @@ def tune_summary(
         "device_seconds": {"tune": spent, "exhaustive_estimate": exhaustive_s},
         "budget_spent": result.budget_spent,
         "grid_points": len(predictions),
-        "caching": caching_entries(tuner, prof, rows, [x.config for x in predictions]),
+        "caching": caching_entries(prof, rows, [x.config for x in predictions]),
     }
 
 
-def caching_entries(
-    tuner: Tuner, prof: Profile, rows: pd.DataFrame, configs: Sequence[Config]
-) -> list[dict[str, Any]]:
+def caching_entries(prof: Profile, rows: pd.DataFrame, configs: Sequence[Config]) -> list[dict[str, Any]]:
     """Per cached rung the profile measured, Plumber's what-if in the model's terms: the grid
     predicted with that stage's output cached (tune_model.with_cache), its cheapest
     configuration within the margin of its best, and what the cache would take (the bytes of
     one cached value, the data set's samples, the job's memory limit, from the rung's row)."""
-    if not prof.cached or len(tuner.profile_ids) < 2:
-        return []
-    some = rows[(rows["point_id"] == tuner.profile_ids[1]) & (rows["status"] == "ok")]
     out = []
     for rung, (capacity, cpu_s) in prof.cached.items():
-        mine = some[some["rung"] == rung]
+        # Only the profile's worker point measures a cached rung: its rows are that rung's.
+        mine = rows[(rows["rung"] == rung) & (rows["status"] == "ok")]
         choice = cheapest_meeting(predict(with_cache(prof, capacity, cpu_s), configs))
-        names = str(mine["transform_names"].iloc[0]) if "transform_names" in mine and not mine.empty else ""
         out.append(
             {
                 "rung": rung,
@@ -442,7 +435,7 @@ def caching_entries(
                 "sample_bytes": _median(mine, "cached_sample_bytes"),
                 "samples": _median(mine, "dataset_samples"),
                 "limit_gb": _median(mine, "memory_limit_gb"),
-                "transform_names": [n for n in names.split(",") if n and names != "nan"],
+                "transform_names": caching.transform_names(mine["transform_names"].iloc[0]),
             }
         )
     return out

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from analysis.tune_model import (
@@ -125,13 +127,7 @@ def test_the_plateau_run_gives_the_hand_off_each_batch_costs_the_step() -> None:
 
 
 def pinned(c: Config, non_blocking: bool = False) -> Config:
-    return Config(
-        num_workers=c.num_workers,
-        prefetch_factor=c.prefetch_factor,
-        persistent_workers=c.persistent_workers,
-        pin_memory=True,
-        non_blocking=non_blocking,
-    )
+    return replace(c, pin_memory=True, non_blocking=non_blocking)
 
 
 def test_each_copy_mode_has_its_own_step_and_hand_off() -> None:

@@ -4,6 +4,7 @@ samples/s is given, and a measurement is that figure times a fixed spread of run
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from analysis import noise
 from analysis.tune_model import Config, Prediction
@@ -51,12 +52,7 @@ def test_neighbours_are_one_value_away_on_each_axis() -> None:
 
 def test_neighbours_on_a_copy_axis_hold_the_rest() -> None:
     def pin(c: Config) -> Config:
-        return Config(
-            num_workers=c.num_workers,
-            prefetch_factor=c.prefetch_factor,
-            persistent_workers=c.persistent_workers,
-            pin_memory=True,
-        )
+        return replace(c, pin_memory=True)
 
     grid = [*GRID, *(pin(c) for c in GRID)]
     assert set(neighbours(w(4, 2), grid)) == {w(3, 2), w(6, 2), w(4, 1), w(4, 4), pin(w(4, 2))}
@@ -176,45 +172,38 @@ def test_an_undecided_cheaper_configuration_is_measured_until_decided() -> None:
     assert len(capped.rounds) == 1
 
 
-COPY_MODES = ((False, False), (False, True), (True, False), (True, True))
-
-
 def test_tune_finds_that_pinning_pays_where_the_copy_costs() -> None:
-    """A pageable copy of 12 ms a batch, a pinned one of 4 ms (non_blocking changes nothing:
-    the copy shares the device's stream), a 2 ms pin thread: from 3 workers on, pinning lifts
-    the plateau from 250 to 333 samples/s; the profile measures each mode's step."""
+    """tests/fixtures/tune_sim.py's COPYING: a pageable copy of 12 ms a batch, a pinned one of 4 ms
+    (non_blocking changes nothing: the copy shares the device's stream), a 2 ms pin thread:
+    from 3 workers on, pinning lifts the plateau from 250 to 333 samples/s; the profile
+    measures each mode's step."""
     from analysis.tune_model import predict
-    from tests.fixtures.tune_sim import Bench, Pipeline, grid, true_rate
+    from tests.fixtures.tune_sim import COPYING, COPYING_GRID, Bench, true_rate
 
-    p = Pipeline(
-        read_s=0.060, cpu_s=0.004, step_s=0.020, cores=4, copy_s=0.012, pinned_copy_s=0.004, pin_s=0.002
-    )
-    configs = grid([0, 1, 2, 3, 4, 6], [2], [True], COPY_MODES)
-    truth = {c: true_rate(p, c) for c in configs}
-    bench = Bench(p, seed=3)
-    profile = bench.profile(configs)
+    truth = {c: true_rate(COPYING, c) for c in COPYING_GRID}
+    bench = Bench(COPYING, seed=3)
+    profile = bench.profile(COPYING_GRID)
     assert set(profile.copy_modes) == {
         "pin_memory=false non_blocking=true",
         "pin_memory=true non_blocking=false",
         "pin_memory=true non_blocking=true",
     }
-    result = search(configs, predict(profile, configs), bench)
+    result = search(COPYING_GRID, predict(profile, COPYING_GRID), bench)
     answer = result.judged.answer
     assert answer.pin_memory and same_answer(answer, truth)
     assert result.median_error() <= 0.10
-    assert bench.runs < 3 * len(configs)  # the exhaustive grid: 72 runs
+    assert bench.runs < 3 * len(COPYING_GRID)  # the exhaustive grid: 72 runs
 
 
 def test_tune_keeps_pageable_memory_where_the_copy_costs_nothing() -> None:
     """The same grid with nothing to copy: no mode is faster, so the cheapest, pageable, is
     chosen (as on a CPU, where PyTorch does not pin)."""
     from analysis.tune_model import predict
-    from tests.fixtures.tune_sim import Bench, Pipeline, grid, true_rate
+    from tests.fixtures.tune_sim import COPYING, COPYING_GRID, Bench, true_rate
 
-    p = Pipeline(read_s=0.060, cpu_s=0.004, step_s=0.020, cores=4)
-    configs = grid([0, 1, 2, 3, 4, 6], [2], [True], COPY_MODES)
-    truth = {c: true_rate(p, c) for c in configs}
+    p = replace(COPYING, copy_s=0.0, pinned_copy_s=0.0, pin_s=0.0)
+    truth = {c: true_rate(p, c) for c in COPYING_GRID}
     bench = Bench(p, seed=3)
-    result = search(configs, predict(bench.profile(configs), configs), bench)
+    result = search(COPYING_GRID, predict(bench.profile(COPYING_GRID), COPYING_GRID), bench)
     assert not result.model_choice.pin_memory and not result.model_choice.non_blocking
     assert same_answer(result.judged.answer, truth)
