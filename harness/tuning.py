@@ -504,6 +504,11 @@ def run_tune_verb(args: Any, load_plan: Any, check_sbatch: Any) -> int:
             raise TuneError("--what-if reads a tune's sweep folder and takes no KEY=VALUE overrides")
         print(render_what_if(load_summary(args.spec), gpus=gpus, cores=cores))
         return 0
+    if args.budget is not None and args.budget < 0:
+        raise TuneError(
+            f"--budget: the point-runs the confirmations may spend, an integer >= 0 (0: the profile "
+            f"alone, its choice unconfirmed); got {args.budget}"
+        )
     if args.backend != "slurm":  # on Slurm the jobs run the points, as with submit
         from harness.extras import require_run_extra
 

@@ -123,6 +123,17 @@ def test_what_if_from_the_tune_sweep(tuned: tuple[Path, dict], tmp_path: Path) -
     )
 
 
+def test_a_negative_budget_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path)
+    done = harness("tune", str(spec), "--budget", "-1", "--results", str(tmp_path / "results"), cwd=tmp_path)
+    assert done.returncode == 2
+    assert (
+        "--budget: the point-runs the confirmations may spend, an integer >= 0 (0: the profile alone, "
+        "its choice unconfirmed); got -1"
+    ) in done.stderr
+    assert not (tmp_path / "results").exists()
+
+
 def test_what_if_needs_a_tune_sweep(tmp_path: Path) -> None:
     done = harness("tune", "--what-if", "gpus=8,cores=64", str(tmp_path), cwd=tmp_path)
     assert done.returncode == 2
