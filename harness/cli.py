@@ -1,14 +1,14 @@
 """harness VERB ...: plan, run, submit, status, resume, sbatch, report, compare, make-data.
 
-The verbs only: each parses its arguments and calls the modules that do the work (the plan
-table in harness.plan_table, the backends and the wait loop in harness.backends, the report in
-analysis). Everything heavy is imported inside the verb that needs it: `harness --help` imports
-neither torch nor pandas, and `harness plan` no pandas.
+The verbs only: each parses its arguments and calls the modules that do the work (the
+policies that run points in harness.sweeps, against the backends of harness.backends.registry;
+the plan table in harness.plan_table; the report in analysis). Everything heavy is imported
+inside the verb that needs it: `harness --help` imports neither torch nor pandas, and `harness
+plan` no pandas. Exit codes and usage errors: harness/exits.py.
 
-Exit status: 0 all well; 1 some points failed or did not finish (the others completed); 2 bad
-input (spec, arguments, overrides), with one line on stderr and nothing run; 3 every point ran
-but an expectation of the spec's `expect:` failed (run, submit --wait, report); 130 interrupted
-(Ctrl-C): what was measured is kept, and `harness resume SWEEP` goes on.
+`run`, `resume` and `tune` take `--backend NAME`, a key of the one registry of backends
+(inline, local, slurm); `submit` is `run --backend slurm` without waiting, the word Slurm users
+expect.
 
 `plan`, `run`, `submit` and `sbatch` take overrides after the spec, `key=value` with a dotted
 key and a YAML value (harness/config/overrides.py): `harness run x.yaml loader.num_workers=[0,4]`.
@@ -24,22 +24,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeAlias
 
-from harness.config.expect import EXIT_EXPECTATION_FAILED
+from harness.backends.registry import BACKENDS
 from harness.config.overrides import OVERRIDE_SHAPE
-from harness.config.plan import Plan, Point, expand
-from harness.config.spec import SlurmConfig, Spec, SpecError, load_spec
+from harness.config.plan import Plan, expand
+from harness.config.spec import SpecError, load_spec
+from harness.exits import EXIT_BAD_INPUT, EXIT_FAILED_POINTS, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from harness.extras import MissingExtra
+from harness.storage.lock import SweepHeld
 
 log = logging.getLogger("harness")
 
-EXIT_OK, EXIT_FAILED_POINTS, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 DEFAULT_RESULTS = Path(os.environ.get("HARNESS_RESULTS", "results"))
 RESULTS_HELP = "results root (default: ./results, or $HARNESS_RESULTS)"
 ANALYSIS_VERBS = ("report", "compare")
-
-
-class UsageError(Exception):
-    """Bad input that is not a spec error (a missing folder, an empty plan)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -57,6 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SpecError, UsageError, MissingExtra) as e:
         print(f"harness: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except SweepHeld as e:  # another run or resume works on the sweep: nothing was done
+        print(f"harness: {e}", file=sys.stderr)
+        return EXIT_FAILED_POINTS
     except KeyboardInterrupt:
         print("harness: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -96,19 +96,26 @@ def _add_here_verbs(verbs: Verbs) -> None:
     plan.set_defaults(func=cmd_plan)
 
     run = verbs.add_parser(
-        "run", help="run every point here (inline, or local subprocesses) and print the table"
+        "run", help="run every point (here, or on Slurm with --backend slurm) and print the table"
     )
     run.add_argument("spec", type=Path)
     _add_overrides(run)
     run.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help=RESULTS_HELP)
-    run.add_argument(
-        "--backend",
-        choices=["inline", "local"],
-        default="inline",
-        help="inline: in this process (default); local: slurm.tasks_per_node subprocesses per point",
-    )
+    _add_backend(run, "inline")
     run.add_argument("--format", choices=["terminal", "markdown", "latex", "csv"], default="terminal")
     run.set_defaults(func=cmd_run)
+
+
+BACKEND_HELP = (
+    "where points run: inline, in this process; local, slurm.tasks_per_node subprocesses per "
+    "point; slurm, a job array followed from here to its end (as submit --wait)"
+)
+
+
+def _add_backend(verb: argparse.ArgumentParser, default: str | None, more: str = "") -> None:
+    """The one --backend flag of every verb that runs points: the registry's names."""
+    shown = f" (default: {default})" if default else ""
+    verb.add_argument("--backend", choices=list(BACKENDS), default=default, help=BACKEND_HELP + shown + more)
 
 
 def _add_slurm_verbs(verbs: Verbs) -> None:
@@ -131,6 +138,9 @@ def _add_slurm_verbs(verbs: Verbs) -> None:
     )
     resume.add_argument("sweep", type=Path)
     resume.add_argument("--wait", action="store_true", help=wait_help + " (Slurm sweeps)")
+    _add_backend(
+        resume, None, "; default: the sweep's own (inline and local with one task are interchangeable)"
+    )
     resume.set_defaults(func=cmd_resume)
 
     sbatch = verbs.add_parser("sbatch", help="write a standalone sbatch script for the sweep")
@@ -197,12 +207,7 @@ def _add_tune_verb(verbs: Verbs) -> None:
     tune.add_argument("spec", type=Path, help="a spec with a loader grid; with --what-if, a tune's sweep")
     _add_overrides(tune)
     tune.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help=RESULTS_HELP)
-    tune.add_argument(
-        "--backend",
-        choices=["inline", "local", "slurm"],
-        default="inline",
-        help="slurm: a job array per round, followed from here to its end (as submit --wait)",
-    )
+    _add_backend(tune, "inline", "; on slurm, a job array per round")
     tune.add_argument("--repeats", type=int, default=3, help="runs of each confirmed point (at least 3)")
     tune.add_argument("--budget", type=int, default=None, help="the most point-runs the confirmations spend")
     tune.add_argument(
@@ -276,52 +281,11 @@ def _open_sweep(path: Path) -> Path:
 
 
 def _check_sbatch_parameters(plan: Plan) -> None:
-    """A throwaway render before anything is submitted: submitit rejects unknown options."""
-    from harness.backends.slurm import render_sbatch
+    """A throwaway render before anything is written: submitit rejects unknown options."""
+    from harness.backends.slurm import SlurmBackend
+    from harness.sweeps import check_backend
 
-    try:
-        render_sbatch(plan.spec.slurm, _job_name(plan), Path("/tmp/check/%j"), "true", len(plan.points))
-    except ValueError as e:
-        raise UsageError(f"{plan.spec.path}: slurm: {str(e).splitlines()[0]}") from e
-
-
-def _finish(sweep_dir: Path, fmt: str = "terminal") -> int:
-    """Print the tables; the exit status says whether some points failed or did not finish,
-    else whether an expectation of the spec failed."""
-    from analysis.report import build_report
-    from harness.backends.status import sweep_status
-
-    report = build_report([sweep_dir], fmt)
-    print(report.text)
-    print(f"\nresults: {sweep_dir}")
-    statuses = sweep_status(sweep_dir, states={})
-    bad = [s for s in statuses if s.failed_units or not s.complete]
-    if bad:
-        print(
-            f"harness: {len(bad)} of {len(statuses)} point(s) failed or did not finish; "
-            f"see the rows' error column, or: harness status {sweep_dir}",
-            file=sys.stderr,
-        )
-        return EXIT_FAILED_POINTS
-    if report.expectations_failed:
-        print(f"harness: {report.expectations_failed} expectation(s) not met", file=sys.stderr)
-        return EXIT_EXPECTATION_FAILED
-    return EXIT_OK
-
-
-def _wait_and_finish(sweep_dir: Path, spec: Spec) -> int:
-    """Follow the sweep's jobs to their end, then print the tables. With repeats: auto, submit
-    a follow-up array of the points still undecided and follow it, round after round, until
-    every point is decided or has spent its budget (harness/backends/adaptive.py)."""
-    from harness.backends.adaptive import next_round, raise_repeats
-    from harness.backends.follow import wait_for_sweep
-
-    wait_for_sweep(sweep_dir)
-    while spec.measure.adaptive and (step := next_round(sweep_dir)):
-        print(step.line())
-        _submit_again(raise_repeats(sweep_dir, step), sweep_dir, spec)
-        wait_for_sweep(sweep_dir)
-    return _finish(sweep_dir)
+    check_backend(SlurmBackend(plan.spec), plan, plan.spec.path or plan.spec.name)
 
 
 # --- the verbs ---------------------------------------------------------------------------------
@@ -349,92 +313,22 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from harness.extras import require_run_extra
-    from harness.storage.sweep import create_sweep  # torch is imported only to run
-
-    require_run_extra("run")  # before anything is written: a login node without PyTorch
-    plan = _load_plan(args.spec, args.overrides)
-    world = 1
-    if args.backend == "local":
-        _check_local_backend(args.spec, plan)
-        world = plan.spec.slurm.tasks_per_node
-    sweep_dir = create_sweep(plan, args.results, backend=args.backend, world_size=world)
-    log.info("sweep %s: %d point(s), results in %s", plan.spec.name, len(plan.points), sweep_dir)
-    if not _run_here(args.backend, plan.points, sweep_dir, plan.spec.slurm):
-        return EXIT_INTERRUPTED
-    if plan.spec.measure.adaptive and not _adapt_here(args.backend, sweep_dir, plan.spec.slurm):
-        return EXIT_INTERRUPTED
-    return _finish(sweep_dir, args.format)
-
-
-def _adapt_here(backend: str, sweep_dir: Path, cfg: SlurmConfig) -> bool:
-    """repeats: auto, here: rounds of more repeats for the points still undecided."""
-    from harness.backends.adaptive import measure_here
-
-    return measure_here(sweep_dir, lambda points: _run_here(backend, points, sweep_dir, cfg))
-
-
-def _check_local_backend(spec_path: Path, plan: Plan) -> None:
-    """The local backend's refusals (one node only; GPUs asked for and not there), before
-    anything is written."""
-    from harness.backends.local import LocalBackendError, local_gpus
-
-    try:
-        local_gpus(plan.points, plan.spec.slurm)
-    except LocalBackendError as e:
-        raise UsageError(f"{spec_path}: {e}") from e
-
-
-def _run_here(backend: str, points: Sequence[Point], sweep_dir: Path, cfg: SlurmConfig) -> bool:
-    """Run the points in this process (inline) or its subprocesses (local); False when
-    interrupted (Ctrl-C), after saying how to go on: the units measured so far are kept."""
-    from harness.storage.sweep import owned
-
-    try:
-        with owned(sweep_dir):
-            if backend == "local":
-                from harness.backends.local import run_local
-
-                run_local(points, sweep_dir, cfg)
-            else:
-                from harness.backends.inline import run_inline
-
-                run_inline(points, sweep_dir)
-    except KeyboardInterrupt:
-        print(
-            f"harness: interrupted; what was measured is kept; go on with: harness resume {sweep_dir}",
-            file=sys.stderr,
-        )
-        return False
-    return True
+    return _new_sweep(args, args.backend, wait=True, fmt=args.format)
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from harness.backends.slurm import SubmissionError, submit_array
-    from harness.storage.sweep import create_sweep
+    return _new_sweep(args, "slurm", wait=args.wait)
 
+
+def _new_sweep(args: argparse.Namespace, backend_name: str, *, wait: bool, fmt: str = "terminal") -> int:
+    from harness.sweeps import check_backend, make_backend, new_sweep, require_torch_here
+
+    # Before anything is written: a login node without PyTorch, for a backend that runs here.
+    require_torch_here(BACKENDS[backend_name], "run")
     plan = _load_plan(args.spec, args.overrides)
-    _check_sbatch_parameters(plan)
-    sweep_dir = create_sweep(plan, args.results, backend="slurm", world_size=plan.spec.slurm.world_size)
-    try:
-        job_ids = submit_array(list(plan.points), sweep_dir, plan.spec.slurm, _job_name(plan))
-    except SubmissionError as e:
-        raise UsageError(str(e)) from e
-    if len(job_ids) == 1:
-        print(f"submitted 1 point as job {job_ids[0]}")  # submitit sends a single job, not an array
-    else:
-        array = job_ids[0].split("_")[0]
-        print(f"submitted {len(job_ids)} point(s) as job array {array} ({job_ids[0]} .. {job_ids[-1]})")
-    print(f"sweep: {sweep_dir}")
-    if args.wait:
-        return _wait_and_finish(sweep_dir, plan.spec)
-    print(f"follow it with: harness status {sweep_dir}")
-    if plan.spec.measure.adaptive:
-        print(
-            f"repeats: auto: once these jobs end, harness resume {sweep_dir} submits the points still "
-            "undecided again (or submit with --wait, which does it)"
-        )
-    return EXIT_OK
+    backend = make_backend(backend_name, plan.spec)
+    check_backend(backend, plan, args.spec)
+    return new_sweep(plan, backend, args.results, wait=wait, fmt=fmt)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -460,75 +354,10 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    """Run again the points without complete results and without a live job, as `status`
-    advises: resubmitted for a Slurm sweep, run here for an inline or local one."""
-    from harness.backends.follow import counts, wait_for_orphaned_jobs
-    from harness.backends.status import SCHEDULED, sweep_status
-    from harness.config.spec import parse_spec
-    from harness.storage.sweep import load_info
+    """Run again the points without complete results and without a live job (harness.sweeps)."""
+    from harness.sweeps import resume_sweep
 
-    sweep_dir = _open_sweep(args.sweep)
-    backend = load_info(sweep_dir).backend
-    spec = parse_spec((sweep_dir / "spec.yaml").read_text(), file=str(sweep_dir / "spec.yaml"))
-    statuses = sweep_status(sweep_dir)
-    if backend not in SCHEDULED:
-        statuses = wait_for_orphaned_jobs(statuses, sweep_dir)
-    active = [st for st in statuses if st.active]
-    todo = [st.point for st in statuses if st.needs_resubmit]
-    if active:
-        print(f"{len(active)} point(s) with a live job ({counts(active)}): left alone")
-    if not todo and not active and spec.measure.adaptive:
-        return _resume_adaptive(sweep_dir, backend, spec, args.wait)
-    if not todo:
-        print("nothing to resume: every other point has complete results")
-        if args.wait and active and backend in SCHEDULED:
-            return _wait_and_finish(sweep_dir, spec)
-        return EXIT_OK
-    if backend not in SCHEDULED:
-        print(f"running the {len(todo)} point(s) without complete results here ({backend})")
-        if not _run_here(backend, todo, sweep_dir, spec.slurm):
-            return EXIT_INTERRUPTED
-        if spec.measure.adaptive and not _adapt_here(backend, sweep_dir, spec.slurm):
-            return EXIT_INTERRUPTED  # an interrupted round goes on where it stopped
-        return _finish(sweep_dir)
-    return _resubmit(todo, sweep_dir, spec, args.wait)
-
-
-def _resubmit(todo: Sequence[Point], sweep_dir: Path, spec: Spec, wait: bool) -> int:
-    _submit_again(todo, sweep_dir, spec)
-    if wait:
-        return _wait_and_finish(sweep_dir, spec)
-    return EXIT_OK
-
-
-def _submit_again(todo: Sequence[Point], sweep_dir: Path, spec: Spec) -> None:
-    """The points as one more job array of the sweep (each job measures what its point lacks)."""
-    from harness.backends.slurm import SubmissionError, job_name, submit_array
-
-    try:
-        job_ids = submit_array(todo, sweep_dir, spec.slurm, job_name(spec.name))
-    except SubmissionError as e:
-        raise UsageError(str(e)) from e
-    ids = ", ".join(p.id for p in todo)
-    print(f"resubmitted {len(todo)} point(s) ({ids}) as jobs {job_ids[0]} .. {job_ids[-1]}")
-
-
-def _resume_adaptive(sweep_dir: Path, backend: str, spec: Spec, wait: bool) -> int:
-    """Every point has its results: with repeats: auto, the next round of more repeats for the
-    points still undecided (run here, or a follow-up array on Slurm)."""
-    from harness.backends.adaptive import next_round, raise_repeats
-    from harness.backends.status import SCHEDULED
-
-    step = next_round(sweep_dir)
-    print(step.line())
-    if not step:
-        print("nothing to resume: every point has complete results")
-        return EXIT_OK
-    if backend not in SCHEDULED:
-        if not _adapt_here(backend, sweep_dir, spec.slurm):
-            return EXIT_INTERRUPTED
-        return _finish(sweep_dir)
-    return _resubmit(raise_repeats(sweep_dir, step), sweep_dir, spec, wait)
+    return resume_sweep(_open_sweep(args.sweep), wait=args.wait, backend_name=args.backend)
 
 
 def _adaptive(sweep_dir: Path) -> bool:
@@ -620,7 +449,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from harness.tuning import TuneError, run_tune_verb
 
     try:
-        return run_tune_verb(args, _load_plan, _check_sbatch_parameters)
+        return run_tune_verb(args, _load_plan)
     except TuneError as e:
         raise UsageError(str(e)) from e
 

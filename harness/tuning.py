@@ -35,9 +35,10 @@ afresh.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, replace
 from datetime import datetime
 from pathlib import Path
@@ -64,11 +65,13 @@ from analysis.tune_model import (
     with_plateau,
 )
 from analysis.tune_search import SearchResult, search
+from harness.backends.base import Backend
+from harness.backends.registry import BACKENDS
 from harness.config import rungs as rung_names
 from harness.config.plan import Plan, Point, point_id, resolve_loader
 from harness.storage import layout
 from harness.storage.atomic import atomic_write_text
-from harness.storage.sweep import create_sweep, owned, plan_csv, want_repeats, with_repeats
+from harness.storage.sweep import create_sweep, plan_csv, want_repeats, with_repeats
 
 log = logging.getLogger(__name__)
 
@@ -85,14 +88,14 @@ class TuneError(ValueError):
 class Tuner:
     """One tune: the sweep folder, the points measured so far, and how to run more."""
 
-    def __init__(self, plan: Plan, results: Path, backend: str, world_size: int) -> None:
+    def __init__(self, plan: Plan, results: Path, backend: Backend, world_size: int) -> None:
         self.grid = list(plan.points)
         self.plan, self.backend, self.world = plan, backend, world_size
         self.template = self.grid[0]
         self.measured: list[Point] = []
         self.rounds_submitted = 0
         self.sweep_dir = create_sweep(
-            replace(plan, points=()), results, backend=backend, world_size=world_size
+            replace(plan, points=()), results, backend=backend.name, world_size=world_size
         )
 
     def variant(
@@ -112,23 +115,17 @@ class Tuner:
         )
 
     def run(self, points: Sequence[Point]) -> pd.DataFrame:
-        """Run the points (a point measured already runs only the repeats it lacks, as
-        resume does); the ok rows of the given points."""
+        """Run the points through the backend (a point measured already runs only the repeats
+        it lacks, as resume does); the ok rows of the given points."""
+        from harness.backends.slurm import SubmissionError
+
         known = {m.id for m in self.measured}
         self.measured += [p for p in points if p.id not in known]
         _write_plan(self.sweep_dir, replace(self.plan, points=tuple(self.measured)))
-        if self.backend == "slurm":
-            self._submit_and_wait(points)
-            return self._rows(points)
-        with owned(self.sweep_dir):
-            if self.backend == "local":
-                from harness.backends.local import run_local
-
-                run_local(points, self.sweep_dir, self.plan.spec.slurm)
-            else:
-                from harness.backends.inline import run_inline
-
-                run_inline(points, self.sweep_dir)
+        try:
+            self.backend.run(points, self.sweep_dir, announce=lambda ids: self._announce(points, ids))
+        except SubmissionError as e:
+            raise TuneError(str(e)) from e
         return self._rows(points)
 
     def _rows(self, points: Sequence[Point]) -> pd.DataFrame:
@@ -136,24 +133,14 @@ class Tuner:
         ids = {p.id for p in points}
         return rows[(rows["status"] == "ok") & rows["point_id"].isin(ids)]
 
-    def _submit_and_wait(self, points: Sequence[Point]) -> None:
-        """One job array of the round's points (each job measures what its point lacks, as a
-        resubmitted point does), followed until none of its jobs is live."""
-        from harness.backends.follow import wait_for_sweep
-        from harness.backends.slurm import SubmissionError, job_name, submit_array
-
-        spec = self.plan.spec
-        try:
-            job_ids = submit_array(list(points), self.sweep_dir, spec.slurm, job_name(spec.name))
-        except SubmissionError as e:
-            raise TuneError(str(e)) from e
+    def _announce(self, points: Sequence[Point], job_ids: Sequence[str]) -> None:
+        """A round submitted to a scheduler (one job array), before it is followed to its end."""
         self.rounds_submitted += 1
         print(
             f"tune: round {self.rounds_submitted}: {len(points)} point(s) as jobs "
             f"{job_ids[0]} .. {job_ids[-1]} (harness status {self.sweep_dir})",
             flush=True,
         )
-        wait_for_sweep(self.sweep_dir)
 
 
 def _write_plan(sweep_dir: Path, plan: Plan) -> None:
@@ -318,13 +305,17 @@ def tune(
     plan: Plan,
     results: Path,
     *,
-    backend: str = "inline",
-    world_size: int = 1,
+    backend: str | Backend = "inline",
+    world_size: int | None = None,
     repeats: int = MIN_REPEATS,
     budget: int | None = None,
 ) -> tuple[Path, dict[str, Any]]:
-    """Profile, predict, confirm (module docstring); the sweep folder and tune.json's content."""
+    """Profile, predict, confirm (module docstring); the sweep folder and tune.json's content.
+    `backend`: a registry name or a backend; `world_size`: its ranks per point unless given."""
     check_grid(plan)
+    if isinstance(backend, str):
+        backend = BACKENDS[backend](plan.spec)
+    world_size = backend.world_size(plan) if world_size is None else world_size
     repeats = max(MIN_REPEATS, repeats)
     modes = len(copy_modes([Config.of(p.settings()) for p in plan.points]))
     if small := small_grid_note(len(plan.points), repeats, modes):
@@ -494,7 +485,7 @@ def parse_what_if(text: str) -> tuple[int, int]:
     return gpus, cores
 
 
-def run_tune_verb(args: Any, load_plan: Any, check_sbatch: Any) -> int:
+def run_tune_verb(args: argparse.Namespace, load_plan: Callable[[Path, Sequence[str]], Plan]) -> int:
     """`harness tune SPEC` or `harness tune --what-if gpus=G,cores=C SWEEP` (cli.cmd_tune)."""
     from analysis.tune_report import render, render_what_if
 
@@ -509,26 +500,13 @@ def run_tune_verb(args: Any, load_plan: Any, check_sbatch: Any) -> int:
             f"--budget: the point-runs the confirmations may spend, an integer >= 0 (0: the profile "
             f"alone, its choice unconfirmed); got {args.budget}"
         )
-    if args.backend != "slurm":  # on Slurm the jobs run the points, as with submit
-        from harness.extras import require_run_extra
+    from harness.sweeps import check_backend, require_torch_here
 
-        require_run_extra("tune")
+    require_torch_here(BACKENDS[args.backend], "tune")  # on Slurm the jobs run the points
     plan = load_plan(args.spec, args.overrides)
-    world = 1
-    if args.backend == "local":
-        from harness.backends.local import LocalBackendError, local_gpus
-
-        try:
-            local_gpus(plan.points, plan.spec.slurm)
-        except LocalBackendError as e:
-            raise TuneError(f"{args.spec}: {e}") from e
-        world = plan.spec.slurm.tasks_per_node
-    elif args.backend == "slurm":
-        check_sbatch(plan)
-        world = plan.spec.slurm.world_size
-    sweep_dir, summary = tune(
-        plan, args.results, backend=args.backend, world_size=world, repeats=args.repeats, budget=args.budget
-    )
+    backend = BACKENDS[args.backend](plan.spec)
+    check_backend(backend, plan, args.spec)
+    sweep_dir, summary = tune(plan, args.results, backend=backend, repeats=args.repeats, budget=args.budget)
     print(render(summary))
     print(f"\nresults: {sweep_dir} (the tables: harness report {sweep_dir})")
     return 0

@@ -129,3 +129,29 @@ def test_the_analysis_never_imports_torch() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "", f"importing {', '.join(names)} imported {out.stdout.strip()}"
+
+
+BACKEND_NAMES = frozenset({"inline", "local", "slurm", "sbatch"})
+
+
+def _named_constants(node: ast.expr) -> list[object]:
+    if isinstance(node, ast.Constant):
+        return [node.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [e.value for e in node.elts if isinstance(e, ast.Constant)]
+    return []
+
+
+def test_only_the_backends_compare_a_backend_name() -> None:
+    """Where points run has a type (harness/backends/base.py): a policy outside
+    harness/backends/ asks the backend (`here`, its methods) and never switches on its name,
+    so that adding a backend is one module and one line of the registry."""
+    switches = [
+        f"{path}:{node.lineno}"
+        for path in modules()
+        if path.parts[:2] != ("harness", "backends")
+        for node in ast.walk(parsed(path))
+        if isinstance(node, ast.Compare)
+        and any(v in BACKEND_NAMES for e in (node.left, *node.comparators) for v in _named_constants(e))
+    ]
+    assert not switches, "backend names compared outside harness/backends/:\n" + "\n".join(switches)

@@ -2,26 +2,36 @@
 
 Each point starts with a progress line: its place, its settings, how many points are done
 and, from the pace so far, the time left.
+
+Torch is imported only when a point runs: the registry of backends imports this module, and
+`harness status` runs on a login node.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
 
-from harness.backends.follow import time_left
-from harness.config.plan import Point
+from harness.backends.base import no_announcement
+from harness.config.plan import Plan, Point
 from harness.config.settings import LOADER_COLUMNS
-from harness.execution.dist import DistEnv
-from harness.execution.runner import PointOutcome, run_point
+from harness.config.spec import Spec
+
+if TYPE_CHECKING:
+    from harness.execution.runner import PointOutcome
 
 log = logging.getLogger(__name__)
 
 
 def run_inline(points: Sequence[Point], sweep_dir: Path) -> list[PointOutcome]:
     """Run the points; a point's units (rung, repeat) already measured are kept (skip_done)."""
+    from harness.backends.follow import time_left  # follow imports status, which imports the registry
+    from harness.execution.dist import DistEnv
+    from harness.execution.runner import run_point
+
     env = DistEnv.from_environ({})  # one rank, whatever the surrounding environment says
     outcomes = []
     started = time.monotonic()
@@ -45,3 +55,39 @@ def run_inline(points: Sequence[Point], sweep_dir: Path) -> list[PointOutcome]:
 
 _SHOWN = ("batch_size", *LOADER_COLUMNS)
 """The settings named in each progress line: the batch and every DataLoader knob."""
+
+
+class InlineBackend:
+    """The points in this process, one rank each (the Backend protocol, harness/backends/base.py)."""
+
+    name: ClassVar[str] = "inline"
+    here: ClassVar[bool] = True
+
+    def __init__(self, spec: Spec) -> None:
+        self.spec = spec
+
+    def check(self, plan: Plan) -> None:
+        """Nothing to refuse: one rank, whatever device the point asks for, runs here."""
+
+    def world_size(self, plan: Plan) -> int:
+        return 1
+
+    def run(
+        self,
+        points: Sequence[Point],
+        sweep_dir: Path,
+        *,
+        announce: Callable[[Sequence[str]], None] = no_announcement,
+    ) -> None:
+        from harness.storage.sweep import owned
+
+        with owned(sweep_dir):
+            run_inline(points, sweep_dir)
+
+    def submit(self, points: Sequence[Point], sweep_dir: Path) -> list[str]:
+        self.run(points, sweep_dir)
+        return []
+
+    @classmethod
+    def states(cls, jobs: Sequence[str]) -> Mapping[str, object]:
+        return {}

@@ -15,16 +15,18 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import ClassVar
 
-from harness.config.plan import Point
-from harness.config.spec import SlurmConfig
+from harness.backends.base import BackendRefusal, no_announcement
+from harness.config.plan import Plan, Point
+from harness.config.spec import SlurmConfig, Spec
 
 log = logging.getLogger(__name__)
 
 
-class LocalBackendError(ValueError):
+class LocalBackendError(BackendRefusal):
     """The spec asks the local backend for what this machine cannot give; nothing ran."""
 
 
@@ -124,3 +126,41 @@ def visible_gpu_indices() -> list[int]:
 def _shown() -> str:
     shown = os.environ.get("CUDA_VISIBLE_DEVICES")
     return "CUDA_VISIBLE_DEVICES unset" if shown is None else f"CUDA_VISIBLE_DEVICES={shown!r}"
+
+
+class LocalBackend:
+    """`slurm.tasks_per_node` local subprocesses per point, one point at a time (the Backend
+    protocol, harness/backends/base.py)."""
+
+    name: ClassVar[str] = "local"
+    here: ClassVar[bool] = True
+
+    def __init__(self, spec: Spec) -> None:
+        self.spec = spec
+
+    def check(self, plan: Plan) -> None:
+        """One node only; no GPU asked for that is not there (local_gpus)."""
+        local_gpus(plan.points, plan.spec.slurm)
+
+    def world_size(self, plan: Plan) -> int:
+        return plan.spec.slurm.tasks_per_node
+
+    def run(
+        self,
+        points: Sequence[Point],
+        sweep_dir: Path,
+        *,
+        announce: Callable[[Sequence[str]], None] = no_announcement,
+    ) -> None:
+        from harness.storage.sweep import owned
+
+        with owned(sweep_dir):
+            run_local(points, sweep_dir, self.spec.slurm)
+
+    def submit(self, points: Sequence[Point], sweep_dir: Path) -> list[str]:
+        self.run(points, sweep_dir)
+        return []
+
+    @classmethod
+    def states(cls, jobs: Sequence[str]) -> Mapping[str, object]:
+        return {}  # status looks at each job's own process (jobs.json's stamps)

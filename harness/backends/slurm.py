@@ -16,14 +16,15 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from harness.backends.base import BackendRefusal, no_announcement
 from harness.config.plan import Plan, Point
-from harness.config.spec import SlurmConfig
+from harness.config.spec import SlurmConfig, Spec
 
 log = logging.getLogger(__name__)
 
@@ -419,3 +420,47 @@ def parse_squeue(text: str) -> dict[str, JobState]:
 def scheduler_states(job_ids: Sequence[str]) -> dict[str, JobState]:
     """sacct's view, overridden by squeue's for the jobs still in the queue."""
     return {**sacct_states(job_ids), **squeue_states(job_ids)}
+
+
+class SlurmBackend:
+    """One job array per submission, one task per point, `slurm.nodes x tasks_per_node` ranks
+    each (the Backend protocol, harness/backends/base.py). `harness submit` is this backend
+    without waiting; `harness run --backend slurm` and `submit --wait` follow the jobs."""
+
+    name: ClassVar[str] = "slurm"
+    here: ClassVar[bool] = False
+
+    def __init__(self, spec: Spec) -> None:
+        self.spec = spec
+
+    def check(self, plan: Plan) -> None:
+        """A throwaway render before anything is submitted: submitit rejects unknown options."""
+        try:
+            render_sbatch(
+                plan.spec.slurm, job_name(plan.spec.name), Path("/tmp/check/%j"), "true", len(plan.points)
+            )
+        except ValueError as e:
+            raise BackendRefusal(f"slurm: {str(e).splitlines()[0]}") from e
+
+    def world_size(self, plan: Plan) -> int:
+        return plan.spec.slurm.world_size
+
+    def run(
+        self,
+        points: Sequence[Point],
+        sweep_dir: Path,
+        *,
+        announce: Callable[[Sequence[str]], None] = no_announcement,
+    ) -> None:
+        from harness.backends.follow import wait_for_sweep
+
+        announce(self.submit(points, sweep_dir))
+        wait_for_sweep(sweep_dir)
+
+    def submit(self, points: Sequence[Point], sweep_dir: Path) -> list[str]:
+        """Raises SubmissionError with sbatch's own words when it refuses the array."""
+        return submit_array(list(points), sweep_dir, self.spec.slurm, job_name(self.spec.name))
+
+    @classmethod
+    def states(cls, jobs: Sequence[str]) -> Mapping[str, object]:
+        return scheduler_states(jobs) if jobs else {}

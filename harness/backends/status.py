@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from harness.backends.registry import RECORDED
 from harness.backends.slurm import LIVE, StateClass, classify, job_list
 from harness.config.plan import Point
 from harness.storage import layout
@@ -25,8 +26,9 @@ from harness.storage.sweep import latest_job_entries, live_owner, load_info, loa
 # it started (Slurm does not account never-started array tasks); before that, accounting lags.
 ACCOUNTING_LAG_S = 60
 
-SCHEDULED = ("slurm", "sbatch")
-"""Backends whose jobs a scheduler knows; the others (inline, local) run in a process here."""
+SCHEDULED = tuple(name for name, backend in RECORDED.items() if not backend.here)
+"""Backends whose jobs a scheduler knows (slurm, sbatch); the others (inline, local) run in a
+process here."""
 
 _ENDED_WORD = {
     "TIMEOUT": "timed-out",
@@ -104,14 +106,11 @@ class PointStatus:
 def scheduler_view(sweep_dir: Path) -> dict[str, Any]:
     """Job id -> its state (an object with .state and .reason), asked of the scheduler for a
     Slurm sweep; empty for a sweep run here (its process is looked at by sweep_status)."""
-    if load_info(sweep_dir).backend not in SCHEDULED:
+    backend = RECORDED[load_info(sweep_dir).backend]
+    if backend.here:
         return {}
     jobs = sorted({entry["job_id"] for entry in latest_job_entries(sweep_dir).values()})
-    if not jobs:
-        return {}
-    from harness.backends.slurm import scheduler_states
-
-    return dict(scheduler_states(jobs))
+    return dict(backend.states(jobs)) if jobs else {}
 
 
 def sweep_status(sweep_dir: Path, states: Mapping[str, object] | None = None) -> list[PointStatus]:

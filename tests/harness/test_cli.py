@@ -379,3 +379,46 @@ def test_the_local_backend_refuses_several_nodes_before_anything_is_written(tmp_
     assert out.returncode == 2
     assert out.stderr.strip() == f"harness: {spec}: the local backend runs on one node; slurm.nodes is 2"
     assert not (tmp_path / "results").exists()
+
+
+def test_a_second_resume_is_refused_while_the_first_holds_the_sweep_and_no_unit_is_measured_twice(
+    tmp_path: Path,
+) -> None:
+    """Two resumes of one sweep at once: the lock is taken before the status is read, so the
+    second names the first and exits 1; the first's lock replaced the stale one of the run
+    killed hard (its process is gone)."""
+    (tmp_path / "slow.yaml").write_text(SLOW.replace("delay: 0.25", "delay: 1.0"))
+    run = start(["run", "slow.yaml"], tmp_path)
+    sweep = first_rows(tmp_path)
+    os.killpg(run.pid, signal.SIGKILL)  # killed hard: its lock stays behind
+    run.communicate(timeout=120)
+    lock = sweep / "sweep.lock"
+    assert json.loads(lock.read_text())["pid"] == run.pid
+
+    first = start(["resume", str(sweep)], tmp_path)
+    deadline = time.time() + 120
+    while (held := _holder(lock)).get("pid") != first.pid:
+        assert time.time() < deadline and first.poll() is None, "the first resume never took the lock"
+        time.sleep(0.05)
+    second = harness("resume", str(sweep), cwd=tmp_path)
+    first_out, first_err = first.communicate(timeout=240)
+    assert second.returncode == 1
+    since = held["since"].replace("T", " ")
+    assert second.stderr.strip() == (
+        f"harness: {sweep} is held by harness resume (pid {first.pid} on {socket.gethostname()}, "
+        f"since {since}): one run or resume of a sweep at a time"
+    )
+    assert second.stdout == ""  # it read nothing and ran nothing
+
+    assert first.returncode == 0, first_err
+    assert "running the 2 point(s) without complete results here (inline)" in first_out
+    after = rows_by_point(sweep)
+    assert len(after) == 3 and all(len(rows) == 1 for rows in after.values())  # each unit once
+    assert not lock.exists()
+
+
+def _holder(lock: Path) -> dict[str, object]:
+    try:
+        return dict(json.loads(lock.read_text()))
+    except (OSError, ValueError):
+        return {}
