@@ -29,8 +29,8 @@ log = logging.getLogger(__name__)
 def run_inline(points: Sequence[Point], sweep_dir: Path) -> list[PointOutcome]:
     """Run the points; a point's units (rung, repeat) already measured are kept (skip_done)."""
     from harness.backends.follow import time_left  # follow imports status, which imports the registry
+    from harness.backends.limit import point_limit, run_limited
     from harness.execution.dist import DistEnv
-    from harness.execution.runner import run_point
 
     env = DistEnv.from_environ({})  # one rank, whatever the surrounding environment says
     outcomes = []
@@ -49,7 +49,8 @@ def run_inline(points: Sequence[Point], sweep_dir: Path) -> list[PointOutcome]:
             len(points),
             f", {left}" if left else "",
         )
-        outcomes.append(run_point(point, sweep_dir, env=env))
+        # Within its limit (measure.point_minutes, an hour by default): a hung point ends.
+        outcomes.append(run_limited(point, sweep_dir, env, point_limit(point, None), timer=True))
     return outcomes
 
 

@@ -4,8 +4,10 @@ Also what `python -m harness.backends.worker` runs on each rank, whoever started
 submitit job, srun, or torchrun (`torchrun --nproc-per-node N -m harness.backends.worker SWEEP
 --index K`); `rank_environment` reads the ranks from the one that did.
 
-Checkpointable: when Slurm signals the time limit, submitit requeues the job with the same
-arguments, and run_point goes on with the rungs not yet finished by every rank.
+Checkpointable: a job requeued (a preemption) goes on with the rungs not yet finished by
+every rank. Not at its time limit: while the point runs, the limit's signal (SIGUSR2, from
+Slurm or submitit's local controller) ends the point with failed rows for the units not done
+(harness/backends/limit.py), and the job ends; a point that hung would hang again.
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ class PointJob(submitit.helpers.Checkpointable):
         # A compute node without torch: the job's error (in its log)
         # names the extra to install, not an ImportError from deep inside the runner.
         require_run_extra("a submitted job")
+        from harness.backends.limit import job_limit, run_limited
         from harness.config.plan import Point
         from harness.execution.dist import destroy_process_group, rank_environment
-        from harness.execution.runner import run_point
 
         _job_logging()
         _threads_from_allocation()
@@ -40,7 +42,10 @@ class PointJob(submitit.helpers.Checkpointable):
         point = Point.from_json(point_json)
         log.info("point %s on %s, rank %d of %d", point.id, env.hostname, env.rank, env.world_size)
         try:
-            outcome = run_point(point, Path(self.sweep_dir), env=env)
+            sweep_dir = Path(self.sweep_dir)
+            # The job's limit comes from outside (SIGUSR2); a point_minutes below it, from a timer.
+            timer = point.measure.point_minutes is not None
+            outcome = run_limited(point, sweep_dir, env, job_limit(point, sweep_dir), timer=timer)
         finally:
             destroy_process_group()
         return {"point_id": point.id, "rank": env.rank, "ok": outcome.ok, "failed": outcome.failed}

@@ -35,16 +35,20 @@ def run_local(points: Sequence[Point], sweep_dir: Path, cfg: SlurmConfig) -> lis
     import submitit
 
     from harness.backends.job import PointJob
-    from harness.backends.slurm import time_seconds
+    from harness.backends.limit import GRACE_S, point_limit
     from harness.execution.dist import TORCHRUN_VARIABLES
     from harness.storage.sweep import record_jobs
 
     gpus = local_gpus(points, cfg)
-    executor = submitit.LocalExecutor(folder=sweep_dir / "local" / "%j")
+    # The limit's signal (SIGUSR2) at the point's limit, the kill GRACE_S later; a point that
+    # timed out is never requeued (max_num_timeout=0), it would hang again.
+    limit = point_limit(points[0], cfg.time)
+    executor = submitit.LocalExecutor(folder=sweep_dir / "local" / "%j", max_num_timeout=0)
     executor.update_parameters(
         tasks_per_node=cfg.tasks_per_node,
         nodes=1,
-        timeout_min=max(1, time_seconds(cfg.time) // 60),
+        timeout_min=(limit.seconds + GRACE_S) / 60,
+        signal_delay_s=GRACE_S,
         gpus_per_node=len(gpus),
         visible_gpus=gpus,
     )
