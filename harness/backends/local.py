@@ -17,7 +17,7 @@ import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from harness.backends.base import BackendRefusal, no_announcement
 from harness.config.plan import Plan, Point
@@ -36,6 +36,7 @@ def run_local(points: Sequence[Point], sweep_dir: Path, cfg: SlurmConfig) -> lis
 
     from harness.backends.job import PointJob
     from harness.backends.limit import GRACE_S, point_limit
+    from harness.backends.ranks import RankExecutor
     from harness.execution.dist import TORCHRUN_VARIABLES
     from harness.storage.sweep import record_jobs
 
@@ -43,7 +44,7 @@ def run_local(points: Sequence[Point], sweep_dir: Path, cfg: SlurmConfig) -> lis
     # The limit's signal (SIGUSR2) at the point's limit, the kill GRACE_S later; a point that
     # timed out is never requeued (max_num_timeout=0), it would hang again.
     limit = point_limit(points[0], cfg.time)
-    executor = submitit.LocalExecutor(folder=sweep_dir / "local" / "%j", max_num_timeout=0)
+    executor = RankExecutor(folder=sweep_dir / "local" / "%j", max_num_timeout=0)
     executor.update_parameters(
         tasks_per_node=cfg.tasks_per_node,
         nodes=1,
@@ -60,12 +61,27 @@ def run_local(points: Sequence[Point], sweep_dir: Path, cfg: SlurmConfig) -> lis
         with submitit.helpers.clean_env(extra_names=TORCHRUN_VARIABLES):
             job = executor.submit(PointJob(str(sweep_dir)), point.to_json())
         record_jobs(sweep_dir, [point], [str(job.job_id)], "local", process=True)
-        try:
-            job.results()
-        except Exception as e:  # a rank died outside run_point (its rows say nothing)
-            log.error("point %s: its job failed: %s", point.id, str(e).strip().splitlines()[-1][:300])
+        if not _job_ended_well(job, point, sweep_dir, cfg.tasks_per_node):
             crashed.append(point.id)
     return crashed
+
+
+def _job_ended_well(job: Any, point: Point, sweep_dir: Path, world_size: int) -> bool:
+    """Wait for the job; False when a rank died outside run_point (killed: the OOM killer,
+    kill -9), after naming it on the console and in its rows (harness/backends/ranks.py)."""
+    from harness.backends.ranks import ended_ranks, fail_dead_ranks
+
+    try:
+        job.results()
+        failure = ""
+    except Exception as e:
+        failure = str(e).strip().splitlines()[-1][:300] if str(e).strip() else type(e).__name__
+    lines = fail_dead_ranks(point, sweep_dir, ended_ranks(job.paths.folder, str(job.job_id)), world_size)
+    for line in lines:
+        log.error("point %s: %s", point.id, line)
+    if failure and not lines:  # its rows say nothing of it
+        log.error("point %s: its job failed: %s", point.id, failure)
+    return not (failure or lines)
 
 
 def local_gpus(points: Sequence[Point], cfg: SlurmConfig) -> tuple[int, ...]:

@@ -1,0 +1,163 @@
+"""How each rank of a local job ended, so that a rank killed (the OOM killer, `kill -9`) is
+named on the console and in the rows: `its job failed: rank 1 was killed by SIGKILL (exit -9)
+after 12 s in rung full`.
+
+A rank killed by a signal writes nothing: only its parent sees its exit status. The parent of
+a local job's ranks is submitit's controller (`python -m submitit.local._local`), which keeps
+the statuses to itself; `RankExecutor` is submitit's LocalExecutor with a controller of its own
+(`python -m harness.backends.ranks FOLDER`), the same but for one file, `<job id>_ranks.json`
+beside the job's logs: each rank's exit status and how long after its start it ended.
+`run_local` reads it once the job is over (`ended_ranks`), and writes a failed row for every unit
+a dead rank has no row for (`fail_dead_ranks`), so that `status` calls the point failed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import submitit
+from submitit.local import local as submitit_local
+
+from harness.config.plan import Point
+from harness.storage.atomic import atomic_write_text
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RankEnd:
+    rank: int
+    exit: int
+    """The rank process's exit status, negative for the signal that killed it (Popen's)."""
+    seconds: float
+    """From the ranks' start to this rank's end."""
+
+    def cause(self) -> str:
+        """ "was killed by SIGKILL (exit -9)", or "exited with status 3"."""
+        if self.exit < 0:
+            try:
+                name = signal.Signals(-self.exit).name
+            except ValueError:
+                name = f"signal {-self.exit}"
+            return f"was killed by {name} (exit {self.exit})"
+        return f"exited with status {self.exit}"
+
+
+def ranks_file(folder: Path, job_id: str) -> Path:
+    """`folder`: the executor's (`.../%j`), or the job's own."""
+    return submitit.core.utils.JobPaths(folder, job_id).folder / f"{job_id}_ranks.json"
+
+
+class RankController(submitit_local.Controller):
+    """submitit's local controller, which also writes how each rank ended (ranks_file)."""
+
+    def wait(self, freq: int = 24) -> Sequence[int | None]:
+        started = time.monotonic()
+        ended: dict[int, float] = {}
+        timeout = freq * self.timeout_s
+        almost_timeout = freq * (self.timeout_s - self.signal_delay_s)
+        codes: list[int | None] = [t.poll() for t in self.tasks]
+        for step in range(timeout):  # submitit's own loop (Controller.wait), timing each end
+            codes = [t.poll() for t in self.tasks]
+            for k, code in enumerate(codes):
+                if code is not None and k not in ended:
+                    ended[k] = time.monotonic() - started
+            if all(code is not None for code in codes):
+                break
+            if step == almost_timeout:
+                self._forward_signal(submitit_local.LocalJobEnvironment._usr_sig())
+            time.sleep(1.0 / freq)
+        self._record(codes, ended)
+        return codes
+
+    def _record(self, codes: Sequence[int | None], ended: dict[int, float]) -> None:
+        entries = [
+            {"rank": k, "exit": code, "seconds": round(ended[k], 1)}
+            for k, code in enumerate(codes)
+            if code is not None and k in ended
+        ]
+        atomic_write_text(ranks_file(self.folder, self.pid), json.dumps(entries))
+
+
+class RankExecutor(submitit.LocalExecutor):
+    """submitit's LocalExecutor whose controller is RankController: its _submit_command with
+    submitit.local.local.start_controller's environment and another module to run."""
+
+    def _submit_command(self, command: str) -> submitit_local.LocalJob[Any]:
+        ntasks = self.parameters.get("tasks_per_node", 1)
+        n_gpus = self.parameters.get("gpus_per_node", 0)
+        visible_gpus = self.parameters.get("visible_gpus", ())
+        gpus = range(n_gpus) if visible_gpus == () else visible_gpus[:n_gpus]
+        env = dict(os.environ)
+        env.update(
+            SUBMITIT_LOCAL_NTASKS=str(ntasks),
+            SUBMITIT_LOCAL_COMMAND=command,
+            SUBMITIT_LOCAL_TIMEOUT_S=str(int(60 * self.parameters.get("timeout_min", 2.0))),
+            SUBMITIT_LOCAL_SIGNAL_DELAY_S=str(int(self.parameters.get("signal_delay_s", 30))),
+            SUBMITIT_LOCAL_NODEID="0",
+            SUBMITIT_LOCAL_JOB_NUM_NODES="1",
+            SUBMITIT_STDERR_TO_STDOUT="",
+            SUBMITIT_EXECUTOR="local",
+            CUDA_VISIBLE_DEVICES=",".join(str(k) for k in gpus),
+            SUBMITIT_LOCAL_WITH_SHELL="",
+        )
+        # The job outlives this process, as submitit's does (the LocalJob polls and ends it).
+        process = subprocess.Popen([sys.executable, "-m", __name__, str(self.folder)], env=env)
+        return submitit_local.LocalJob(
+            folder=self.folder, job_id=str(process.pid), process=process, tasks=list(range(ntasks))
+        )
+
+
+def ended_ranks(folder: Path, job_id: str) -> list[RankEnd]:
+    """How each rank of a finished local job ended (none where the file is missing: a job
+    started by submitit's own controller, or a controller killed)."""
+    try:
+        entries = json.loads(ranks_file(folder, job_id).read_text())
+    except (OSError, ValueError):
+        return []
+    return [RankEnd(int(e["rank"]), int(e["exit"]), float(e["seconds"])) for e in entries]
+
+
+def fail_dead_ranks(point: Point, sweep_dir: Path, ends: Sequence[RankEnd], world_size: int) -> list[str]:
+    """For each rank that ended badly: a failed row for every unit it has no row for, saying
+    how it ended and in which rung; the lines said, one a rank."""
+    from harness.execution.dist import DistEnv
+    from harness.execution.runner import open_point
+
+    lines = []
+    for end in ends:
+        if end.exit == 0:
+            continue
+        env = DistEnv(rank=end.rank, world_size=world_size, local_rank=end.rank, hostname=_host())
+        opened = open_point(point, sweep_dir, env)
+        mine = {(str(r["rung"]), int(r["repeat"])) for r in opened.writer.rows if r.get("rung")}
+        missing = [
+            (rung, k) for k in range(point.measure.repeats) for rung in point.rungs if (rung, k) not in mine
+        ]
+        where = f" in rung {missing[0][0]}" if missing else ""
+        line = f"its job failed: rank {end.rank} {end.cause()} after {end.seconds:.0f} s{where}"
+        for rung, repeat in missing:
+            opened.writer.append(opened.rows.row(rung, repeat, status="failed", error=line))
+        lines.append(line)
+    return lines
+
+
+def _host() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
+if __name__ == "__main__":
+    # submitit.local._local's main, with this controller: arguments from the environment.
+    RankController(Path(sys.argv[1])).run()
