@@ -230,9 +230,13 @@ def _setup_logging(verbose: bool) -> None:
 
 
 def _load_plan(spec_path: Path, overrides: Sequence[str] = ()) -> Plan:
+    from harness.plan_cost import judge
+
     plan = expand(load_spec(spec_path, overrides))
     if not plan.points:
         raise UsageError(f"{spec_path}: no points to run: every combination is excluded")
+    for warning in judge(plan):  # what a point costs: refused (SpecError) or said here
+        log.warning("%s: %s", spec_path, warning)
     _check_scripts(spec_path, plan)
     return plan
 
