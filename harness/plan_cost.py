@@ -106,6 +106,12 @@ def _step_seconds(point: Point) -> float | None:
     return float(dict(w.model_args).get("step_ms", EMULATED_STEP_MS)) / 1000
 
 
+def point_limit_s(spec: Spec) -> int:
+    """A point's time limit: its job's, `slurm.time` (one array task runs all its rungs and
+    repeats). The one place to change where the limit is declared elsewhere."""
+    return time_seconds(spec.slurm.time)
+
+
 def rank_cores(spec: Spec) -> tuple[int, str]:
     """The cores one rank is given, and where the figure comes from."""
     cfg = spec.slurm
@@ -121,7 +127,7 @@ def judge(plan: Plan) -> list[str]:
     """The plan's warnings; raises SpecError (one line, the field's line) on a refusal."""
     costs = [point_cost(p) for p in plan.points]
     warnings = _workers(plan)
-    limit = time_seconds(plan.spec.slurm.time)
+    limit = point_limit_s(plan.spec)
     for cost in costs:
         _against_limit(plan.spec, cost, limit)
     warnings += _unknown_against_limit(costs, limit)
@@ -266,7 +272,7 @@ def sweep_lines(plan: Plan) -> list[str]:
     lines = [f"steps: {span} train steps in all (warmups until the workers' stock is used up)"]
     if m.adaptive:
         lines[0] += f"; repeats: auto measures more where undecided, up to {m.max_repeats} a point"
-    limit = time_seconds(plan.spec.slurm.time)
+    limit = point_limit_s(plan.spec)
     if all(c.seconds is not None for c in costs):
         total = sum(c.seconds or 0.0 for c in costs)
         longest = max(c.seconds or 0.0 for c in costs)

@@ -149,3 +149,15 @@ def test_workers_far_past_the_cores_are_refused_and_a_few_past_them_warned(
         "they time-share the cores (more memory, rarely more batches)"
     ]
     assert judge(plan_of("loader: {num_workers: [8, 16]}\nslurm: {cpus_per_task: 8}\n")) == []
+
+
+def test_a_warning_is_said_and_the_plan_still_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    spec = written(tmp_path, "loader: {num_workers: [2, 8]}\nslurm: {cpus_per_task: 2}\n")
+    assert main(["plan", str(spec)]) == 0
+    assert capsys.readouterr().out.startswith("cost: 2 point(s)")
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        f"{spec}: loader.num_workers 8: more than 2 workers a core on 2 core(s) a rank "
+        "(slurm.cpus_per_task); they time-share the cores (more memory, rarely more batches)"
+    ]
