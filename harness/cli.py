@@ -110,7 +110,7 @@ def _add_here_verbs(verbs: Verbs) -> None:
 
 BACKEND_HELP = (
     "where points run: inline, in this process; local, slurm.tasks_per_node subprocesses per "
-    "point; slurm, a job array followed from here to its end (as submit --wait)"
+    "point; slurm, a job array (run and tune follow it to its end, as submit --wait)"
 )
 
 

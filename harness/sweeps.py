@@ -230,7 +230,8 @@ def _resume_backend(sweep_dir: Path, name: str | None) -> tuple[Spec, Backend, P
     info = load_info(sweep_dir)
     spec = parse_spec((sweep_dir / "spec.yaml").read_text(), file=str(sweep_dir / "spec.yaml"))
     recorded = backend_of_sweep(info.backend, spec)
-    backend = recorded if name is None or name == info.backend else make_backend(name, spec)
+    # Another name of the same backend (slurm, for the sweep of a standalone script) is its own.
+    backend = recorded if name is None or BACKENDS[name] is type(recorded) else make_backend(name, spec)
     plan = Plan(spec=spec, points=tuple(load_points(sweep_dir)))
     if backend is not recorded and not (
         backend.here and recorded.here and backend.world_size(plan) == info.world_size

@@ -25,6 +25,7 @@ signal's reach: the local controller's kill at the limit plus GRACE_S, or Slurm'
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import threading
@@ -88,11 +89,16 @@ def run_limited(point: Point, sweep_dir: Path, env: DistEnv, limit: Limit, *, ti
     try:
         with _armed(point, limit, timer=timer):
             return run_point(point, sweep_dir, env=env)
-    except PointTimeout as e:
-        ended = end_children(started)
-        if ended:
-            log.info("point %s: ended %d process(es) it had started", point.id, ended)
-        return fail_rest(point, sweep_dir, env, e)
+    except PointTimeout:
+        pass
+    # Out of the except block, the traceback and the DataLoader iterators its frames held are
+    # gone: their __del__ shuts their workers down and unregisters them from PyTorch's SIGCHLD
+    # handler, which would take the kill of a worker still registered for a failure of its own.
+    gc.collect()
+    ended = end_children(started)
+    if ended:
+        log.info("point %s: ended %d process(es) it had started", point.id, ended)
+    return fail_rest(point, sweep_dir, env, PointTimeout(point.id, limit))
 
 
 @contextmanager
