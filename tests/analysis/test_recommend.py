@@ -237,3 +237,86 @@ def test_on_grids_with_a_known_answer_no_configuration_below_the_margin_is_offer
     # Steady runs (1 % noise) decide nearly every grid at 3 repeats (39 of these 40); erratic
     # ones leave most undecided (10 matched), which is what the adaptive repeats are for.
     assert matched >= {"steady": 36, "erratic": 8}[kind]
+
+
+def failed(index: int, workers: int, repeat: int, rank: int = 0, **kw: object):
+    """A failed row as the runner writes it: no figures, the error."""
+    figures = dict.fromkeys(
+        ["samples", "training_time", "samples_per_s", "steps_per_s", "loading_time", "step_time"]
+    )
+    error = "RuntimeError: DataLoader worker (pid 4242) is killed by signal: Killed."
+    cells = {**figures, "error": error, **kw}
+    return synthetic_row(
+        point_id=f"p{index}",
+        point_index=index,
+        num_workers=workers,
+        repeat=repeat,
+        rank=rank,
+        status="failed",
+        **cells,
+    )
+
+
+def test_a_point_with_failed_runs_is_never_the_best_and_the_line_says_why(tmp_path: Path) -> None:
+    """Issue 25: the recommendation named as best a point two of whose three repeats had
+    failed, from its one surviving run. A configuration that fails now and then is no
+    recommendation: it is left out of the ranking, named with its failures."""
+    write_rows(
+        tmp_path,
+        *point(0, 0, [100.0, 101.0, 99.0]),
+        *point(1, 2, [180.0, 181.0, 179.0]),
+        *point(2, 4, [300.0]),
+        failed(2, 4, repeat=1),
+        failed(2, 4, repeat=2),
+    )
+    (rec,) = recommend(summarize(load_results([tmp_path]).rows))
+    assert rec.best is not None and rec.best.point_id == "p1"
+    assert rec.cheapest is not None and rec.cheapest.point_id == "p1"
+    lines = rec.lines()
+    assert lines[0].startswith("best: p1 num_workers=2: 180.00 samples/s")
+    assert (
+        "not ranked: p2 num_workers=4: 300.00 samples/s from 1 run(s): 2 of 3 runs failed (see harness status)"
+        in lines
+    )
+    # Nor is it measured again as undecided: its runs failed, more runs are not the answer.
+    assert "p2" not in undecided_points(summarize(load_results([tmp_path]).rows))
+
+
+def test_a_point_where_not_every_rank_measured_is_never_ranked(tmp_path: Path) -> None:
+    """Issue 25: a script whose own mp.spawn formed a world of 1 under 2 ranks: rank 0 failed,
+    rank 1 measured alone (the table's `ranks 1/2`), and the recommendation ranked that point
+    as the best: one rank alone reads faster than the pair (p1, 2 × 180 samples/s). p2: rank
+    0's rows failed; p3: rank 0 left no row at all (its file is missing)."""
+    write_rows(
+        tmp_path,
+        *point(0, 0, [100.0, 101.0, 99.0], world_size=2),
+        *point(0, 0, [100.0, 101.0, 99.0], world_size=2, rank=1),
+        *point(1, 2, [180.0, 181.0, 179.0], world_size=2),
+        *point(1, 2, [180.0, 181.0, 179.0], world_size=2, rank=1),
+        *point(2, 4, [400.0, 401.0, 399.0], world_size=2, rank=1),
+        *(failed(2, 4, repeat=r, world_size=2, error="RuntimeError: EADDRINUSE") for r in range(3)),
+        *point(3, 8, [420.0, 421.0, 419.0], world_size=2, rank=1),
+    )
+    (rec,) = recommend(summarize(load_results([tmp_path]).rows))
+    assert rec.best is not None and rec.best.point_id == "p1" and rec.best.samples_per_s == 360.0
+    unranked = [line for line in rec.lines() if line.startswith("not ranked")]
+    assert unranked == [
+        "not ranked: p2 num_workers=4: 400.00 samples/s from 3 run(s): 3 of 3 runs failed (see harness status); "
+        "not every rank measured (ranks 1/2): its figures are those of the ranks present",
+        "not ranked: p3 num_workers=8: 420.00 samples/s from 3 run(s): not every rank measured (ranks 1/2): "
+        "its figures are those of the ranks present",
+    ]
+
+
+def test_when_no_point_can_be_ranked_the_recommendation_says_so(tmp_path: Path) -> None:
+    write_rows(
+        tmp_path, *point(0, 0, [100.0]), failed(0, 0, repeat=1), *point(1, 2, [150.0]), failed(1, 2, 1)
+    )
+    (rec,) = recommend(summarize(load_results([tmp_path]).rows))
+    assert rec.best is None and rec.cheapest is None
+    assert rec.lines()[:3] == [
+        "no configuration ranked: every point here had failed runs or missing ranks",
+        "not ranked: p0 num_workers=0: 100.00 samples/s from 1 run(s): 1 of 2 runs failed (see harness status)",
+        "not ranked: p1 num_workers=2: 150.00 samples/s from 1 run(s): 1 of 2 runs failed (see harness status)",
+    ]
+    assert "recommendation for n1" in build_report([tmp_path]).text
