@@ -308,13 +308,17 @@ def _merge_identical(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str], tuple
     varying = [c for c in NO_EFFECT_OFF_CUDA if c in rows and rows.loc[off, c].astype(str).nunique() > 1]
     if not varying:
         return rows, [], ()
-    keys = rows[["sequence_step", *WORKLOAD_COLUMNS, *LOADER_COLUMNS]].astype(str)
-    keys.loc[off, list(NO_EFFECT_OFF_CUDA)] = "-"
-    keys["device"] = rows["device"].astype(str).str.partition(":")[0]
-    merged = []
-    for _, members in rows.groupby(keys.apply("\x1f".join, axis=1), sort=False):
-        merged.append(_pooled(members.sort_values("point_index", kind="stable")))
-    devices = " and ".join(sorted(set(keys.loc[off, "device"])))
+    kinds = rows["device"].astype(str).str.partition(":")[0]
+    columns = ["sequence_step", *WORKLOAD_COLUMNS, *LOADER_COLUMNS]
+    keys = [
+        (kind, *(("-" if c in NO_EFFECT_OFF_CUDA and kind != "cuda" else str(row[c])) for c in columns))
+        for kind, (_, row) in zip(kinds, rows.iterrows(), strict=True)
+    ]
+    merged = [
+        _pooled(members.sort_values("point_index", kind="stable"))
+        for _, members in rows.groupby(pd.Series(keys, index=rows.index), sort=False)
+    ]
+    devices = " and ".join(sorted(set(kinds[off])))
     note = (
         f"{' and '.join(varying)}: no effect on {devices} (nothing is copied to a GPU): "
         "points that differ only there are one configuration, ranked once with their runs pooled"

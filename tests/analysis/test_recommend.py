@@ -320,3 +320,48 @@ def test_when_no_point_can_be_ranked_the_recommendation_says_so(tmp_path: Path) 
         "not ranked: p1 num_workers=2: 150.00 samples/s from 1 run(s): 1 of 2 runs failed (see harness status)",
     ]
     assert "recommendation for n1" in build_report([tmp_path]).text
+
+
+def pinned_grid(device: str) -> list:
+    """num_workers 0 and 2, each with pin_memory and non_blocking off and on."""
+    grid = [
+        (0, False, [100.0, 101.0, 99.0]),
+        (0, True, [100.5, 99.5, 100.0]),
+        (2, False, [200.0, 202.0, 198.0]),
+        (2, True, [201.0, 203.0, 199.0]),
+    ]
+    rows = []
+    for index, (workers, pin, rates) in enumerate(grid):
+        rows += point(index, workers, rates, pin_memory=pin, non_blocking=pin, device=device)
+    return rows
+
+
+def test_on_a_cpu_pin_memory_and_non_blocking_are_one_configuration(tmp_path: Path) -> None:
+    """Issue 25: on a CPU, pin_memory true and false (the same configuration there: the harness
+    pins only for a CUDA device) were ranked as two, the best and "1 other tied". They are one
+    configuration, ranked once with their runs pooled, and the recommendation says why once."""
+    write_rows(tmp_path, *pinned_grid("cpu"))
+    (rec,) = recommend(summarize(load_results([tmp_path]).rows))
+    assert rec.best is not None and rec.best.point_id == "p2" and rec.best.runs == 6
+    assert rec.tied == 1 and not rec.undecided and not rec.challengers
+    lines = rec.lines()
+    assert lines[0].startswith(
+        "best: p2 (pooled with p3) num_workers=2: 200.50 samples/s, 2.00× the baseline"
+    )
+    assert lines[1] == "cheapest tied with the best (within ±5%): the best itself"
+    assert lines[2] == "baseline (point 0): p0 (pooled with p1) num_workers=0: 100.00 samples/s"
+    assert lines[3:] == [
+        "pin_memory and non_blocking: no effect on cpu (nothing is copied to a GPU): points that differ "
+        "only there are one configuration, ranked once with their runs pooled"
+    ]
+    # The adaptive repeats ask nothing of the pooled twin either.
+    assert undecided_points(summarize(load_results([tmp_path]).rows)) == {}
+
+
+def test_on_a_gpu_pin_memory_and_non_blocking_stay_apart(tmp_path: Path) -> None:
+    write_rows(tmp_path, *pinned_grid("cuda:0"))
+    (rec,) = recommend(summarize(load_results([tmp_path]).rows))
+    assert rec.best is not None and rec.best.point_id == "p3" and rec.tied == 2 and not rec.notes
+    assert rec.lines()[0].startswith(
+        "best: p3 num_workers=2 pin_memory=True non_blocking=True: 201.00 samples/s"
+    )
