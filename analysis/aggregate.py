@@ -58,6 +58,7 @@ METRICS = [
     "gpu_power_w",
     "peak_device_memory_gb",
     "cpus_allotted",
+    "foreign_cpu_share",
 ]
 # Per point, taken from its first run: the settings and where it ran.
 FIRST_COLUMNS = [*SETTING_COLUMNS, "point_index", "hostname", "sweep_id", "node", "node_type"]
@@ -184,6 +185,8 @@ def per_run(ok: pd.DataFrame) -> pd.DataFrame:
         energy_per_sample_j=grouped["energy_per_sample_j"].mean(),
         peak_device_memory_gb=grouped["peak_device_memory_gb"].max(),
         cpus_allotted=grouped["cpus_allotted"].max(),
+        # The most shared of the run's machines: its ranks wait for the slowest.
+        foreign_cpu_share=grouped["foreign_cpu_share"].max(),
         **{column: grouped[column].max() for column in TAIL_COLUMNS},
     )
     for column, rank_column in (("loading_time", "loading_rank"), ("next_time", "next_rank")):

@@ -43,6 +43,9 @@ MIN_RUNS = 3
 """The runs a point with one run is asked for first (two give Student's t 12.7: no answer)."""
 REPEATS_HINT = "set measure.repeats to 3 or more to know"
 CHEAPNESS = ["num_workers", "persistent_workers", "cpu_memory_gb"]
+SHARED = 0.10
+"""Other processes took this share of the ranks' CPUs during the windows, or more: the
+recommendation says the machine was shared (an idle machine's own daemons take ~1 %)."""
 NO_EFFECT_OFF_CUDA = ("pin_memory", "non_blocking")
 """Settings that change nothing where the device is not CUDA: the harness pins memory only for
 a CUDA device (harness/execution/ladder.py, make_loader), and a copy to the CPU is no copy."""
@@ -276,9 +279,29 @@ def _groups(chosen: pd.DataFrame) -> Iterator[_Group]:
             unranked=tuple((row, r) for (_, row), r in zip(merged.iterrows(), reasons, strict=True) if r),
             complete=merged[_every_rank(merged)],
             shown=[c for c in shown_by_sweep[sweep_dir] if c not in hidden],
-            notes=notes,
+            notes=(*notes, *shared_machine(rows)),
             first=rows.iloc[0],
         )
+
+
+def shared_machine(rows: pd.DataFrame) -> list[str]:
+    """One line where other processes held the ranks' CPUs during the windows (the samplers'
+    foreign_cpu_share, over all the windows of these points), else none."""
+    if "foreign_cpu_share" not in rows:
+        return []
+    share, weight = rows["foreign_cpu_share"], rows["training_time"] * rows["runs"]
+    known = share.notna() & weight.notna() & (weight > 0)
+    if not known.any():
+        return []
+    mean = float((share[known] * weight[known]).sum() / weight[known].sum())
+    top = share[known].idxmax()
+    if mean < SHARED and share[top] < 2 * SHARED:
+        return []
+    most = f" (up to {share[top]:.0%}, in {rows.loc[top, 'jobid']}'s)" if share[top] - mean >= SHARED else ""
+    return [
+        f"the machine was shared: other processes used {mean:.0%} of its CPU during the windows{most}; "
+        "figures may read slow and the ranking move"
+    ]
 
 
 def _unranked_reason(row: pd.Series) -> str:

@@ -365,3 +365,62 @@ def test_on_a_gpu_pin_memory_and_non_blocking_stay_apart(tmp_path: Path) -> None
     assert rec.lines()[0].startswith(
         "best: p3 num_workers=2 pin_memory=True non_blocking=True: 201.00 samples/s"
     )
+
+
+def test_a_machine_shared_during_the_windows_is_said_once_with_the_share(tmp_path: Path) -> None:
+    """Issue 30: on grids run beside other work the step read 40-75 % slower and the
+    recommendation moved, with no line saying so, although the samplers recorded it."""
+    write_rows(
+        tmp_path,
+        *point(0, 0, [100.0, 101.0, 99.0], foreign_cpu_share=0.40),
+        *point(1, 2, [180.0, 181.0, 179.0], foreign_cpu_share=0.50),
+    )
+    (rec,) = recommend(summarize(load_results([tmp_path]).rows))
+    shared = [line for line in rec.lines() if "shared" in line]
+    # The mean over every window, weighted by its length: p0 (0.8 s windows) counts 1.8 times p1.
+    assert shared == [
+        "the machine was shared: other processes used 44% of its CPU during the windows; "
+        "figures may read slow and the ranking move"
+    ]
+    assert build_report([tmp_path]).text.count("the machine was shared") == 1
+
+
+@pytest.mark.parametrize("share", [0.02, None])
+def test_a_quiet_machine_or_results_without_the_figure_say_nothing_of_sharing(
+    tmp_path: Path, share: float | None
+) -> None:
+    """A quiet machine's own daemons take a percent or two; results written before the column
+    existed (or with the sampler off) have no figure: neither is called shared."""
+    write_rows(
+        tmp_path,
+        *point(0, 0, [100.0, 101.0, 99.0], foreign_cpu_share=share),
+        *point(1, 2, [180.0, 181.0, 179.0], foreign_cpu_share=share),
+    )
+    if share is None:  # the column itself missing, as older result files have it
+        for path in tmp_path.glob("points/*/rank0.csv"):
+            lines = path.read_text().splitlines()
+            header = lines[0].split(",")
+            drop = header.index("foreign_cpu_share")
+            path.write_text(
+                "\n".join(",".join(c for i, c in enumerate(x.split(",")) if i != drop) for x in lines)
+            )
+    loaded = load_results([tmp_path])
+    assert not loaded.problems
+    (rec,) = recommend(summarize(loaded.rows))
+    assert rec.best is not None and rec.best.point_id == "p1"
+    assert not [line for line in rec.lines() if "shared" in line]
+    assert "the machine was shared" not in build_report([tmp_path]).text
+
+
+def test_one_point_measured_on_a_busy_machine_is_named(tmp_path: Path) -> None:
+    write_rows(
+        tmp_path,
+        *point(0, 0, [100.0, 101.0, 99.0], foreign_cpu_share=0.01),
+        *point(1, 2, [180.0, 181.0, 179.0], foreign_cpu_share=0.01),
+        *point(2, 4, [190.0, 191.0, 189.0], foreign_cpu_share=0.60),
+    )
+    (rec,) = recommend(summarize(load_results([tmp_path]).rows))
+    assert rec.lines()[-1] == (
+        "the machine was shared: other processes used 16% of its CPU during the windows (up to 60%, in p2's); "
+        "figures may read slow and the ranking move"
+    )
