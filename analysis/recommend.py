@@ -19,7 +19,9 @@ recommendation, however fast the runs that survived), and a point where not ever
 measured (its figures are those of the ranks present: a world of 1 under 2 ranks reads as
 half the work). Each is named on a `not ranked:` line with why. Merged: where the device is
 not CUDA, pin_memory and non_blocking change nothing (NO_EFFECT_OFF_CUDA), so points that
-differ only there are one configuration, ranked once with their runs pooled.
+differ only there are one configuration, ranked once with their runs pooled. Said: a machine
+shared with other work during the windows (the samplers' foreign_cpu_share, SHARED or more),
+in one line with the share.
 """
 
 from __future__ import annotations
