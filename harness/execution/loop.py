@@ -37,9 +37,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
 from harness.execution.batches import count_samples
+from harness.execution.loop_length import DRAIN_FACTOR  # one number: the probe announces the longest warmup
 
-DRAIN_FACTOR = 4
-"""After the stock's own steps, at most this many times more to see the stock used up."""
 WAITED = 0.05
 """A next() longer than this fraction of the median step so far means the queue was empty."""
 DRIFT_FLOOR = 0.05

@@ -4,6 +4,7 @@ through runner.measure_point from the script's own loop."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -128,6 +129,12 @@ def harnessed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[
     return set_job
 
 
+def milestones(job: ProbeJob) -> list[str]:
+    """What the probe told the job, but the settings it ran with."""
+    assert job.report_path is not None
+    return [w for w in job.report_path.read_text().split() if not w.startswith("settings:")]
+
+
 def rows_of(job: ProbeJob) -> list[dict[str, str]]:
     return results.read_rows(layout.rank_file(layout.point_dir(job.sweep_dir, job.point.id), 0))
 
@@ -136,17 +143,20 @@ def test_under_the_harness_the_scripts_loop_runs_every_rung_with_the_points_load
     job = harnessed(script_point())
     loader = probe.loader(Numbers(), batch_size=2, num_workers=3, collate_fn=pairs)
     assert (loader.num_workers, loader.batch_size, loader.collate_fn) == (0, 2, pairs)  # the point's workers
-    served = list(probe.measure(loader, "cpu", epochs=5))
-    # Three rungs of 1 warmup and 3 measured steps (no workers, no stock), whatever epochs says.
-    assert len(served) == 3 * 4 and all(b["by"] == "mine" and b["x"].shape == (2, 3) for b in served)
+    served = list(probe.measure(loader, "cpu", epochs=5, keep_running=True))
+    # Three rungs of 1 warmup and 3 measured steps (no workers, no stock), whatever epochs says,
+    # and the untimed batch that closes the loop: as many as len(loader) said.
+    assert len(served) == 3 * 4 + 1 == len(loader)
+    assert all(b["by"] == "mine" and b["x"].shape == (2, 3) for b in served)
     rows = rows_of(job)
     assert [(r["rung"], r["status"], r["samples"], r["batch_size"]) for r in rows] == [
         ("device_batch", "ok", "6", "2"),
         ("host_batch", "ok", "6", "2"),
         ("full", "ok", "6", "2"),
     ]
-    assert job.report_path is not None and job.report_path.read_text().split() == ["reached", "done"]
-    assert list(probe.measure(loader, "cpu")) == []  # the point is measured: the next epoch ends at once
+    assert milestones(job) == ["reached", "done"]
+    # keep_running: the point is measured, the next epoch ends at once.
+    assert list(probe.measure(loader, "cpu", keep_running=True)) == []
 
 
 def test_settings_the_spec_does_not_name_keep_the_scripts_values(harnessed) -> None:  # type: ignore[no-untyped-def]
@@ -170,7 +180,7 @@ def test_settings_the_spec_does_not_name_keep_the_scripts_values(harnessed) -> N
         True,
         5,
     )
-    list(probe.measure(loader, "cpu"))
+    list(probe.measure(loader, "cpu", keep_running=True))
     (row,) = rows_of(job)
     ran = (
         row["num_workers"],
@@ -188,7 +198,7 @@ def test_settings_the_spec_names_replace_the_scripts(harnessed) -> None:  # type
     job = harnessed(point)
     loader = probe.loader(Numbers(), batch_size=4, num_workers=3, drop_last=True, prefetch_factor=5)
     assert (loader.num_workers, loader.drop_last, loader.prefetch_factor) == (1, False, 2)
-    list(probe.measure(loader, "cpu", non_blocking=True))
+    list(probe.measure(loader, "cpu", non_blocking=True, keep_running=True))
     (row,) = rows_of(job)
     assert (row["drop_last"], row["prefetch_factor"], row["non_blocking"]) == ("False", "2", "True")
 
@@ -196,7 +206,7 @@ def test_settings_the_spec_names_replace_the_scripts(harnessed) -> None:  # type
 def test_a_dataloader_the_script_built_itself_keeps_its_settings_too(harnessed) -> None:  # type: ignore[no-untyped-def]
     job = harnessed(script_point(loader="{num_workers: 0}", rungs="[full]"))
     built = DataLoader(Numbers(), batch_size=4, drop_last=True, collate_fn=pairs)
-    served = list(probe.measure(built, "cpu"))
+    served = list(probe.measure(built, "cpu", keep_running=True))
     assert {len(b["y"]) for b in served} == {4}
     (row,) = rows_of(job)
     assert (row["num_workers"], row["drop_last"]) == ("0", "True")
@@ -204,8 +214,9 @@ def test_a_dataloader_the_script_built_itself_keeps_its_settings_too(harnessed) 
 
 def test_a_dataloader_the_script_built_itself_is_measured_too(harnessed) -> None:  # type: ignore[no-untyped-def]
     job = harnessed(script_point(rungs="[full]"))
-    served = list(probe.measure(DataLoader(Numbers(), batch_size=5, shuffle=True, collate_fn=pairs), "cpu"))
-    assert len(served) == 4 and {len(b["y"]) for b in served} == {5}
+    built = DataLoader(Numbers(), batch_size=5, shuffle=True, collate_fn=pairs)
+    served = list(probe.measure(built, "cpu", keep_running=True))
+    assert len(served) == 4 + 1 and {len(b["y"]) for b in served} == {5}
     (row,) = rows_of(job)
     assert (row["status"], row["samples"], row["batch_size"]) == ("ok", "15", "5")
 
@@ -217,7 +228,7 @@ def test_a_loop_that_breaks_tells_the_job_how_far_it_got(harnessed) -> None:  # 
         if n == 5:  # in full's warmup: host_batch has its row, full has none
             break
     assert [r["rung"] for r in rows_of(job)] == ["host_batch"]
-    assert job.report_path is not None and job.report_path.read_text().split() == ["reached", "left:6"]
+    assert milestones(job) == ["reached", "left:6"]
 
 
 def test_the_plans_check_run_stops_at_the_first_probe_call(harnessed) -> None:  # type: ignore[no-untyped-def]
@@ -225,5 +236,55 @@ def test_the_plans_check_run_stops_at_the_first_probe_call(harnessed) -> None:  
     with pytest.raises(SystemExit) as stopped:
         probe.loader(Numbers(), batch_size=2)
     assert stopped.value.code == 0
-    assert job.report_path is not None and job.report_path.read_text().split() == ["reached"]
+    assert milestones(job) == ["reached"]
     assert not job.sweep_dir.exists()  # nothing measured, nothing written
+
+
+# --- real scripts' loops, run as the harness runs them (a subprocess per rank) ------------------
+
+COURSE = Path(__file__).resolve().parents[1] / "fixtures" / "course_loop.py"
+LADDER = "[device_batch, host_batch, processed_sample, raw_sample, full]"
+
+
+def course_point(
+    out: Path, *args: str, loader: str = "{num_workers: 1}", rungs: str = LADDER, repeats: int = 3
+) -> Point:
+    spec = parse_spec(
+        f"name: course\nworkload: {{script: {COURSE}, args: {['--out', str(out), *args]}}}\n"
+        f"measure: {{warmup_steps: 1, steps: 3, repeats: {repeats}}}\nrungs: {rungs}\nloader: {loader}\n"
+    )
+    (point,) = expand(spec).points
+    return point
+
+
+def test_a_script_sized_by_len_loader_runs_the_whole_ladder_and_stops_after_its_point(tmp_path: Path) -> None:
+    from harness.execution.loop_length import batches_per_loop
+    from harness.execution.runner import run_point
+
+    out = tmp_path / "out"
+    out.mkdir()
+    point = course_point(out)
+    outcome = run_point(point, tmp_path / "sweep", env=DistEnv(hostname="node-a"))
+    rows = results.read_rows(layout.rank_file(layout.point_dir(tmp_path / "sweep", point.id), 0))
+    # OneCycleLR(total_steps=len(loader) * epochs) held: every rung of every repeat is ok.
+    assert (outcome.ok, outcome.failed) == (15, 0), [r["error"] for r in rows]
+    # The end-of-epoch validation ran once, on the loop's last batch (the untimed closing one),
+    # its checkpoint was written, and the script went no further: no second epoch, no code
+    # after its loop.
+    last = batches_per_loop(point) - 1
+    assert (out / "validations-rank0").read_text() == f"0 {last}\n"
+    assert (out / "checkpoint-rank0.pt").is_file()
+    assert not (out / "after-loop-rank0").exists()
+    # What the script's probe.settings() said is what every row records.
+    said = json.loads((out / "settings-rank0.json").read_text())
+    assert said == {
+        "batch_size": 4,
+        "num_workers": 1,  # the point's, in place of the script's 3
+        "persistent_workers": False,
+        "pin_memory": True,  # the script's own: the spec does not name it
+        "non_blocking": True,
+        "prefetch_factor": 2,
+        "drop_last": False,
+    }
+    for row in rows:
+        assert {k: row[k] for k in said} == {k: str(v) for k, v in said.items()}
