@@ -59,7 +59,7 @@ import torch
 from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 
 from harness.config.plan import Point, resolve_loader
-from harness.config.settings import LOADER_COLUMNS
+from harness.config.settings import LOADER_COLUMNS, LoaderSettings
 from harness.execution import batches, ladder
 from harness.execution.loop import Clocked, one_step
 from harness.execution.loop_length import CLOSING, batches_per_loop
@@ -103,17 +103,11 @@ class _Recorded:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Settings:
-    """The DataLoader settings a loop runs with: the point's under the harness (what its rows
-    record), the script's own alone."""
+class Settings(LoaderSettings):
+    """The DataLoader settings a loop runs with (every loader setting, and the batch size): the
+    point's under the harness (what its rows record), the script's own alone."""
 
-    batch_size: int | None
-    num_workers: int
-    persistent_workers: bool
-    pin_memory: bool
-    non_blocking: bool
-    prefetch_factor: int | None
-    drop_last: bool
+    batch_size: int | None = None
 
     def dataloader(self) -> dict[str, Any]:
         """The DataLoader keywords among them, for the script's other loaders (validation):
@@ -257,7 +251,7 @@ def settings(**mine: Any) -> Settings:
             f"probe.settings: unknown setting(s) {', '.join(unknown)}; allowed: {', '.join(_SETTING_NAMES)}"
         )
     _remember(mine)
-    given = dict(_state["given"] or {})
+    given = {**(_state["given"] or {}), **mine}
     job = _job()
     if job is None:
         return _settings_alone(given)

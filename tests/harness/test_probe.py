@@ -8,12 +8,13 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 import harness.probe as probe
 from harness.config.plan import Point, expand
@@ -112,11 +113,11 @@ def script_point(loader: str = "{num_workers: 0}", rungs: str = "[device_batch, 
 def harnessed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     """HARNESS_PROBE set for `point`, as the job sets it for the script's process."""
 
-    def set_job(point: Point, check: bool = False) -> ProbeJob:
+    def set_job(point: Point, check: bool = False, world_size: int = 1) -> ProbeJob:
         job = ProbeJob(
             sweep_dir=tmp_path / "sweep",
             point=point,
-            env=DistEnv(hostname="node-a", local_world_size=1),
+            env=DistEnv(hostname="node-a", world_size=world_size, local_world_size=world_size),
             skip_done=True,
             script=SCRIPT,
             report_path=tmp_path / "report",
@@ -124,6 +125,7 @@ def harnessed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[
         )
         monkeypatch.setenv(PROBE_VARIABLE, job.to_json())
         monkeypatch.setattr(probe, "_measured_here", False)
+        monkeypatch.setattr(probe, "_state", {"device": None, "given": None})
         return job
 
     return set_job
@@ -288,3 +290,125 @@ def test_a_script_sized_by_len_loader_runs_the_whole_ladder_and_stops_after_its_
     }
     for row in rows:
         assert {k: row[k] for k in said} == {k: str(v) for k, v in said.items()}
+
+
+def test_the_failed_rows_of_a_script_that_died_record_the_settings_it_ran_with(tmp_path: Path) -> None:
+    from harness.execution.runner import run_point
+
+    point = course_point(tmp_path, "--crash-at", "2", "--no-non-blocking", rungs="[full]", repeats=2)
+    assert run_point(point, tmp_path / "sweep").failed == 2
+    rows = results.read_rows(layout.rank_file(layout.point_dir(tmp_path / "sweep", point.id), 0))
+    # The script's batch size, pin_memory and non_blocking, the point's num_workers: as an ok
+    # row would say, not the spec's defaults.
+    ran = [(r["status"], r["batch_size"], r["num_workers"], r["pin_memory"], r["non_blocking"]) for r in rows]
+    assert ran == [("failed", "4", "1", "True", "False")] * 2
+
+
+def test_a_script_that_spawns_its_own_ranks_is_refused_in_one_line(tmp_path: Path) -> None:
+    from harness.execution.runner import run_point
+
+    point = course_point(tmp_path, "--multiprocessing-distributed", rungs="[host_batch, full]", repeats=1)
+    assert run_point(point, tmp_path / "sweep").failed == 2
+    rows = results.read_rows(layout.rank_file(layout.point_dir(tmp_path / "sweep", point.id), 0))
+    assert {r["error"] for r in rows} == {
+        "harness.probe: this process was started by the script (mp.spawn or multiprocessing), not by "
+        "the harness: under the harness every rank is a process the harness starts with torchrun's "
+        "variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; LOCAL_RANK for the device): launch no "
+        "ranks yourself (no mp.spawn, no --multiprocessing-distributed) and join with "
+        "init_method='env://' (or probe.init_distributed())"
+    }
+    assert not (tmp_path / "checkpoint-rank0.pt").exists()  # refused before it trained
+
+
+def test_a_process_group_of_the_scripts_own_size_is_refused(harnessed, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import torch.distributed as dist
+
+    from harness.execution.script import free_port
+
+    job = harnessed(script_point(rungs="[full]"), world_size=2)
+    # The script's own tcp:// group of one, where the point runs two ranks.
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", world_size=1, rank=0)
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            probe.loader(Numbers(), batch_size=2)
+    finally:
+        dist.destroy_process_group()
+    assert stopped.value.code == 2
+    (row,) = rows_of(job)
+    assert row["status"] == "failed" and row["error"].startswith(
+        "harness.probe: the script's process group has 1 rank(s) (this one 0) where the point runs 2 "
+        "(this one 0): under the harness every rank is a process the harness starts"
+    )
+
+
+def test_untimed_work_is_left_out_of_the_window(harnessed) -> None:  # type: ignore[no-untyped-def]
+    job = harnessed(script_point(rungs="[host_batch]"))
+    loader = probe.loader(Numbers(), batch_size=2)
+    for _ in probe.measure(loader, "cpu", keep_running=True):
+        with probe.untimed():
+            time.sleep(0.3)  # a validation at every step: 0.9 s inside the window's 3 steps
+    (row,) = rows_of(job)
+    assert row["status"] == "ok" and float(row["training_time"]) < 0.3
+
+
+def test_the_scripts_own_copy_is_timed_as_loading(harnessed) -> None:  # type: ignore[no-untyped-def]
+    job = harnessed(script_point(rungs="[host_batch]"))
+    asked: list[bool] = []
+
+    def course_copy(batch: Any, *, non_blocking: bool) -> Any:
+        asked.append(non_blocking)
+        time.sleep(0.05)
+        return batch["x"].to("cpu", non_blocking=non_blocking), batch["y"]
+
+    loader = probe.loader(Numbers(), batch_size=2, collate_fn=pairs)
+    served = list(probe.measure(loader, "cpu", copy=course_copy, non_blocking=True, keep_running=True))
+    assert all(isinstance(b, tuple) for b in served) and set(asked) == {True}
+    (row,) = rows_of(job)
+    assert float(row["loading_time"]) >= 0.05  # the copy's 50 ms are loading, as the course counts
+
+
+def test_a_memory_format_is_given_to_the_images_copy(harnessed) -> None:  # type: ignore[no-untyped-def]
+    harnessed(script_point(rungs="[full]"))
+    images = TensorDataset(torch.rand(8, 3, 4, 4), torch.arange(8))
+    loader = probe.loader(images, batch_size=2)
+    served = list(probe.measure(loader, "cpu", memory_format=torch.channels_last, keep_running=True))
+    assert all(x.is_contiguous(memory_format=torch.channels_last) and y.dim() == 1 for x, y in served)
+
+
+def test_the_script_ends_when_its_loop_asks_past_the_point(harnessed) -> None:  # type: ignore[no-untyped-def]
+    job = harnessed(script_point(rungs="[host_batch, full]"))
+    loader = probe.loader(Numbers(), batch_size=2)
+    taken = 0
+    with pytest.raises(SystemExit) as ended:
+        for _ in probe.measure(loader, "cpu"):
+            taken += 1
+    assert ended.value.code == 0 and taken == len(loader) == 2 * 4 + 1
+    assert [r["status"] for r in rows_of(job)] == ["ok", "ok"]  # written before the end
+    assert milestones(job) == ["reached", "done"]
+
+
+def test_settings_are_the_points_under_the_harness_and_the_scripts_alone(harnessed) -> None:  # type: ignore[no-untyped-def]
+    mine = {"num_workers": 3, "pin_memory": True, "non_blocking": False, "batch_size": 8}
+    alone = probe.settings(**mine)
+    assert (alone.num_workers, alone.pin_memory, alone.non_blocking, alone.batch_size) == (3, True, False, 8)
+    harnessed(script_point(loader="{num_workers: 1, prefetch_factor: 4}", rungs="[full]"))
+    probe._state["given"] = None  # a fresh process: the settings given alone are not this one's
+    ran = probe.settings(**mine)
+    assert (ran.num_workers, ran.prefetch_factor, ran.pin_memory, ran.non_blocking, ran.batch_size) == (
+        1,
+        4,
+        True,
+        False,
+        8,
+    )
+    assert ran.dataloader() == {
+        "num_workers": 1,
+        "persistent_workers": False,
+        "pin_memory": True,
+        "prefetch_factor": 4,
+        "drop_last": False,
+    }
+    with pytest.raises(
+        TypeError, match=r"probe.settings: unknown setting\(s\) workers; allowed: num_workers, .*, batch_size"
+    ):
+        probe.settings(workers=2)
