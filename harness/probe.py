@@ -166,14 +166,14 @@ def loader(dataset: Any, batch_size: int | None = 1, **kwargs: Any) -> DataLoade
     if job is None:
         return DataLoader(dataset, batch_size=batch_size, **kwargs)
     recorded = _record(dataset, batch_size, kwargs)
-    point = _effective_point(job, recorded)
+    point = _effective_point(job, recorded, (_state["given"] or {}).get("non_blocking"))
     where = ladder.Placement(
         device=torch.device("cuda" if torch.cuda.is_available() else "cpu"),
         rank=job.env.rank,
         world_size=job.env.world_size,
     )
     built = ladder.make_loader(dataset, point.loader, _batch_size(point, recorded), where, recorded.parts)
-    _report_settings(job, _effective_point(job, recorded, (_state["given"] or {}).get("non_blocking")))
+    _report_settings(job, point)
     setattr(built, _PROBE, recorded)
     built.__class__ = _Announced
     built._harness_length = batches_per_loop(point, _done(job))
@@ -516,7 +516,10 @@ def _point_batches(
                 host[0] = _any_batch(recorded, point, device)
                 if host[0] is None:
                     break
-            yield mover(copying.deepcopy(host[0]))  # untimed: the point is measured
+            # Untimed: the point is measured. A copy to a GPU is a new batch each time; on the
+            # CPU the batch itself would be handed out again, and a step that changes it in place
+            # (a normalisation) would change it again at every step.
+            yield mover(copying.deepcopy(host[0]) if device.type == "cpu" else host[0])
     except GeneratorExit:
         return None  # the loop stopped at len(loader): the point is whole
     return _finish(how)
