@@ -36,6 +36,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
+from harness.config.settings import DRAIN_FACTOR
 from harness.execution.batches import count_samples
 from harness.execution.loop_length import DRAIN_FACTOR  # one number: the probe announces the longest warmup
 
