@@ -38,7 +38,6 @@ from typing import Any, Protocol, TypeVar, cast
 
 from harness.config.settings import DRAIN_FACTOR
 from harness.execution.batches import count_samples
-from harness.execution.loop_length import DRAIN_FACTOR  # one number: the probe announces the longest warmup
 
 WAITED = 0.05
 """A next() longer than this fraction of the median step so far means the queue was empty."""

@@ -19,9 +19,10 @@ from collections.abc import Collection
 
 from harness.config import rungs as rung_names
 from harness.config.plan import Point
+from harness.config.settings import DRAIN_FACTOR
 
-DRAIN_FACTOR = 4
-"""After the stock's own steps, at most this many times more to see the stock used up."""
+__all__ = ["CLOSING", "DRAIN_FACTOR", "batches_per_loop", "longest_warmup", "stock", "unit_batches"]
+
 CLOSING = 1
 """The untimed batch after the last window (see the module's docstring)."""
 
