@@ -21,6 +21,7 @@ from harness.config.plan import Point, expand
 from harness.config.spec import parse_spec
 from harness.execution.dist import DistEnv
 from harness.execution.loop import Clocked
+from harness.execution.loop_length import batches_per_loop
 from harness.execution.script import PROBE_VARIABLE, ProbeJob
 from harness.storage import layout
 from harness.storage import rows as results
@@ -260,7 +261,6 @@ def course_point(
 
 
 def test_a_script_sized_by_len_loader_runs_the_whole_ladder_and_stops_after_its_point(tmp_path: Path) -> None:
-    from harness.execution.loop_length import batches_per_loop
     from harness.execution.runner import run_point
 
     out = tmp_path / "out"
@@ -412,3 +412,27 @@ def test_settings_are_the_points_under_the_harness_and_the_scripts_alone(harness
         TypeError, match=r"probe.settings: unknown setting\(s\) workers; allowed: num_workers, .*, batch_size"
     ):
         probe.settings(workers=2)
+
+
+def test_ddp_ranks_get_as_many_batches_each_and_stop_together(tmp_path: Path) -> None:
+    """Two local DDP ranks (an all-reduce in every step, untimed batches included): the ranks
+    stay in step to the closing batch, validate there, and end."""
+    from analysis.load import load_results
+    from harness.backends.local import run_local
+    from harness.storage.sweep import create_sweep
+
+    out = tmp_path / "out"
+    out.mkdir()
+    spec = parse_spec(
+        f"name: ddp\nworkload: {{script: {COURSE}, args: [--out, '{out}', --ddp]}}\n"
+        f"measure: {{warmup_steps: 1, steps: 3, repeats: 1}}\nrungs: {LADDER}\n"
+        "loader: {num_workers: 1}\nslurm: {tasks_per_node: 2, gpus_per_node: 0}\n"
+    )
+    plan = expand(spec)
+    sweep = create_sweep(plan, tmp_path / "results", backend="local", world_size=2)
+    assert run_local(plan.points, sweep, spec.slurm) == []
+    rows = load_results([sweep]).rows
+    assert set(rows["status"]) == {"ok"} and len(rows) == 2 * 5
+    last = batches_per_loop(plan.points[0]) - 1
+    assert [(out / f"validations-rank{r}").read_text() for r in (0, 1)] == [f"0 {last}\n"] * 2
+    assert not list(out.glob("after-loop-rank*"))
