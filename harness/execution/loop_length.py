@@ -21,7 +21,15 @@ from harness.config import rungs as rung_names
 from harness.config.plan import Point
 from harness.config.settings import DRAIN_FACTOR
 
-__all__ = ["CLOSING", "DRAIN_FACTOR", "batches_per_loop", "longest_warmup", "stock", "unit_batches"]
+__all__ = [
+    "CLOSING",
+    "DRAIN_FACTOR",
+    "batches_before_run",
+    "batches_per_loop",
+    "longest_warmup",
+    "stock",
+    "unit_batches",
+]
 
 CLOSING = 1
 """The untimed batch after the last window (see the module's docstring)."""
@@ -48,10 +56,22 @@ def unit_batches(point: Point, rung: str) -> int:
 
 def batches_per_loop(point: Point, done: Collection[tuple[str, int]] = ()) -> int:
     """The batches the probe yields to the script's loop for this point, exactly: every
-    (rung, repeat) not in `done` at its longest, and the closing batch."""
+    (rung, repeat) not in `done` at its longest, and the closing batch. `point` as it runs:
+    with the script's own num_workers and prefetch_factor where it keeps them (the probe's
+    effective point); before the script runs, `batches_before_run`."""
     return CLOSING + sum(
         unit_batches(point, rung)
         for repeat in range(point.measure.repeats)
         for rung in point.rungs
         if (rung, repeat) not in done
     )
+
+
+def batches_before_run(point: Point) -> int | None:
+    """What `harness plan` can say of a point before its script runs: the count, or None where
+    it depends on the script's own num_workers or prefetch_factor (Point.script_keeps), which
+    only the probe learns (its sample-level rungs' stock)."""
+    own = {"num_workers", "prefetch_factor"} & set(point.script_keeps)
+    if own and any(rung_names.is_sample_level(rung) for rung in point.rungs):
+        return None
+    return batches_per_loop(point)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
-from harness.config.plan import expand
+from harness.config.plan import Point, expand
 from harness.config.spec import parse_spec
-from harness.execution.loop_length import DRAIN_FACTOR, batches_per_loop, stock
+from harness.execution.loop_length import DRAIN_FACTOR, batches_before_run, batches_per_loop, stock
+
+SCRIPT = Path(__file__).resolve().parents[2] / "fixtures" / "probe_script.py"
 
 
 def test_each_unit_counts_its_longest_warmup_and_its_window_and_one_batch_closes_the_loop() -> None:
@@ -28,3 +31,18 @@ def test_the_count_is_known_without_torch() -> None:
     code = "import sys, harness.execution.loop_length; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_before_the_script_runs_the_count_is_known_only_where_the_spec_names_the_stock() -> None:
+    def script_point(loader: str, rungs: str) -> Point:
+        spec = parse_spec(
+            f"name: s\nworkload: {{script: {SCRIPT}}}\nmeasure: {{warmup_steps: 1, steps: 4, repeats: 1}}\n"
+            f"rungs: {rungs}\nloader: {loader}\n"
+        )
+        (point,) = expand(spec).points
+        return point
+
+    named = script_point("{num_workers: 2, prefetch_factor: 2}", "[full]")
+    assert batches_before_run(named) == batches_per_loop(named) == 4 + 4 * 4 + 4 + 1
+    assert batches_before_run(script_point("{pin_memory: true}", "[full]")) is None  # the script's workers
+    assert batches_before_run(script_point("{pin_memory: true}", "[host_batch]")) == 1 + 4 + 1
