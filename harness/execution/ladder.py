@@ -27,7 +27,13 @@ from torch.utils.data import (
 from harness.config import rungs as rung_names
 from harness.config.settings import LoaderSettings
 from harness.execution import batches
-from harness.workloads.contract import BytesDataset, SplitDataset, SplitStream, WholeSampleDataset
+from harness.workloads.contract import (
+    BytesDataset,
+    SplitDataset,
+    SplitStream,
+    WholeSampleDataset,
+    folder_split,
+)
 
 
 class RungUnavailable(Exception):
@@ -360,6 +366,7 @@ def _cut(rung: str, dataset: Any) -> _Cut:
         split = dataset
         steps = _compose_steps(dataset.transform_sample)
         return _Cut(lambda: _first(split.iter_raw(), split), dataset.transform_sample, steps, None, None)
+    dataset = folder_split(dataset) or dataset  # a stock ImageFolder splits as it is
     read = getattr(dataset, "read_bytes", None)
     decode = getattr(dataset, "decode", None)
     if isinstance(dataset, WholeSampleDataset):

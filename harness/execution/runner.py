@@ -8,6 +8,7 @@ rung still runs. A rung the dataset cannot serve gives a skipped row saying why.
 from __future__ import annotations
 
 import logging
+import time
 import traceback
 from collections.abc import Callable, Generator
 from dataclasses import asdict, dataclass, field
@@ -201,6 +202,7 @@ class OpenPoint:
         on_rung: Callable[[], None] = lambda: None,
         shapes: Callable[[], int | None] = lambda: None,
         parts: ladder.LoaderParts | None = None,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> Rank:
         """What this rank measures with, its sampler and its timeline (not started yet)."""
         point, env = self.point, self.env
@@ -222,6 +224,7 @@ class OpenPoint:
             agree=agreement(env, device.type),
             barrier=barrier(env),
             flush=lambda: timeline.write(sampler) if sampler.enabled else None,
+            clock=clock,
         )
 
 
@@ -270,6 +273,9 @@ class Rank:
     flush: Callable[[], None]
     """Writes the timeline so far: after each rung, so that a rank torn down mid-point (a
     collective's watchdog, a node lost) leaves its samples up to its last rung."""
+    clock: Callable[[], float] = time.perf_counter
+    """The windows' clock: a user's loop under the probe pauses it for its own work
+    (`probe.untimed`)."""
     sizes: dict[str, Any] = field(default_factory=dict)
     """What the caching what-if needs, found once per rank: each cached rung's bytes a sample,
     the job's memory limit."""
@@ -341,6 +347,7 @@ def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, re
             agree=rank.agree,
             barrier=rank.barrier,
             mark=phases.mark,
+            clock=rank.clock,
         )
         peaks = peak_memory_gb(rank.where.device)
         # Taken while the workers are still alive: what the loader really holds.

@@ -487,3 +487,34 @@ def test_the_cached_value_of_a_sample_rung_is_sized_untimed() -> None:
     assert ladder.cached_value_bytes("full", dataset) is None
     assert ladder.cached_value_bytes("host_batch", dataset) is None
     assert ladder.cached_value_bytes("raw_bytes", dataset) is None  # not file-backed: no such stage
+
+
+def test_a_stock_torchvision_image_folder_gets_every_sample_rung_as_it_is(tmp_path: Path) -> None:
+    import torchvision.transforms as T
+    from torchvision.datasets import ImageFolder
+
+    make_image_folder(tmp_path, images=4, classes=2, size=16)
+    steps = [T.CenterCrop(8), T.ToTensor()]
+    folder = ImageFolder(str(tmp_path), transform=T.Compose(steps), target_transform=lambda t: t + 10)
+    whole = folder[1]
+    for rung in ("raw_sample", "raw_bytes", "transform:1"):
+        cached = ladder.sample_dataset(rung, folder)  # no load_raw from the user
+        image, target = cached[3]  # any index serves the cached sample 0, finished afresh
+        assert image.shape == whole[0].shape == (3, 8, 8) and target == folder[0][1] == 10
+        assert torch.equal(image, folder[0][0])
+    assert ladder.transform_names(folder) == "CenterCrop,ToTensor"
+
+
+def test_an_image_folder_with_its_own_getitem_is_not_cut_behind_its_back(tmp_path: Path) -> None:
+    import torchvision.transforms as T
+    from torchvision.datasets import ImageFolder
+
+    class Mine(ImageFolder):
+        def __getitem__(self, index: int) -> Any:
+            return super().__getitem__(index)
+
+    make_image_folder(tmp_path, images=2, classes=1, size=16)
+    with pytest.raises(
+        ladder.RungUnavailable, match=r"rung raw_sample needs a dataset with load_raw.*; Mine has not"
+    ):
+        ladder.sample_dataset("raw_sample", Mine(str(tmp_path), transform=T.ToTensor()))
