@@ -101,7 +101,14 @@ def loader(dataset: Any, batch_size: int | None = 1, **kwargs: Any) -> DataLoade
         rank=job.env.rank,
         world_size=job.env.world_size,
     )
-    built = ladder.make_loader(dataset, point.loader, _batch_size(point, recorded), where, recorded.parts)
+    built = ladder.make_loader(
+        dataset,
+        point.loader,
+        _batch_size(point, recorded),
+        where,
+        recorded.parts,
+        timeout_s=point.limits.batch_timeout_s,
+    )
     setattr(built, _PROBE, recorded)
     return built
 

@@ -326,9 +326,7 @@ def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, re
     stream: ladder.LoaderStream | ladder.RepeatStream | None = None
     rank.on_rung()
     try:
-        stream = ladder.build_stream(
-            rung, rank.dataset, point.loader, point.workload.batch_size, rank.where, rank.parts
-        )
+        stream = _stream(rank, rung)
         reset_peak_memory(rank.where.device)
         times = yield from window(
             stream,
@@ -377,6 +375,21 @@ def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, re
     return row
 
 
+def _stream(rank: Rank, rung: str) -> ladder.LoaderStream | ladder.RepeatStream:
+    """The rung's stream of batches from this rank's data, each wait for the workers bounded
+    by limits.batch_timeout_s."""
+    point = rank.point
+    return ladder.build_stream(
+        rung,
+        rank.dataset,
+        point.loader,
+        point.workload.batch_size,
+        rank.where,
+        rank.parts,
+        timeout_s=point.limits.batch_timeout_s,
+    )
+
+
 def _caching_sizes(rank: Rank, rung: str) -> tuple[int | None, int | None, float]:
     """What caching this rung's stage output would take (the verdict's what-if): its bytes a
     sample (produced once, untimed), the data set's samples, the job's memory limit (GB)."""
@@ -422,9 +435,7 @@ def _profile(point: Point, dataset: Any, step: TrainStep, rank: Rank, out_dir: P
     config = ProfileConfig(**asdict(point.profile))
     stream = None
     try:
-        stream = ladder.build_stream(
-            config.rung, dataset, point.loader, point.workload.batch_size, rank.where, rank.parts
-        )
+        stream = _stream(rank, config.rung)
         with TraceCapture(config, out_dir, rank=rank.opened.env.rank) as capture:
             for _ in range(config.steps):
                 step(stream.next())

@@ -253,7 +253,7 @@ def test_a_name_with_a_line_break_is_refused() -> None:
 def test_an_empty_spec_says_it_is_empty(text: str) -> None:
     assert error_of(text) == (
         "jobs/x.yaml: the spec is empty; expected a mapping with keys name, description, workload, "
-        "measure, rungs, loader, zip, exclude, sequence, slurm, sampler, profile, expect"
+        "measure, rungs, loader, zip, exclude, sequence, slurm, sampler, profile, expect, limits"
     )
 
 

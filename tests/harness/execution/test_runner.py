@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from harness.storage import rows as results
 from harness.storage.atomic import atomic_write_text
 from harness.storage.sweep import create_sweep
 from tests.conftest import TINY_WORKLOAD
-from tests.fixtures.workloads import read_indices
+from tests.fixtures.workloads import read_indices, stuck_pids
 
 
 def points_of(extra: str, workload: str = TINY_WORKLOAD, measure: str = ""):
@@ -153,3 +154,34 @@ def test_an_emulated_point_steps_on_one_host_thread_and_gives_the_threads_back(
     run_point(point, tmp_path)
     assert seen and set(seen) == {1}
     assert torch.get_num_threads() == 2  # given back to the process (the next inline point)
+
+
+def test_a_worker_stuck_in_getitem_is_a_failed_row_its_workers_ended_and_the_sweep_goes_on(
+    tmp_path: Path,
+) -> None:
+    """A read that never returns (one index of the data set): after limits.batch_timeout_s
+    without a batch, the point's rung is a failed row naming the limit, its worker processes
+    are gone (none left to outlive the harness), and the next point is measured."""
+    import psutil
+
+    from harness.backends.inline import run_inline
+
+    log = tmp_path / "log"
+    log.mkdir()
+    workload = TINY_WORKLOAD.replace("dataset: fake_cifar", "dataset: tests.fixtures.workloads:stuck_dataset")
+    args = [{"size": 16, "stuck": stuck, "log": str(log)} for stuck in (3, -1)]
+    workload = workload.replace("{size: 48, image_size: 8, resize: null}", json.dumps(args))
+    points = points_of("loader: {num_workers: 2}\nlimits: {batch_timeout_s: 2}\n", workload)
+    stuck, fine = sorted(points, key=lambda p: p.workload.dataset_args["stuck"], reverse=True)
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    outcomes = run_inline([stuck, fine], tmp_path)
+    assert [(o.ok, o.failed) for o in outcomes] == [(0, 1), (1, 0)]
+    (row,) = results.read_rows(tmp_path / "points" / stuck.id / "rank0.csv")
+    assert row["status"] == "failed"
+    assert row["error"] == (
+        "LoaderTimeout: no batch from the DataLoader for 2 s: a worker stuck in __getitem__? "
+        "(a read that never returns; limits.batch_timeout_s in the spec sets the wait, 0 for none)"
+    )
+    (worker,) = stuck_pids(log)
+    assert not psutil.pid_exists(worker)
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
