@@ -284,7 +284,9 @@ def _point_batches(
         if device.type == "cuda" and device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
         opened.rows.device = str(device)
-        init_process_group(job.env, device)  # nothing to do where the script joined one
+        init_process_group(
+            job.env, device, point.limits.dist_timeout_s
+        )  # nothing to do where the script joined one
         meta = collect_meta(device, job.env)
         meta.update(script=str(job.script), script_git_commit=git_commit(job.script.parent))
         layout.write_meta(opened.path, job.env.rank, meta)

@@ -32,6 +32,7 @@ from harness.execution.train_step import (
     peak_memory_gb,
     reset_peak_memory,
 )
+from harness.execution.waiting import watched
 from harness.sampling.host import job_memory_limit_bytes, process_tree_memory_bytes
 from harness.sampling.timeline import Phase, RankSampler, TimelineFile, timeline_name
 from harness.storage import layout
@@ -142,7 +143,7 @@ def run_point(
     try:
         device = choose_device(point.workload.device, env.local_rank, env.local_world_size)
         opened.rows.device = str(device)
-        init_process_group(env, device.type)
+        init_process_group(env, device.type, point.limits.dist_timeout_s)
         layout.write_meta(opened.path, env.rank, collect_meta(device, env))
         dataset, step = build_workload(point, device, distributed=env.distributed)
         parts = loader_parts(point.workload)
@@ -158,8 +159,10 @@ def run_point(
         on_rung=step.input_shapes.clear,
         shapes=lambda: len(step.input_shapes),
     )
+    # Under DDP the step holds the gradients' all-reduce: a rank waits there for a lingering one.
+    compute = watched("the train step's all-reduce", step.compute) if env.distributed else step.compute
     with one_host_thread(point.workload.model):
-        outcome = drive(measure_point(rank), step.compute)
+        outcome = drive(measure_point(rank), compute)
     if point.profile is not None and not outcome.failed:
         _profile(point, dataset, step, rank, opened.path / "profile")
     return outcome
