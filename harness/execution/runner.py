@@ -23,6 +23,7 @@ from harness.execution.batches import count_samples
 from harness.execution.dist import DistEnv, agreement, barrier, init_process_group
 from harness.execution.loop import capacity_loop, drive, window
 from harness.execution.meta import collect_meta
+from harness.execution.progress import Progress
 from harness.execution.record import RowMaker, now
 from harness.execution.train_step import (
     StepParts,
@@ -291,16 +292,19 @@ def measure_point(rank: Rank) -> Generator[Any, None, PointOutcome]:
     yielding every batch (on the device) to the train step of whoever drives it: `run_point`
     with the harness's step, or a user's own loop through `harness.probe`."""
     rows: list[results.RungRow] = []
+    progress = Progress(rank.point.id, rank.opened.env.rank, rank.point.measure.repeats)
     rank.sampler.start()
+    progress.start()
     try:
-        yield from _run_rungs(rank, rows)
+        yield from _run_rungs(rank, rows, progress)
     finally:
+        progress.stop()
         rank.sampler.stop()
         rank.flush()
     return _outcome(rank.point, rows)
 
 
-def _run_rungs(rank: Rank, rows: list[results.RungRow]) -> Generator[Any, None, None]:
+def _run_rungs(rank: Rank, rows: list[results.RungRow], progress: Progress) -> Generator[Any, None, None]:
     env, point, opened = rank.opened.env, rank.point, rank.opened
     stop_reason = ""
     # Repeats outermost (ABCABC, not AABBCC): a slow spell of the machine then lands on
@@ -312,6 +316,7 @@ def _run_rungs(rank: Rank, rows: list[results.RungRow]) -> Generator[Any, None, 
             if stop_reason:
                 row = rank.rows.row(rung, repeat, status="failed", error=stop_reason)
             else:
+                progress.at(rung, repeat)
                 row = yield from _measure_rung(rank, rung, repeat)
                 if row.status == "failed" and env.distributed:
                     # The other ranks may be inside a collective this rank left: the process

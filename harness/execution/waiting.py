@@ -102,9 +102,14 @@ class Waits:
                 published = seq
             if waited >= line_at:
                 self.waited_for = self._missing(seq)
-                log.warning(
-                    "rank %d has waited %d s in %s for %s", self.rank, waited, name, _ranks(self.waited_for)
-                )
+                if self.waited_for != []:  # []: every rank is in it, a slow step rather than a wait
+                    log.warning(
+                        "rank %d has waited %d s in %s for %s",
+                        self.rank,
+                        waited,
+                        name,
+                        _ranks(self.waited_for),
+                    )
                 line_at += WAIT_LINE_S
 
     def _mark(self, value: str) -> None:

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -185,3 +187,24 @@ def test_a_worker_stuck_in_getitem_is_a_failed_row_its_workers_ended_and_the_swe
     (worker,) = stuck_pids(log)
     assert not psutil.pid_exists(worker)
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
+
+
+def test_a_running_point_says_where_it_is_at_each_interval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A progress line per interval (30 s; here 0.05 s) while the point runs: which rung and
+    repeat, and for how long."""
+    from harness.execution import progress
+
+    monkeypatch.setattr(progress, "PROGRESS_S", 0.05)
+    workload = TINY_WORKLOAD.replace(
+        "model: linear", "model: tests.fixtures.workloads:slow_model\n  model_args: {delay: 0.1}"
+    )
+    (point,) = points_of("", workload, measure="measure: {warmup_steps: 1, steps: 3, repeats: 2}")
+    with caplog.at_level(logging.INFO, logger="harness.execution.progress"):
+        run_point(point, tmp_path)
+    lines = [r.getMessage() for r in caplog.records if r.name == "harness.execution.progress"]
+    assert lines, "no progress line while the point ran"
+    pattern = rf"point {point.id} rank 0: rung full, repeat [12]/2, \d+ s into the rung, \d+ s into the point"
+    assert all(re.fullmatch(pattern, line) for line in lines), lines
+    assert any("repeat 2/2" in line for line in lines)
