@@ -29,6 +29,7 @@ from harness.config.overrides import OVERRIDE_SHAPE
 from harness.config.plan import Plan, Point, expand
 from harness.config.spec import SlurmConfig, Spec, SpecError, load_spec
 from harness.extras import MissingExtra
+from harness.storage.atomic import CannotWrite
 
 log = logging.getLogger("harness")
 
@@ -57,6 +58,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SpecError, UsageError, MissingExtra) as e:
         print(f"harness: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except CannotWrite as e:  # a full, read-only or forbidden disk: one line, what is kept
+        from harness.storage.sweep import kept_line
+
+        print(f"harness: {e}; {kept_line(e.path)}", file=sys.stderr)
+        return EXIT_FAILED_POINTS
     except KeyboardInterrupt:
         print("harness: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

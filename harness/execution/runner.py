@@ -38,6 +38,7 @@ from harness.sampling.host import job_memory_limit_bytes, process_tree_memory_by
 from harness.sampling.timeline import Phase, RankSampler, TimelineFile, timeline_name
 from harness.storage import layout
 from harness.storage import rows as results
+from harness.storage.atomic import CannotWrite, clean_temporaries, named
 from harness.workloads.build import (
     WorkloadError,
     build_callable,
@@ -149,6 +150,8 @@ def run_point(
         dataset, step = build_workload(point, device, distributed=env.distributed)
         parts = loader_parts(point.workload)
         opened.rows.transform_names = ladder.transform_names(dataset)
+    except CannotWrite:
+        raise  # the disk, not the point: the sweep stops with one line (cli.py)
     except Exception as e:
         return opened.fail_all(e)
     rank = opened.rank(
@@ -234,7 +237,11 @@ def open_point(point: Point, sweep_dir: Path, env: DistEnv, skip_done: bool = Tr
     measured and goes on with the rest. What counts as done is what *every* rank finished, so
     that all ranks run the same rungs."""
     point_path = layout.point_dir(sweep_dir, point.id)
-    point_path.mkdir(parents=True, exist_ok=True)
+    try:
+        point_path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise named(point_path, e) from None
+    clean_temporaries(point_path)  # of a rank killed mid-write, in an earlier run
     writer = results.RankWriter(point_path, env.rank)
     done: set[tuple[str, int]] = set()
     if skip_done and writer.path.exists():
