@@ -107,7 +107,7 @@ def make_loader(
     cannot apply: torch's single-process iterator asserts timeout == 0, as the main thread
     itself reads (the point's own time limit bounds that)."""
     settings: dict[str, Any] = {
-        "timeout": timeout_s if loader.num_workers > 0 else 0,
+        "timeout": timeout_s,
         **parts.extra,
         "num_workers": loader.num_workers,
         "persistent_workers": loader.persistent_workers,
@@ -115,6 +115,10 @@ def make_loader(
         # Pinning is only meaningful for a copy to a GPU; on the CPU PyTorch warns and skips it.
         "pin_memory": loader.pin_memory and where.device.type == "cuda",
     }
+    if loader.num_workers == 0:
+        # torch's single-process iterator asserts timeout == 0: a script's own timeout (given
+        # for its workers) would fail every point without workers.
+        settings["timeout"] = 0
     if parts.collate_fn is not None:
         settings["collate_fn"] = parts.collate_fn
     if isinstance(dataset, IterableDataset):
