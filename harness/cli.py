@@ -61,7 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CannotWrite as e:  # a full, read-only or forbidden disk: one line, what is kept
         from harness.storage.sweep import kept_line
 
-        print(f"harness: {e}; {kept_line(e.path)}", file=sys.stderr)
+        left = kept_line(e.path) or e.outcome
+        print(f"harness: {e}{'; ' + left if left else ''}", file=sys.stderr)
         return EXIT_FAILED_POINTS
     except KeyboardInterrupt:
         print("harness: interrupted", file=sys.stderr)

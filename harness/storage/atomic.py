@@ -29,9 +29,11 @@ class CannotWrite(OSError):
     """A file could not be written for a reason of the file system (STORAGE_FAULTS). `path` is
     the file meant, `reason` the system's words (No space left on device)."""
 
-    def __init__(self, path: Path, cause: OSError) -> None:
+    def __init__(self, path: Path, cause: OSError, *, outcome: str = "") -> None:
         super().__init__(cause.errno, cause.strerror or str(cause), str(path))
         self.path, self.reason = Path(path), cause.strerror or str(cause)
+        self.outcome = outcome
+        """What the fault left, where no sweep holds `path` ("no sweep was made")."""
 
     def __str__(self) -> str:
         return f"cannot write {self.path}: {self.reason}"

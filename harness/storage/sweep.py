@@ -54,7 +54,7 @@ def create_sweep(
     try:
         spec_root.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise named(spec_root, e) from None
+        raise _not_made(named(spec_root, e)) from None
     sweep_dir = spec_root / (sweep_id or layout.new_sweep_id(spec_root))
     aside = spec_root / f".{sweep_dir.name}.making-{os.getpid()}"
     try:
@@ -73,9 +73,15 @@ def create_sweep(
 def _named_in_place(e: BaseException, aside: Path, sweep_dir: Path) -> BaseException:
     """A storage fault while the sweep was made aside, named at the path the user knows."""
     if isinstance(e, CannotWrite) and e.path.is_relative_to(aside):
-        return CannotWrite(sweep_dir / e.path.relative_to(aside), e)
-    if isinstance(e, OSError) and not isinstance(e, CannotWrite):
-        return named(sweep_dir, e)
+        return _not_made(CannotWrite(sweep_dir / e.path.relative_to(aside), e))
+    if isinstance(e, OSError):
+        return _not_made(named(sweep_dir, e))
+    return e
+
+
+def _not_made(e: OSError) -> OSError:
+    if isinstance(e, CannotWrite):
+        e.outcome = "no sweep was made"
     return e
 
 
@@ -253,8 +259,8 @@ def _process_start(pid: int) -> float | None:
 
 def kept_line(path: Path) -> str:
     """What a storage fault at `path` leaves, in the words of the one line the CLI prints:
-    the sweep it belongs to and the command that measures the rest."""
+    the sweep it belongs to and the command that measures the rest ("" outside a sweep)."""
     for folder in (path, *path.parents):
         if (folder / "plan.json").is_file() and (folder / "sweep.json").is_file():
             return f"what was measured is kept: harness resume {folder}"
-    return "no sweep was made"
+    return ""
