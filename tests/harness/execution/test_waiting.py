@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import re
 import socket
 import time
 from datetime import timedelta
@@ -69,7 +70,10 @@ def test_a_rank_waiting_for_a_lingering_one_says_for_whom(tmp_path: Path) -> Non
     lines, outcome = _two_ranks(tmp_path, linger_s=3.5, timeout_s=60)
     assert outcome == "ok"
     said = [line for line in lines if line.startswith("rank 0 has waited")]
-    assert said and said[0] == "rank 0 has waited 1 s in the barrier before a window for rank 1"
+    assert said, lines
+    assert all(
+        re.fullmatch(r"rank 0 has waited \d+ s in the barrier before a window for rank 1", x) for x in said
+    )
 
 
 def test_a_collective_that_times_out_names_whom_it_waited_for_and_the_setting(tmp_path: Path) -> None:
@@ -78,7 +82,9 @@ def test_a_collective_that_times_out_names_whom_it_waited_for_and_the_setting(tm
         "CollectiveTimeout: rank 0 waited 2 s in the barrier before a window for rank 1, and gave up: "
         "a rank that failed, left the loop or lingers (limits.dist_timeout_s in the spec sets the wait)"
     )
-    assert "rank 0 has waited 1 s in the barrier before a window for rank 1" in lines
+    assert any(
+        re.fullmatch(r"rank 0 has waited \d+ s in the barrier before a window for rank 1", x) for x in lines
+    )
 
 
 def test_the_spec_sets_the_collective_timeout_and_the_variable_overrides_it(
@@ -120,4 +126,4 @@ def test_a_point_whose_rank_lingers_past_the_timeout_is_a_failed_row_naming_the_
         "a rank that failed, left the loop or lingers (limits.dist_timeout_s in the spec sets the wait)"
     )
     logs = "".join(p.read_text() for p in (sweep / "local").rglob("*_0_log.err"))
-    assert "rank 0 has waited 1 s in DDP's set-up (its weights' broadcast) for rank 1" in logs
+    assert re.search(r"rank 0 has waited \d+ s in DDP's set-up \(its weights' broadcast\) for rank 1", logs)
