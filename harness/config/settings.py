@@ -315,6 +315,9 @@ FIRST_ROUND = 3
 """With repeats: auto, the repeats of every point before any is judged (two give Student's t
 of 12.7 on one degree of freedom: an interval too wide to decide anything)."""
 DEFAULT_MAX_REPEATS = 10
+DRAIN_FACTOR = 4
+"""After the stock's own warmup steps, at most this many times more to see the stock used up
+(harness/execution/loop.py); declared here, torch-free, so that `harness plan` can say it."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
