@@ -30,6 +30,7 @@ from harness.config.plan import Plan, Point, expand
 from harness.config.sbatch_safe import UnsafePath, refuse_unsafe_results
 from harness.config.spec import SlurmConfig, Spec, SpecError, load_spec
 from harness.extras import MissingExtra
+from harness.storage.atomic import CannotWrite
 
 log = logging.getLogger("harness")
 
@@ -59,6 +60,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SpecError, UsageError, MissingExtra, UnsafePath) as e:
         print(f"harness: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except CannotWrite as e:  # a full, read-only or forbidden disk: one line, what is kept
+        from harness.storage.sweep import kept_line
+
+        left = kept_line(e.path) or e.outcome
+        print(f"harness: {e}{'; ' + left if left else ''}", file=sys.stderr)
+        return EXIT_FAILED_POINTS
     except KeyboardInterrupt:
         print("harness: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

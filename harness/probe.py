@@ -172,7 +172,14 @@ def loader(dataset: Any, batch_size: int | None = 1, **kwargs: Any) -> DataLoade
         rank=job.env.rank,
         world_size=job.env.world_size,
     )
-    built = ladder.make_loader(dataset, point.loader, _batch_size(point, recorded), where, recorded.parts)
+    built = ladder.make_loader(
+        dataset,
+        point.loader,
+        _batch_size(point, recorded),
+        where,
+        recorded.parts,
+        timeout_s=point.limits.batch_timeout_s,
+    )
     _report_settings(job, point)
     setattr(built, _PROBE, recorded)
     built.__class__ = _Announced
@@ -576,7 +583,8 @@ def _opened(
         if device.type == "cuda" and device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
         opened.rows.device = str(device)
-        init_process_group(job.env, device)  # nothing to do where the script joined one
+        # nothing to do where the script joined one
+        init_process_group(job.env, device, point.limits.dist_timeout_s)
         meta = collect_meta(device, job.env)
         meta.update(script=str(job.script), script_git_commit=git_commit(job.script.parent))
         layout.write_meta(opened.path, job.env.rank, meta)
@@ -610,7 +618,13 @@ def _any_batch(recorded: _Recorded, point: Point, device: torch.device) -> Any:
     try:
         where = ladder.Placement(device=device)
         stream = ladder.build_stream(
-            "host_batch", recorded.dataset, point.loader, _batch_size(point, recorded), where, recorded.parts
+            "host_batch",
+            recorded.dataset,
+            point.loader,
+            _batch_size(point, recorded),
+            where,
+            recorded.parts,
+            timeout_s=point.limits.batch_timeout_s,
         )
         return stream.next()
     except Exception as e:

@@ -354,6 +354,8 @@ class TimelineFile:
         self.run = 0
         self.origin: float | None = None
         """Wall-clock time of the first run's t = 0."""
+        self.failed = False
+        """A write failed (said once)."""
         if keep_earlier and self.path.is_file():
             self._read_earlier()
 
@@ -383,7 +385,17 @@ class TimelineFile:
             for row in rows:
                 row["t"] = round(row["t"] + shift, 4)
                 row["run"] = self.run
-        atomic_write_text(self.path, csv_text([*self.earlier, *rows], SAMPLE_COLUMNS))
+        try:
+            atomic_write_text(self.path, csv_text([*self.earlier, *rows], SAMPLE_COLUMNS))
+        except OSError as e:
+            # Best-effort: the timeline explains a result, it is not one. A full or read-only
+            # disk is said once, and the rows (which do count) meet it on their own.
+            if not self.failed:
+                reason = e.strerror or e
+                log.warning(
+                    "the timeline %s is not written (%s); the point goes on without it", self.path, reason
+                )
+            self.failed = True
 
 
 def _gpu_sampler(device: Any) -> tuple[GpuSampler | None, str]:

@@ -240,7 +240,14 @@ def test_loader_parts_refuse_what_they_cannot_honour() -> None:
         _parts(extra={"sampler": None, "batch_size": 3, "timeout": 5})
     extra = _parts(extra={"timeout": 7, "num_workers": 5})
     loader = ladder.make_loader(plain_dataset(8), NO_WORKERS, 4, CPU, extra)
-    assert loader.timeout == 7 and loader.num_workers == 0  # the point's setting wins
+    assert loader.num_workers == 0  # the point's setting wins
+    # and without workers no timeout, which torch's single-process iterator refuses (it asserts)
+    assert loader.timeout == 0 and len(next(iter(loader))[0]) == 4
+    workers = dataclasses.replace(NO_WORKERS, num_workers=1, prefetch_factor=2)
+    assert (
+        ladder.make_loader(plain_dataset(8), workers, 4, CPU, extra, timeout_s=300).timeout == 7
+    )  # the user's
+    assert ladder.make_loader(plain_dataset(8), workers, 4, CPU, timeout_s=300).timeout == 300  # the spec's
 
 
 # --- streams (IterableDataset) and the whole-sample form ---------------------------------------
