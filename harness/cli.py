@@ -31,6 +31,7 @@ from harness.config.sbatch_safe import UnsafePath, refuse_unsafe_results
 from harness.config.spec import SpecError, load_spec
 from harness.exits import EXIT_BAD_INPUT, EXIT_FAILED_POINTS, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from harness.extras import MissingExtra
+from harness.storage.atomic import CannotWrite
 from harness.storage.lock import SweepHeld
 
 log = logging.getLogger("harness")
@@ -58,6 +59,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except SweepHeld as e:  # another run or resume works on the sweep: nothing was done
         print(f"harness: {e}", file=sys.stderr)
+        return EXIT_FAILED_POINTS
+    except CannotWrite as e:  # a full, read-only or forbidden disk: one line, what is kept
+        from harness.storage.sweep import kept_line
+
+        left = kept_line(e.path) or e.outcome
+        print(f"harness: {e}{'; ' + left if left else ''}", file=sys.stderr)
         return EXIT_FAILED_POINTS
     except KeyboardInterrupt:
         print("harness: interrupted", file=sys.stderr)

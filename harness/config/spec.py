@@ -20,7 +20,7 @@ from harness.config import rungs as rung_names
 from harness.config import sbatch_safe, settings, step_source
 from harness.config.expect import Expectation, parse_expect
 from harness.config.overrides import Override, OverrideError, apply_overrides, dump_merged, parse_override
-from harness.config.settings import REQUIRED, Measure, ProfileSpec, SamplerConfig, SlurmConfig
+from harness.config.settings import REQUIRED, Limits, Measure, ProfileSpec, SamplerConfig, SlurmConfig
 from harness.config.yaml_lines import LoadedYaml, YamlSyntaxError, load_yaml_with_lines
 from harness.workloads import registry
 
@@ -59,6 +59,7 @@ TOP_LEVEL = (
     "sampler",
     "profile",
     "expect",
+    "limits",
 )
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -104,6 +105,8 @@ class Spec:
     loader_named: frozenset[str] = frozenset()
     """The loader settings the spec names (its loader section, a sequence step): with a script
     workload, the others keep the script's own values (harness/probe.py)."""
+    limits: Limits = field(default_factory=Limits)
+    """How long a wait may last before it is a fault (not part of a point's id)."""
 
 
 class _Checker:
@@ -310,6 +313,7 @@ def parse_spec(text: str, *, file: str | None = None, path: Path | None = None) 
         expect=parse_expect(top.get("expect"), c.fail, rungs=rungs, steps=[s.name for s in sequence]),
         notes=notes,
         loader_named=_loader_named(top.get("loader"), sequence),
+        limits=Limits(**c.section(Limits, top.get("limits"), "limits")),
     )
 
 

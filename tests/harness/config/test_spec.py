@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.config.plan import Point, expand
 from harness.config.spec import SpecError, load_spec, parse_spec
 from tests.conftest import TINY_WORKLOAD
 
@@ -253,7 +254,7 @@ def test_a_name_with_a_line_break_is_refused() -> None:
 def test_an_empty_spec_says_it_is_empty(text: str) -> None:
     assert error_of(text) == (
         "jobs/x.yaml: the spec is empty; expected a mapping with keys name, description, workload, "
-        "measure, rungs, loader, zip, exclude, sequence, slurm, sampler, profile, expect"
+        "measure, rungs, loader, zip, exclude, sequence, slurm, sampler, profile, expect, limits"
     )
 
 
@@ -446,6 +447,22 @@ def test_a_script_refuses_the_fields_it_owns(tmp_path: Path) -> None:
         ),
     ):
         load_spec(spec_path)
+
+
+def test_limits_are_checked_and_not_part_of_a_points_id() -> None:
+    """A limit changes when a point gives up, not what it measures: raising one and resuming
+    finds the points already done."""
+    assert error_of(spec_text("limits: {batch_timeout_s: -1}\n")) == (
+        "jobs/x.yaml:9: limits.batch_timeout_s: -1 is not allowed; expected a number of seconds >= 0 (0: wait forever)"
+    )
+    assert error_of(spec_text("limits: {dist_timeout_s: 0}\n")) == (
+        "jobs/x.yaml:9: limits.dist_timeout_s: 0 is not allowed; expected a number of seconds > 0"
+    )
+    (plain,) = expand(parse_spec(spec_text())).points
+    (limited,) = expand(parse_spec(spec_text("limits: {batch_timeout_s: 20, dist_timeout_s: 60}\n"))).points
+    assert limited.id == plain.id
+    assert (limited.limits.batch_timeout_s, limited.limits.dist_timeout_s) == (20, 60)
+    assert Point.from_json(limited.to_json()).limits == limited.limits
 
 
 @pytest.mark.parametrize(
