@@ -49,7 +49,7 @@ def run_inline(points: Sequence[Point], sweep_dir: Path) -> list[PointOutcome]:
             len(points),
             f", {left}" if left else "",
         )
-        # Within its limit (measure.point_minutes, an hour by default): a hung point ends.
+        # Within its limit (limits.point_minutes, an hour by default): a hung point ends.
         outcomes.append(run_limited(point, sweep_dir, env, point_limit(point, None), timer=True))
     return outcomes
 

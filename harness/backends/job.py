@@ -44,7 +44,7 @@ class PointJob(submitit.helpers.Checkpointable):
         try:
             sweep_dir = Path(self.sweep_dir)
             # The job's limit comes from outside (SIGUSR2); a point_minutes below it, from a timer.
-            timer = point.measure.point_minutes is not None
+            timer = point.limits.point_minutes is not None
             outcome = run_limited(point, sweep_dir, env, job_limit(point, sweep_dir), timer=timer)
         finally:
             destroy_process_group()

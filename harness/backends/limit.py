@@ -1,8 +1,8 @@
 """The wall-clock limit of one point, on every backend: past it, the point's units not done are
-failed rows (`point <id> exceeded its limit of N s (measure.point_minutes)`), the processes it
+failed rows (`point <id> exceeded its limit of N s (limits.point_minutes)`), the processes it
 started (DataLoader workers) are ended, and the point is never requeued.
 
-Where the limit comes from (`point_limit`): `measure.point_minutes` when the spec gives it;
+Where the limit comes from (`point_limit`): `limits.point_minutes` when the spec gives it;
 else `slurm.time` for a job (local or Slurm: the time a point's job is given), and
 INLINE_MINUTES in this process.
 
@@ -15,7 +15,7 @@ failure.
   backend gives it `GRACE_S` more, then kills the ranks), or by Slurm `signal_delay_s` before
   `slurm.time` (`#SBATCH --signal`). Taken here, it is never the requeue submitit's own handler
   would make of it: a point that hangs would hang again, `max_num_timeout` times over.
-- In the rank, a timer (SIGALRM): inline, and where `measure.point_minutes` is set (on Slurm
+- In the rank, a timer (SIGALRM): inline, and where `limits.point_minutes` is set (on Slurm
   the job's own limit stays `slurm.time`).
 
 A rank stuck in C code that never returns to Python (a collective with no timeout) is beyond a
@@ -57,7 +57,7 @@ end their workers before submitit's controller kills them."""
 class Limit:
     seconds: float
     setting: str
-    """Where it comes from, for the line: measure.point_minutes, slurm.time."""
+    """Where it comes from, for the line: limits.point_minutes, slurm.time."""
 
 
 class PointTimeout(BaseException):
@@ -71,10 +71,10 @@ def point_limit(point: Point, slurm_time: str | int | None) -> Limit:
     """The point's limit; `slurm_time`: the spec's slurm.time for a job, None in this process."""
     from harness.backends.slurm import time_seconds
 
-    if point.measure.point_minutes is not None:
-        return Limit(point.measure.point_minutes * 60, "measure.point_minutes")
+    if point.limits.point_minutes is not None:
+        return Limit(point.limits.point_minutes * 60, "limits.point_minutes")
     if slurm_time is None:
-        return Limit(INLINE_MINUTES * 60, f"measure.point_minutes, {INLINE_MINUTES:g} min inline by default")
+        return Limit(INLINE_MINUTES * 60, f"limits.point_minutes, {INLINE_MINUTES:g} min inline by default")
     return Limit(float(time_seconds(slurm_time)), "slurm.time")
 
 

@@ -362,15 +362,6 @@ class Measure:
         doc="also time each sample-level rung's loader alone, with no train step "
         "(auto: when the rungs include device_batch or host_batch, the demand to compare with)",
     )
-    point_minutes: float | None = setting(
-        None,
-        check=optional(lambda v: is_number(v) and v > 0),
-        allowed="a number of minutes > 0, or null",
-        doc="the wall-clock limit of one point, all its rungs and repeats: past it the point's "
-        "units not done are failed rows and its processes are ended, never requeued "
-        "(null: slurm.time on local and slurm, 60 inline)",
-        id_at_default=False,
-    )
 
     @property
     def adaptive(self) -> bool:
@@ -508,6 +499,14 @@ class Limits:
         check=_seconds(low_exclusive=True),
         allowed="a number of seconds > 0",
         doc="seconds a rank waits for the others in a collective before the point fails",
+    )
+    point_minutes: float | None = setting(
+        None,
+        check=optional(lambda v: is_number(v) and v > 0),
+        allowed="a number of minutes > 0, or null",
+        doc="the wall-clock limit of one point, all its rungs and repeats: past it the point's "
+        "units not done are failed rows and its processes are ended, never requeued "
+        "(null: slurm.time on local and slurm, 60 inline)",
     )
 
 

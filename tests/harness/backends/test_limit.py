@@ -30,7 +30,8 @@ workload:
   device: cpu
 loader: {num_workers: 1}
 rungs: [processed_sample, full]
-measure: {warmup_steps: 1, steps: 3, repeats: 1, point_minutes: MINUTES}
+measure: {warmup_steps: 1, steps: 3, repeats: 1}
+limits: {point_minutes: MINUTES}
 slurm: {tasks_per_node: TASKS, gpus_per_node: 0}
 """
 
@@ -45,10 +46,10 @@ def rank_rows(sweep: Path, point_id: str, rank: int) -> list[dict[str, str]]:
 
 def test_the_limit_comes_from_the_spec_then_slurm_time_then_the_inline_default() -> None:
     (point,) = expand(parse_spec(stuck(0.5))).points
-    assert point_limit(point, "00:20:00") == Limit(30, "measure.point_minutes")
-    (unset,) = expand(parse_spec(stuck(0.5).replace(", point_minutes: 0.5", ""))).points
+    assert point_limit(point, "00:20:00") == Limit(30, "limits.point_minutes")
+    (unset,) = expand(parse_spec(stuck(0.5).replace("limits: {point_minutes: 0.5}\n", ""))).points
     assert point_limit(unset, "00:20:00") == Limit(1200, "slurm.time")
-    assert point_limit(unset, None) == Limit(3600, "measure.point_minutes, 60 min inline by default")
+    assert point_limit(unset, None) == Limit(3600, "limits.point_minutes, 60 min inline by default")
 
 
 def test_a_point_stuck_in_a_worker_ends_at_its_limit_inline_with_its_workers(tmp_path: Path) -> None:
@@ -61,7 +62,7 @@ def test_a_point_stuck_in_a_worker_ends_at_its_limit_inline_with_its_workers(tmp
     assert [(r["rung"], r["status"]) for r in rows] == [("processed_sample", "failed"), ("full", "failed")]
     for row in rows:
         assert row["error"] == (
-            f"PointTimeout: point {point.id} exceeded its limit of 3 s (measure.point_minutes)"
+            f"PointTimeout: point {point.id} exceeded its limit of 3 s (limits.point_minutes)"
         )
     assert psutil.Process().children(recursive=True) == []  # the stuck worker was ended
 
@@ -82,7 +83,7 @@ def test_a_point_stuck_in_a_worker_under_the_local_backend_fails_on_every_rank_n
     assert run.returncode == 1, run.stderr
     (sweep,) = (tmp_path / "results" / "stuck").iterdir()
     (point,) = expand(parse_spec(stuck(0.25, tasks=2))).points
-    line = f"PointTimeout: point {point.id} exceeded its limit of 15 s (measure.point_minutes)"
+    line = f"PointTimeout: point {point.id} exceeded its limit of 15 s (limits.point_minutes)"
     for rank in (0, 1):
         assert [(r["status"], r["error"]) for r in rank_rows(sweep, point.id, rank)] == [("failed", line)] * 2
     logs = "".join(p.read_text() for p in (sweep / "local").rglob("*_log.*"))
@@ -94,5 +95,5 @@ def test_a_point_stuck_in_a_worker_under_the_local_backend_fails_on_every_rank_n
 def test_a_limit_that_is_not_a_positive_number_is_refused(minutes: object) -> None:
     from harness.config.spec import SpecError
 
-    with pytest.raises(SpecError, match=r"measure\.point_minutes.*a number of minutes > 0, or null"):
+    with pytest.raises(SpecError, match=r"limits\.point_minutes.*a number of minutes > 0, or null"):
         parse_spec(stuck(0.5).replace("point_minutes: 0.5", f"point_minutes: {minutes}"))
