@@ -29,6 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from harness.storage.atomic import named
 from harness.storage.sweep import process_alive, process_stamp
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,10 @@ def sweep_lock(sweep_dir: Path, verb: str) -> Iterator[None]:
         yield
     finally:
         if _read(path) == stamp:  # never remove a lock that is not ours (a takeover of ours)
-            path.unlink(missing_ok=True)
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as e:  # a disk turned read-only: the lock is stale, taken over later
+                log.warning("%s: the lock is left behind (%s)", path, e.strerror or e)
 
 
 def _take(path: Path, stamp: dict[str, Any]) -> None:
@@ -81,8 +85,13 @@ def _create(path: Path, stamp: dict[str, Any]) -> bool:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
         return False
+    except OSError as e:  # a full or read-only disk: one line (CannotWrite), nothing taken
+        raise named(path, e) from None
     try:
         os.write(fd, json.dumps(stamp).encode())  # one small write: whole, or not yet there
+    except OSError as e:
+        path.unlink(missing_ok=True)
+        raise named(path, e) from None
     finally:
         os.close(fd)
     return True
@@ -133,7 +142,11 @@ def _held_line(path: Path, held: dict[str, Any] | None) -> str:
 @contextmanager
 def _serialised(path: Path) -> Iterator[None]:
     """A short exclusive flock on a file beside the lock, where the file system has flock."""
-    fd = os.open(path.with_name(path.name + ".take"), os.O_RDWR | os.O_CREAT, 0o644)
+    take = path.with_name(path.name + ".take")
+    try:
+        fd = os.open(take, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise named(take, e) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
