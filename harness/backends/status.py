@@ -167,7 +167,10 @@ def _unseen_state(job: str, entry: Mapping[str, Any], states: Mapping[str, objec
     its array (accounting has caught up), else a submission not yet seen."""
     array = job.split("_")[0] + "_"
     known = "_" in job and any(other.startswith(array) for other in states)
-    age = (datetime.now() - datetime.fromisoformat(entry["submitted"])).total_seconds()
+    try:
+        age = (datetime.now() - datetime.fromisoformat(str(entry.get("submitted")))).total_seconds()
+    except ValueError:  # an entry without its time: accounting has had time to catch up
+        age = float("inf")
     return "NEVER_STARTED" if known or age > ACCOUNTING_LAG_S else "SUBMITTED"
 
 

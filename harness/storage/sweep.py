@@ -117,13 +117,13 @@ def latest_job_entries(sweep_dir: Path) -> dict[str, dict[str, Any]]:
         return {}
     entries: dict[str, dict[str, Any]] = {}
     for n, entry in enumerate(reading.read_json(path, list)):
-        if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in JOB_KEYS):
+        if not isinstance(entry, dict) or not all(isinstance(entry.get(k), (str, int)) for k in JOB_KEYS):
             raise reading.another_version(path, f"entry {n} lacks one of {', '.join(JOB_KEYS)}")
-        entries[entry["point_id"]] = entry
+        entries[str(entry["point_id"])] = {**entry, "job_id": str(entry["job_id"])}
     return entries
 
 
-JOB_KEYS = ("point_id", "job_id", "submitted")
+JOB_KEYS = ("point_id", "job_id")
 """What every jobs.json entry holds (record_jobs)."""
 
 
