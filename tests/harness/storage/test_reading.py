@@ -191,7 +191,9 @@ def test_a_missing_spec_is_one_line_for_resume_and_status_still_reads(sweep: Pat
 @pytest.mark.parametrize("column", ["pin_memory", "num_workers", "hostname", "samples", "loading_time"])
 def test_a_blank_cell_never_stops_the_report(column: str, sweep: Path, tmp_path: Path) -> None:
     """pandas 3 keeps NaN through astype(str): the table used to crash on a blank setting
-    (TypeError: object of type 'float' has no len())."""
+    (TypeError: object of type 'float' has no len()). The other end of pyproject's range, pandas
+    2.2: `pip install --target /tmp/pd2 --no-deps pandas==2.2.3 pytz`, then run these tests with
+    PYTHONPATH=$PWD:/tmp/pd2 (the CLI's subprocesses keep it)."""
     files = sorted(sweep.glob("points/*/rank0.csv"))
     for path in files[:1] if column == "samples" else files:  # samples: one point left to report
         rows = list(csv.reader(path.open()))
