@@ -29,9 +29,9 @@ import tempfile
 import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 from harness.config.plan import Point
 from harness.execution.dist import TORCHRUN_VARIABLES, DistEnv
@@ -116,6 +116,9 @@ class Ended:
     """The probe measured the whole point."""
     left_after: int | None = None
     """The script's loop let go of the probe after this many batches (None: it did not)."""
+    settings: Mapping[str, Any] | None = None
+    """The settings the probe said the point ran with (batch_size and the loader's), for the
+    failed rows; None where the script did not get that far."""
 
     @property
     def last_line(self) -> str:
@@ -262,6 +265,7 @@ def run_process(
         reached="reached" in words,
         done="done" in words,
         left_after=next((int(w.split(":")[1]) for w in words if w.startswith("left:")), None),
+        settings=next((json.loads(w[9:]) for w in reversed(words) if w.startswith("settings:")), None),
     )
 
 
@@ -279,7 +283,7 @@ def account(point: Point, sweep_dir: Path, env: DistEnv, ended: Ended) -> PointO
     from harness.execution.runner import PointOutcome, open_point
     from harness.storage import rows as results
 
-    opened = open_point(point, sweep_dir, env, skip_done=True)
+    opened = open_point(as_run(point, ended.settings), sweep_dir, env, skip_done=True)
     written = {(r["rung"], int(r["repeat"])) for r in opened.writer.rows if r.get("rung")}
     missing = [
         (rung, repeat)
@@ -301,6 +305,16 @@ def account(point: Point, sweep_dir: Path, env: DistEnv, ended: Ended) -> PointO
         # As read back from the CSV (text cells): the rows this rank holds for the point.
         rows=tuple(results.RungRow.from_cells(r) for r in opened.writer.rows),
     )
+
+
+def as_run(point: Point, settings: Mapping[str, Any] | None) -> Point:
+    """The point with the settings the probe said it ran with (harness.probe._say): the failed
+    rows of a script that died then record what ran, as its ok rows do."""
+    if not settings:
+        return point
+    loader = {k: v for k, v in settings.items() if k != "batch_size"}
+    workload = replace(point.workload, batch_size=settings.get("batch_size") or point.workload.batch_size)
+    return replace(point, workload=workload, loader=replace(point.loader, **loader))
 
 
 def check_script(point: Point, *, timeout: float = CHECK_TIMEOUT_S) -> Ended:
