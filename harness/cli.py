@@ -148,7 +148,7 @@ def _add_slurm_verbs(verbs: Verbs) -> None:
         "--failed",
         action="store_true",
         help="also run again the points with failed units (their failed rows kept aside, "
-        "in rank<k>.failed-<time>.csv)",
+        "in rank<k>.csv.failed-<time>)",
     )
     resume.set_defaults(func=cmd_resume)
 

@@ -225,7 +225,7 @@ def to_resume(
 
     Before they run, what would stand in the way is moved aside, never deleted: a rank file that
     cannot be read (rank<k>.csv.torn-<time>), and with `failed` the rows of the failed units
-    (rank<k>.failed-<time>.csv; the ok rows stay). Their units are then missing, and measured
+    (rank<k>.csv.failed-<time>; the ok rows stay). Their units are then missing, and measured
     again once each. Returns the points, and a line for the console on each thing moved."""
     world_size = load_info(sweep_dir).world_size
     todo: list[Point] = []
@@ -240,7 +240,7 @@ def to_resume(
             units = read_point(path, world_size).failed
             moved = set_aside_units(path, world_size, units, "failed")
             lines.append(
-                f"point {st.point.id}: {moved} failed row(s) moved aside to rank<k>.failed-<time>.csv"
+                f"point {st.point.id}: {moved} failed row(s) moved aside to rank<k>.csv.failed-<time>"
             )
         todo.append(st.point)
     return todo, lines

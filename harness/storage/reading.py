@@ -209,10 +209,10 @@ def rows_or_set_aside(path: Path) -> list[dict[str, str]]:
 
 
 def set_aside_units(point_path: Path, world_size: int, units: set[Unit], why: str) -> int:
-    """Move the rows of `units` out of every rank file of the point into rank<k>.<why>-<time>.csv
-    beside it (the other rows stay), so that those units count as missing and are measured
-    again; the number of rows moved. Every rank's rows of a unit go: the ranks measured it
-    together."""
+    """Move the rows of `units` out of every rank file of the point into rank<k>.csv.<why>-<time>
+    beside it (out of every reader's way, as set_aside's; the other rows stay), so that those
+    units count as missing and are measured again; the number of rows moved. Every rank's rows
+    of a unit go: the ranks measured it together."""
     moved = 0
     for rank in range(world_size):
         path = layout.rank_file(point_path, rank)
@@ -224,7 +224,7 @@ def set_aside_units(point_path: Path, world_size: int, units: set[Unit], why: st
         if not going:
             continue
         kept = [r for r in body if r not in going]
-        aside = _unused(lambda stamp: path.with_name(f"rank{rank}.{why}-{stamp}.csv"))  # noqa: B023
+        aside = _unused(lambda stamp: path.with_name(f"{path.name}.{why}-{stamp}"))  # noqa: B023
         atomic_write_text(aside, _csv(header, going))
         if kept:
             atomic_write_text(path, _csv(header, kept))

@@ -243,13 +243,13 @@ def test_resume_failed_runs_a_transiently_failed_point_again_keeping_its_old_row
     resumed = harness("resume", str(sweep), "--failed", cwd=tmp_path, FLAKY_FLAG=str(flag))
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stdout.startswith(
-        f"point {failed_point}: 1 failed row(s) moved aside to rank<k>.failed-<time>.csv\n"
+        f"point {failed_point}: 1 failed row(s) moved aside to rank<k>.csv.failed-<time>\n"
         "running the 1 point(s) without complete results here (inline)\n"
     )
     after = rank_files(sweep)
     assert [(r["rung"], r["repeat"], r["status"]) for r in after[failed_point]] == [("full", "0", "ok")]
     assert after[ok_point] == before[ok_point]  # not measured again
-    (aside,) = (sweep / "points" / failed_point).glob("rank0.failed-*.csv")
+    (aside,) = (sweep / "points" / failed_point).glob("rank0.csv.failed-*")
     assert reading.read_rows(aside) == before[failed_point]  # the failed row, kept whole
     status = harness("status", str(sweep), cwd=tmp_path)
     assert status.returncode == 0 and "2 completed" in status.stdout
