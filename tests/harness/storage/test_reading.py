@@ -253,3 +253,19 @@ def test_resume_failed_runs_a_transiently_failed_point_again_keeping_its_old_row
     assert reading.read_rows(aside) == before[failed_point]  # the failed row, kept whole
     status = harness("status", str(sweep), cwd=tmp_path)
     assert status.returncode == 0 and "2 completed" in status.stdout
+
+
+def test_a_rank_reopening_its_point_sets_a_torn_file_aside_and_measures_it_again(sweep: Path) -> None:
+    """A requeued job meets its own torn file: kept aside, and the point measured whole again."""
+    from harness.config.plan import Point
+    from harness.execution.dist import DistEnv
+    from harness.execution.runner import run_point
+
+    point = Point.from_json(json.loads((sweep / "plan.json").read_text())["points"][0])
+    path = sweep / "points" / point.id / "rank0.csv"
+    torn = path.read_bytes()[:-40]
+    path.write_bytes(torn)
+    run_point(point, sweep, env=DistEnv())
+    (aside,) = path.parent.glob("rank0.csv.torn-*")
+    assert aside.read_bytes() == torn
+    assert [(r["rung"], r["repeat"], r["status"]) for r in reading.read_rows(path)] == [("full", "0", "ok")]
