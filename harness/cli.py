@@ -33,6 +33,7 @@ from harness.exits import EXIT_BAD_INPUT, EXIT_FAILED_POINTS, EXIT_INTERRUPTED, 
 from harness.extras import MissingExtra
 from harness.storage.atomic import CannotWrite
 from harness.storage.lock import SweepHeld
+from harness.storage.reading import UnreadableFile
 
 log = logging.getLogger("harness")
 
@@ -58,6 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"harness: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except SweepHeld as e:  # another run or resume works on the sweep: nothing was done
+        print(f"harness: {e}", file=sys.stderr)
+        return EXIT_FAILED_POINTS
+    except UnreadableFile as e:  # a sweep's file torn, unreadable or of another version
         print(f"harness: {e}", file=sys.stderr)
         return EXIT_FAILED_POINTS
     except CannotWrite as e:  # a full, read-only or forbidden disk: one line, what is kept
@@ -147,6 +151,12 @@ def _add_slurm_verbs(verbs: Verbs) -> None:
     )
     resume.add_argument("sweep", type=Path)
     resume.add_argument("--wait", action="store_true", help=wait_help + " (Slurm sweeps)")
+    resume.add_argument(
+        "--failed",
+        action="store_true",
+        help="also run again the points with failed units (their failed rows kept aside, "
+        "in rank<k>.csv.failed-<time>)",
+)
     _add_backend(
         resume, None, "; default: the sweep's own (inline and local with one task are interchangeable)"
     )
@@ -367,10 +377,13 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    """Run again the points without complete results and without a live job (harness.sweeps)."""
+    """Run again the points without complete results and without a live job, and with
+    --failed those with failed units (harness.sweeps)."""
     from harness.sweeps import resume_sweep
 
-    return resume_sweep(_open_sweep(args.sweep), wait=args.wait, backend_name=args.backend)
+    return resume_sweep(
+        _open_sweep(args.sweep), wait=args.wait, backend_name=args.backend, failed=args.failed
+    )
 
 
 def _adaptive(sweep_dir: Path) -> bool:

@@ -207,17 +207,20 @@ def _follow_and_finish(backend: Backend, sweep_dir: Path, spec: Spec) -> int:
 # --- resume ------------------------------------------------------------------------------------
 
 
-def resume_sweep(sweep_dir: Path, *, wait: bool, backend_name: str | None = None) -> int:
+def resume_sweep(
+    sweep_dir: Path, *, wait: bool, backend_name: str | None = None, failed: bool = False
+) -> int:
     """Run again the points without complete results and without a live job, as `status`
-    advises: on the sweep's own backend (resubmitted to Slurm, run here for an inline or local
-    sweep), or on `backend_name` where it runs points with the same ranks here."""
+    advises, and with `failed` those with failed units (their failed rows set aside): on the
+    sweep's own backend (resubmitted to Slurm, run here for an inline or local sweep), or on
+    `backend_name` where it runs points with the same ranks here."""
     from harness.storage.lock import sweep_lock
 
     spec, backend, plan = _resume_backend(sweep_dir, backend_name)
     require_torch_here(backend, "resume")
     check_backend(backend, plan, sweep_dir)
     with sweep_lock(sweep_dir, "harness resume"):
-        return _resume_locked(sweep_dir, spec, backend, wait=wait or backend.here)
+        return _resume_locked(sweep_dir, spec, backend, wait=wait or backend.here, failed=failed)
 
 
 def _resume_backend(sweep_dir: Path, name: str | None) -> tuple[Spec, Backend, Plan]:
@@ -225,10 +228,11 @@ def _resume_backend(sweep_dir: Path, name: str | None) -> tuple[Spec, Backend, P
     backend than the sweep's own is taken where it runs the same ranks here (inline and
     local with one task): the rows of one sweep come from points run alike."""
     from harness.config.spec import parse_spec
+    from harness.storage.reading import read_sweep_spec
     from harness.storage.sweep import load_info, load_points
 
     info = load_info(sweep_dir)
-    spec = parse_spec((sweep_dir / "spec.yaml").read_text(), file=str(sweep_dir / "spec.yaml"))
+    spec = parse_spec(read_sweep_spec(sweep_dir), file=str(sweep_dir / "spec.yaml"))
     recorded = backend_of_sweep(info.backend, spec)
     # Another name of the same backend (slurm, for the sweep of a standalone script) is its own.
     backend = recorded if name is None or BACKENDS[name] is type(recorded) else make_backend(name, spec)
@@ -244,15 +248,17 @@ def _resume_backend(sweep_dir: Path, name: str | None) -> tuple[Spec, Backend, P
     return spec, backend, plan
 
 
-def _resume_locked(sweep_dir: Path, spec: Spec, backend: Backend, *, wait: bool) -> int:
+def _resume_locked(sweep_dir: Path, spec: Spec, backend: Backend, *, wait: bool, failed: bool) -> int:
     from harness.backends.follow import counts, wait_for_orphaned_jobs
-    from harness.backends.status import sweep_status
+    from harness.backends.status import sweep_status, to_resume
 
     statuses = sweep_status(sweep_dir)
     if backend.here:
         statuses = wait_for_orphaned_jobs(statuses, sweep_dir)
     active = [st for st in statuses if st.active]
-    todo = [st.point for st in statuses if st.needs_resubmit]
+    todo, moved = to_resume(statuses, sweep_dir, failed=failed)
+    for line in moved:
+        print(line)
     if active:
         print(f"{len(active)} point(s) with a live job ({counts(active)}): left alone")
     if not todo and not active and spec.measure.adaptive:
