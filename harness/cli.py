@@ -156,7 +156,7 @@ def _add_slurm_verbs(verbs: Verbs) -> None:
         action="store_true",
         help="also run again the points with failed units (their failed rows kept aside, "
         "in rank<k>.csv.failed-<time>)",
-)
+    )
     _add_backend(
         resume, None, "; default: the sweep's own (inline and local with one task are interchangeable)"
     )
