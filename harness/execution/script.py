@@ -43,9 +43,15 @@ log = logging.getLogger(__name__)
 
 PROBE_VARIABLE = "HARNESS_PROBE"
 """What the point is, for `harness.probe` in the script's process (ProbeJob as JSON)."""
-STDERR_LINES = 6
-"""Lines of the script's stderr kept for a failed row (a traceback's last frames and error)."""
+STDERR_LINES = 60
+"""Lines of the end of the script's stderr kept while it runs: enough to hold a traceback's
+last frames, its error line and the warnings some libraries print after it, at exit."""
 ERROR_CHARS = 500
+"""About the most characters of the script's stderr a failed row keeps: its error line whole
+(see error_excerpt), and the lines before it that fit."""
+LINE_CHARS = 1000
+"""An error line longer than this keeps its first and its last characters (a tensor's repr)."""
+TRACEBACK = "Traceback (most recent call last):"
 CHECK_TIMEOUT_S = 120
 """`harness plan`'s check run: the script's imports and argument parsing, up to the probe."""
 
@@ -95,7 +101,8 @@ class ProbeJob:
         )
 
     def report(self, word: str) -> None:
-        """Say a milestone ("reached", "done", "left:N") once, for run_script's failed rows."""
+        """Say a milestone ("imported", "reached", "done", "left:N") once, for run_script's
+        failed rows."""
         if self.report_path is None:
             return
         said = self.report_path.read_text().split() if self.report_path.exists() else []
@@ -110,17 +117,24 @@ class Ended:
 
     returncode: int
     stderr_tail: str
+    """The end of its stderr as a row keeps it (error_excerpt): lines joined with " | "."""
     reached: bool
     """The script called the probe (its loader or its measure)."""
     done: bool
     """The probe measured the whole point."""
     left_after: int | None = None
     """The script's loop let go of the probe after this many batches (None: it did not)."""
+    error_line: str = ""
+    """The line that says what went wrong: the exception of the last traceback in its stderr,
+    else its last line (argparse's `error:` line)."""
+    imported: bool = True
+    """The script imported harness.probe (which says so as it is imported)."""
 
     @property
     def last_line(self) -> str:
-        """The last line of the script's stderr (argparse's `error:` line, an exception)."""
-        return self.stderr_tail.rsplit(" | ", 1)[-1]
+        """The line of the script's stderr that says what went wrong (argparse's `error:`
+        line, an exception's), whole."""
+        return self.error_line
 
     def status(self) -> str:
         if self.returncode < 0:
@@ -132,22 +146,61 @@ class Ended:
         return f"exited with status {self.returncode}"
 
     def reason(self) -> str:
-        """Why units of the point have no row, in one line for the rows' error column."""
+        """Why units of the point have no row, in one line for the rows' error column: what
+        happened, then the end of the script's stderr, its error line whole."""
         if self.returncode == 0 and self.left_after is not None:
             return (
                 f"the script's loop left harness.probe.measure early (after {self.left_after} "
                 "batches): iterate it to its end (no break) so that every rung is measured"
             )
-        if not self.reached:
-            where = "without reaching harness.probe (does its loop iterate probe.measure?)"
-        elif not self.done:
-            where = "before the probe had measured the point"
-        else:
-            where = "after the probe"
-        text = f"the script {self.status()} {where}"
+        text = f"the script {self.status()} {self._where()}"
         if self.stderr_tail:
             text += f"; stderr: {self.stderr_tail}"
-        return text[:ERROR_CHARS]
+        return text
+
+    def _where(self) -> str:
+        """Where it ended, with a hint only where one applies: a script that ended well
+        without the probe lacks its lines; one that failed says why in its stderr."""
+        if self.reached:
+            return "before the probe had measured the point" if not self.done else "after the probe"
+        if self.returncode != 0:
+            return "without reaching harness.probe"
+        if not self.imported:
+            return (
+                'without importing harness.probe (its lines are missing: README, "Your own training script")'
+            )
+        return "without reaching harness.probe (does its loop iterate probe.measure?)"
+
+
+def error_excerpt(lines: Sequence[str], limit: int = ERROR_CHARS) -> tuple[str, str]:
+    """(excerpt, error line) of the end of a script's stderr. The error line is the exception
+    of the last traceback (warnings printed after it, at exit, do not hide it), else the last
+    line; the excerpt is the lines before it that fit in `limit`, then it, whole: a row's
+    error ends with the line that says what went wrong (rows.short_error shows it so)."""
+    raw = [line.rstrip() for line in lines if line.strip()]
+    if not raw:
+        return "", ""
+    key = len(raw) - 1
+    if TRACEBACK in raw:
+        start = len(raw) - 1 - raw[::-1].index(TRACEBACK)
+        # Its frames are indented ("  File ...", the code, "^^^"): the first line that is not
+        # says the exception.
+        key = next((i for i in range(start + 1, len(raw)) if not raw[i][0].isspace()), key)
+    shown = [line.strip() for line in raw]
+    error = _shortened(shown[key])
+    kept, before, size = [error], key - 1, len(error)
+    while before >= 0 and size + len(shown[before]) + 3 <= limit:
+        kept.insert(0, shown[before])
+        size += len(shown[before]) + 3
+        before -= 1
+    return " | ".join(kept), error
+
+
+def _shortened(line: str) -> str:
+    if len(line) <= LINE_CHARS:
+        return line
+    half = LINE_CHARS // 2
+    return f"{line[:half]} … {line[-half:]}"
 
 
 def command(point: Point) -> list[str]:
@@ -256,12 +309,15 @@ def run_process(
             raise
         reader.join(timeout=10)
     words = report_path.read_text().split() if report_path and report_path.exists() else []
+    excerpt, error_line = error_excerpt(tail)
     return Ended(
         returncode=returncode,
-        stderr_tail=" | ".join(line.strip() for line in tail if line.strip())[-ERROR_CHARS:],
+        stderr_tail=excerpt,
+        error_line=error_line,
         reached="reached" in words,
         done="done" in words,
         left_after=next((int(w.split(":")[1]) for w in words if w.startswith("left:")), None),
+        imported="imported" in words,
     )
 
 
@@ -270,7 +326,7 @@ def _tee(stream: IO[str], tail: deque[str], echo: bool) -> None:
         if echo:
             sys.stderr.write(line)
         if line.strip():
-            tail.append(line.rstrip())
+            tail.append(line.rstrip("\n"))
     sys.stderr.flush()
 
 

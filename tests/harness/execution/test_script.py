@@ -128,9 +128,62 @@ def test_a_script_that_fails_leaves_failed_rows_that_say_how(tmp_path: Path, fai
     ]
     assert all(r["status"] == "failed" and r["error"].startswith(words) for r in rows)
     if fail == "before":
-        assert rows[0]["error"].endswith("stderr: cannot open the data set: disk on fire")
+        # It failed, saying why: no hint about its loop.
+        assert rows[0]["error"] == (
+            "the script exited with status 3 without reaching harness.probe; "
+            "stderr: cannot open the data set: disk on fire"
+        )
     if fail == "during":
         assert "RuntimeError: the step blew up at batch 2" in rows[0]["error"]
+
+
+LONG_ERROR = (
+    "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:534] "
+    f"Connection closed by peer [10.0.0.7]:{'5' * 200} (the end)"
+)
+
+
+def test_a_failed_row_keeps_the_scripts_error_whole_to_its_last_line(tmp_path: Path) -> None:
+    """Warnings before it, a message of 300 characters and a warning after the traceback (at
+    exit): the row ends with the exception's line, whole, after what fits of the traceback."""
+    (point,) = points(["--fail", "long"])
+    run_point(point, tmp_path)
+    (row,) = rows_of(tmp_path, point)
+    assert row["error"].startswith(
+        "the script exited with status 1 before the probe had measured the point; stderr: "
+    )
+    assert row["error"].endswith(" | " + LONG_ERROR)
+    assert '; stderr: raise RuntimeError(f"' in row["error"]  # its code line fits beside it
+    assert "destroy_process_group" not in row["error"]
+
+
+def test_status_shows_what_happened_and_the_scripts_error_line_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness import cli
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(script_spec(["--fail", "long"]))
+    assert cli.main(["run", str(spec), "--results", str(tmp_path / "results")]) == 1
+    (sweep,) = (tmp_path / "results" / "script").iterdir()
+    capsys.readouterr()
+    cli.main(["status", str(sweep)])
+    out = capsys.readouterr().out
+    assert (
+        "the script exited with status 1 before the probe had measured the point; stderr: … " + LONG_ERROR
+    ) in out
+
+
+def test_a_script_without_the_probe_is_told_to_add_its_lines(tmp_path: Path) -> None:
+    plain = tmp_path / "plain.py"
+    plain.write_text("print('trained for an epoch')\n")
+    (point,) = expand(parse_spec(script_spec([]).replace(str(SCRIPT), str(plain)))).points
+    run_point(point, tmp_path)
+    (row,) = rows_of(tmp_path, point)
+    assert row["error"] == (
+        "the script exited with status 0 without importing harness.probe (its lines are "
+        'missing: README, "Your own training script")'
+    )
 
 
 def test_the_sweep_goes_on_after_a_failed_script(tmp_path: Path) -> None:
