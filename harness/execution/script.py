@@ -18,6 +18,8 @@ script itself up to its first probe call) before anything runs.
 
 from __future__ import annotations
 
+import codecs
+import contextlib
 import json
 import logging
 import os
@@ -129,6 +131,8 @@ class Ended:
     else its last line (argparse's `error:` line)."""
     imported: bool = True
     """The script imported harness.probe (which says so as it is imported)."""
+    timed_out: bool = False
+    """It was stopped at the time limit it was given (`harness plan`'s check run)."""
 
     @property
     def last_line(self) -> str:
@@ -227,6 +231,8 @@ def script_environment(job: ProbeJob, base: Mapping[str, str] | None = None) -> 
         MASTER_PORT=str(env.master_port or free_port()),
     )
     environ[PROBE_VARIABLE] = job.to_json()
+    # Its output is passed on through pipes: unbuffered, it comes as it is written, in order.
+    environ.setdefault("PYTHONUNBUFFERED", "1")
     cpus = environ.get("SLURM_CPUS_PER_TASK", "")
     if cpus.isdigit() and "OMP_NUM_THREADS" not in environ:
         # As a built-in point's job does (job._threads_from_allocation): threads for the
@@ -277,8 +283,15 @@ def run_script(point: Point, sweep_dir: Path, *, env: DistEnv, skip_done: bool =
             script=script,
             report_path=Path(tmp) / "report",
         )
-        log.info("point %s rank %d: %s", point.id, env.rank, " ".join(command(point)[1:]))
-        ended = run_process(command(point), script_environment(job), job.report_path)
+        logs = layout.script_logs(point_path, env.rank)
+        log.info(
+            "point %s rank %d: %s (its output also in %s)",
+            point.id,
+            env.rank,
+            " ".join(command(point)[1:]),
+            logs[0].with_suffix(".{out,err}"),
+        )
+        ended = run_process(command(point), script_environment(job), job.report_path, logs=logs)
     return account(point, sweep_dir, env, ended)
 
 
@@ -289,25 +302,44 @@ def run_process(
     *,
     timeout: float | None = None,
     echo: bool = True,
+    logs: tuple[Path, Path] | None = None,
+    cwd: Path | None = None,
 ) -> Ended:
-    """Run the script; its stderr goes on to ours (`echo`), and its last lines are kept."""
+    """Run the script; its stdout and stderr go on to ours (`echo`) and to `logs` (its rank's
+    files: stdout, stderr), as they come, and the end of its stderr is kept."""
     tail: deque[str] = deque(maxlen=STDERR_LINES)
-    with subprocess.Popen(
-        list(argv), env=dict(environ), stderr=subprocess.PIPE, text=True, errors="replace"
-    ) as p:
-        assert p.stderr is not None
-        reader = threading.Thread(target=_tee, args=(p.stderr, tail, echo), daemon=True)
-        reader.start()
+    timed_out = False
+    with contextlib.ExitStack() as stack:
+        out, err = (
+            (stack.enter_context(path.open("a", encoding="utf-8")) for path in logs) if logs else (None, None)
+        )
+        p = stack.enter_context(
+            subprocess.Popen(
+                list(argv), env=dict(environ), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
+        )
+        assert p.stdout is not None and p.stderr is not None
+        readers = [
+            threading.Thread(
+                target=_tee, args=(p.stdout, sys.stdout if echo else None, out, None), daemon=True
+            ),
+            threading.Thread(
+                target=_tee, args=(p.stderr, sys.stderr if echo else None, err, tail), daemon=True
+            ),
+        ]
+        for reader in readers:
+            reader.start()
         try:
             returncode = p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             p.kill()
-            returncode = p.wait()
+            returncode, timed_out = p.wait(), True
         except BaseException:
             # Interrupted (Ctrl-C, a job's signal): the script must not outlive its point.
             p.terminate()
             raise
-        reader.join(timeout=10)
+        for reader in readers:
+            reader.join(timeout=10)
     words = report_path.read_text().split() if report_path and report_path.exists() else []
     excerpt, error_line = error_excerpt(tail)
     return Ended(
@@ -318,16 +350,27 @@ def run_process(
         done="done" in words,
         left_after=next((int(w.split(":")[1]) for w in words if w.startswith("left:")), None),
         imported="imported" in words,
+        timed_out=timed_out,
     )
 
 
-def _tee(stream: IO[str], tail: deque[str], echo: bool) -> None:
-    for line in stream:
-        if echo:
-            sys.stderr.write(line)
-        if line.strip():
-            tail.append(line.rstrip("\n"))
-    sys.stderr.flush()
+def _tee(stream: IO[bytes], console: IO[str] | None, file: IO[str] | None, tail: deque[str] | None) -> None:
+    """Pass a stream on as it comes (a progress bar's `\\r` updates too, not only whole
+    lines), keeping its last lines in `tail`: each as a terminal shows it (after its last
+    `\\r`)."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pending = ""
+    for chunk in iter(lambda: stream.read1(1 << 16), b""):  # type: ignore[attr-defined]
+        text = decoder.decode(chunk)
+        for sink in (console, file):
+            if sink is not None:
+                sink.write(text)
+                sink.flush()
+        if tail is not None:
+            *lines, pending = (pending + text).split("\n")
+            tail.extend(line.rsplit("\r", 1)[-1] for line in lines if line.strip())
+    if tail is not None and pending.strip():
+        tail.append(pending.rsplit("\r", 1)[-1])
 
 
 def account(point: Point, sweep_dir: Path, env: DistEnv, ended: Ended) -> PointOutcome:

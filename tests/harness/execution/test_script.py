@@ -92,6 +92,22 @@ def test_the_scripts_own_loop_measures_every_rung_with_the_points_loader(tmp_pat
     assert (layout.point_dir(sweep, point.id) / "samples-rank0.csv").is_file()
 
 
+def test_each_rank_of_a_script_keeps_its_output_in_its_point_folder(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    (point,) = points(["--fail", "during"])
+    run_point(point, tmp_path)
+    out, err = layout.script_logs(layout.point_dir(tmp_path, point.id), 0)
+    assert out.name == "script-rank0.out" and err.name == "script-rank0.err"
+    assert "RuntimeError: the step blew up at batch 2" in err.read_text()
+    (point,) = points([])
+    run_point(point, tmp_path)
+    out, err = layout.script_logs(layout.point_dir(tmp_path, point.id), 0)
+    assert out.read_text() == "rank 0: trained\n"
+    # ...and still on the console (the job's log), as it comes.
+    assert "rank 0: trained" in capfd.readouterr().out
+
+
 def test_a_sequence_of_the_scripts_own_flags_is_one_point_each(tmp_path: Path) -> None:
     found = points(
         [],
@@ -258,6 +274,10 @@ def test_two_local_ranks_of_a_script_name_the_slow_one_and_only_it(tmp_path: Pat
     assert [(s.point_id, s.who) for s in stragglers] == [
         (plan.points[1].id, f"rank 1 on {rows['hostname'][0]}")
     ]
+    for point in plan.points:  # each rank's own output, in the point's folder
+        for rank in (0, 1):
+            out, _ = layout.script_logs(layout.point_dir(sweep, point.id), rank)
+            assert out.read_text() == f"rank {rank}: trained\n"
     slow = rows[(rows["point_id"] == plan.points[1].id)].set_index("rank")
     # Rank 1 read 2 samples × 100 ms per step: it waited at least that, rank 0 did not.
     assert slow.loc[1, "loading_time"] >= 0.2 > slow.loc[0, "loading_time"]
