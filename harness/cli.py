@@ -231,33 +231,34 @@ def _load_plan(spec_path: Path, overrides: Sequence[str] = ()) -> Plan:
     plan = expand(load_spec(spec_path, overrides))
     if not plan.points:
         raise UsageError(f"{spec_path}: no points to run: every combination is excluded")
-    _check_scripts(spec_path, plan)
     return plan
 
 
 def _check_scripts(spec_path: Path, plan: Plan) -> None:
-    """A script workload's flags, before anything is written or submitted: the script runs
-    once per distinct `args` up to its first harness.probe call, where the probe stops it
-    (imports, argument parsing; a few seconds). argparse's refusal (exit 2) is bad input; any
-    other failure (a login node without the GPU or the data the script wants) is only said."""
-    from harness.execution.script import check_script
+    """A script workload's flags and loaders, before anything is written or submitted: the
+    script runs once per distinct command line, in a scratch folder, up to its loop's
+    probe.measure, where the probe stops it (check_script; a few seconds, never training).
+    What no point could survive is bad input (check_refusal); any other failure (a login node
+    without the GPU or the data the script wants) is only said."""
+    from concurrent.futures import ThreadPoolExecutor
 
-    seen: set[tuple[str, ...]] = set()
+    from harness.execution.script import check_refusal, check_script, check_warning, command
+
+    firsts: dict[tuple[str, ...], Point] = {}
     for point in plan.points:
-        w = point.workload
-        key = (w.script or "", *w.args)
-        if w.script is None or key in seen:
-            continue
-        seen.add(key)
-        ended = check_script(point)
-        if ended.returncode == 2 and not ended.reached:
-            raise SpecError(
-                f"the script refused its flags ({' '.join(w.args)}): {ended.last_line}",
-                file=str(spec_path),
-                field="workload.args",
-            )
-        if not ended.reached:
-            log.warning("%s: the script's check run: %s", spec_path, ended.reason())
+        if point.workload.script is not None:
+            firsts.setdefault(tuple(command(point)), point)
+    if not firsts:
+        return
+    log.info("checking the script's %d command line(s) up to probe.measure", len(firsts))
+    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+        checked = list(pool.map(check_script, firsts.values()))
+    for argv, ended in zip(firsts, checked, strict=True):
+        refusal = check_refusal(ended, " ".join(argv[2:]))
+        if refusal is not None:
+            raise SpecError(refusal[1], file=str(spec_path), field=refusal[0])
+        if warning := check_warning(ended):
+            log.warning("%s: the script's check run (%s): %s", spec_path, " ".join(argv[2:]), warning)
 
 
 def _job_name(plan: Plan) -> str:
@@ -332,6 +333,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from harness.plan_table import plan_table
 
     plan = _load_plan(args.spec, args.overrides)
+    _check_scripts(args.spec, plan)
     print(plan_table(plan))
     for note in plan.notes:
         print(f"note: {note}")
@@ -414,6 +416,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from harness.storage.sweep import create_sweep
 
     plan = _load_plan(args.spec, args.overrides)
+    _check_scripts(args.spec, plan)
     _check_sbatch_parameters(plan)
     sweep_dir = create_sweep(plan, args.results, backend="slurm", world_size=plan.spec.slurm.world_size)
     try:
@@ -545,6 +548,7 @@ def cmd_sbatch(args: argparse.Namespace) -> int:
     if args.portable:
         return _portable_sbatch(args)
     plan = _load_plan(args.spec, args.overrides)
+    _check_scripts(args.spec, plan)
     _check_sbatch_parameters(plan)
     sweep_dir = create_sweep(
         plan, args.results.resolve(), backend="sbatch", world_size=plan.spec.slurm.world_size

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
@@ -89,9 +90,7 @@ def loader(dataset: Any, batch_size: int | None = 1, **kwargs: Any) -> DataLoade
     the same dataset, collate_fn, sampler or batch_sampler and other arguments with the
     point's DataLoader settings in place of yours."""
     job = ProbeJob.from_environ()
-    if job is None or job.check:
-        if job is not None:
-            _checked(job)
+    if job is None:
         return DataLoader(dataset, batch_size=batch_size, **kwargs)
     job.report("reached")
     recorded = _record(dataset, batch_size, kwargs)
@@ -143,8 +142,6 @@ def init_distributed() -> torch.device:
 
     job = ProbeJob.from_environ()
     if job is not None:
-        if job.check:
-            _checked(job)
         job.report("reached")
     env = job.env if job is not None else DistEnv.from_environ()
     device = choose_device("auto", env.local_rank, env.local_world_size)
@@ -370,10 +367,14 @@ def _batch_size(point: Any, recorded: _Recorded) -> int:
 
 
 def _checked(job: ProbeJob) -> None:
-    """`harness plan`'s check run: the script parsed its flags and reached the probe."""
+    """`harness plan`'s check run ends here, at the script's loop: it parsed its flags and
+    built its loaders (probe.loader's with the point's settings), and it neither trains nor
+    validates nor saves. os._exit: no `finally` or atexit of the script's runs (a checkpoint)."""
     job.report("reached")
+    job.report("checked")
     sys.stdout.flush()
-    raise SystemExit(0)
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _say_imported() -> None:

@@ -31,7 +31,7 @@ import tempfile
 import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
@@ -54,8 +54,9 @@ ERROR_CHARS = 500
 LINE_CHARS = 1000
 """An error line longer than this keeps its first and its last characters (a tensor's repr)."""
 TRACEBACK = "Traceback (most recent call last):"
-CHECK_TIMEOUT_S = 120
-"""`harness plan`'s check run: the script's imports and argument parsing, up to the probe."""
+CHECK_TIMEOUT_S = 60
+"""`harness plan`'s check run (check_script): the script's imports, flags and loaders, up to
+its loop; a script still going after this long is stopped."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -70,7 +71,8 @@ class ProbeJob:
     report_path: Path | None = None
     """Where the probe writes how far it got ("reached", "done"), for the failed rows' words."""
     check: bool = False
-    """`harness plan`'s check run: the probe exits (status 0) at the script's first probe call."""
+    """`harness plan`'s check run: the probe exits (status 0) where the script's loop reaches
+    probe.measure, once its loaders are built (check_script)."""
 
     def to_json(self) -> str:
         return json.dumps(
@@ -129,8 +131,14 @@ class Ended:
     error_line: str = ""
     """The line that says what went wrong: the exception of the last traceback in its stderr,
     else its last line (argparse's `error:` line)."""
+    last_frame: str = ""
+    """Where that exception was raised: its traceback's last 'File "...", line N' line."""
     imported: bool = True
     """The script imported harness.probe (which says so as it is imported)."""
+    checked: bool = False
+    """`harness plan`'s check run reached probe.measure, where the probe stopped it."""
+    needs: tuple[int, int] | None = None
+    """The batches the point's loop receives (loop_batches): at least, at most."""
     timed_out: bool = False
     """It was stopped at the time limit it was given (`harness plan`'s check run)."""
 
@@ -155,12 +163,23 @@ class Ended:
         if self.returncode == 0 and self.left_after is not None:
             return (
                 f"the script's loop left harness.probe.measure early (after {self.left_after} "
-                "batches): iterate it to its end (no break) so that every rung is measured"
+                f"batches{self._needed()}): iterate it to its end (no break) so that every rung "
+                "is measured"
             )
         text = f"the script {self.status()} {self._where()}"
         if self.stderr_tail:
             text += f"; stderr: {self.stderr_tail}"
         return text
+
+    def _needed(self) -> str:
+        if self.needs is None:
+            return ""
+        least, most = self.needs
+        upto = f", up to {most} while the loader's workers use up their stock" if most > least else ""
+        return (
+            f"; the point's rungs need at least {least}{upto}: a step limit of the script's "
+            f"(a --test-nsteps) must be at least {most}"
+        )
 
     def _where(self) -> str:
         """Where it ended, with a hint only where one applies: a script that ended well
@@ -176,20 +195,23 @@ class Ended:
         return "without reaching harness.probe (does its loop iterate probe.measure?)"
 
 
-def error_excerpt(lines: Sequence[str], limit: int = ERROR_CHARS) -> tuple[str, str]:
+def error_excerpt(lines: Sequence[str], limit: int = ERROR_CHARS) -> tuple[str, str, str]:
     """(excerpt, error line) of the end of a script's stderr. The error line is the exception
     of the last traceback (warnings printed after it, at exit, do not hide it), else the last
     line; the excerpt is the lines before it that fit in `limit`, then it, whole: a row's
-    error ends with the line that says what went wrong (rows.short_error shows it so)."""
+    error ends with the line that says what went wrong (rows.short_error shows it so). The
+    third is the traceback's last frame ('File "...", line N, in f'), or ""."""
     raw = [line.rstrip() for line in lines if line.strip()]
     if not raw:
-        return "", ""
-    key = len(raw) - 1
+        return "", "", ""
+    key, frame = len(raw) - 1, ""
     if TRACEBACK in raw:
         start = len(raw) - 1 - raw[::-1].index(TRACEBACK)
         # Its frames are indented ("  File ...", the code, "^^^"): the first line that is not
         # says the exception.
         key = next((i for i in range(start + 1, len(raw)) if not raw[i][0].isspace()), key)
+        frames = [line.strip() for line in raw[start:key] if line.strip().startswith('File "')]
+        frame = frames[-1] if frames else ""
     shown = [line.strip() for line in raw]
     error = _shortened(shown[key])
     kept, before, size = [error], key - 1, len(error)
@@ -197,7 +219,7 @@ def error_excerpt(lines: Sequence[str], limit: int = ERROR_CHARS) -> tuple[str, 
         kept.insert(0, shown[before])
         size += len(shown[before]) + 3
         before -= 1
-    return " | ".join(kept), error
+    return " | ".join(kept), error, frame
 
 
 def _shortened(line: str) -> str:
@@ -341,15 +363,17 @@ def run_process(
         for reader in readers:
             reader.join(timeout=10)
     words = report_path.read_text().split() if report_path and report_path.exists() else []
-    excerpt, error_line = error_excerpt(tail)
+    excerpt, error_line, frame = error_excerpt(tail)
     return Ended(
         returncode=returncode,
         stderr_tail=excerpt,
         error_line=error_line,
+        last_frame=frame,
         reached="reached" in words,
         done="done" in words,
         left_after=next((int(w.split(":")[1]) for w in words if w.startswith("left:")), None),
         imported="imported" in words,
+        checked="checked" in words,
         timed_out=timed_out,
     )
 
@@ -386,6 +410,7 @@ def account(point: Point, sweep_dir: Path, env: DistEnv, ended: Ended) -> PointO
         for rung in point.rungs
         if (rung, repeat) not in written
     ]
+    ended = replace(ended, needs=loop_batches(point))
     if missing or ended.returncode != 0:
         log.error("point %s rank %d: %s", point.id, env.rank, ended.reason())
     opened.rows.device = ""
@@ -403,11 +428,17 @@ def account(point: Point, sweep_dir: Path, env: DistEnv, ended: Ended) -> PointO
 
 
 def check_script(point: Point, *, timeout: float = CHECK_TIMEOUT_S) -> Ended:
-    """Run the script with the point's flags until its first probe call, where the probe
-    exits with status 0: its imports and argument parsing (argparse exits 2 on a bad flag)."""
+    """Run the script as a rank of the point would, in a scratch folder, until its loop
+    reaches probe.measure, where the probe stops it (`checked`): its imports, its flags
+    (argparse exits 2 on a bad one) and every loader it builds before its loop, probe.loader's
+    with the point's settings. It never trains, validates or saves: what it writes to relative
+    paths before its loop lands in the scratch folder, deleted after; it is stopped after
+    `timeout` seconds."""
     with tempfile.TemporaryDirectory(prefix="harness-check-") as tmp:
+        scratch = Path(tmp) / "cwd"
+        scratch.mkdir()
         job = ProbeJob(
-            sweep_dir=Path(tmp),
+            sweep_dir=Path(tmp) / "sweep",
             point=point,
             env=DistEnv(local_world_size=1),
             skip_done=True,
@@ -415,6 +446,84 @@ def check_script(point: Point, *, timeout: float = CHECK_TIMEOUT_S) -> Ended:
             report_path=Path(tmp) / "report",
             check=True,
         )
+        argv = [*command(point)[:2], *absolute_paths(command(point)[2:], Path.cwd())]
         return run_process(
-            command(point), script_environment(job), job.report_path, timeout=timeout, echo=False
+            argv, script_environment(job), job.report_path, timeout=timeout, echo=False, cwd=scratch
         )
+
+
+def absolute_paths(args: Sequence[str], base: Path) -> list[str]:
+    """The arguments with those that name an existing file or folder relative to `base` (the
+    working directory a point's run has: `--data data/images`, `--data=data/images`) made
+    absolute, for a run from another folder."""
+    out = []
+    for arg in args:
+        flag, equals, value = arg.partition("=") if arg.startswith("-") else ("", "", arg)
+        if value and not Path(value).is_absolute() and (base / value).exists():
+            value = str(base / value)
+        out.append(f"{flag}{equals}{value}")
+    return out
+
+
+def check_refusal(ended: Ended, args: str) -> tuple[str, str] | None:
+    """(field, one line) where the check run says that no point with these flags can run:
+    argparse's refusal, a DataLoader's refusal of the settings (its ValueError, raised where
+    the loaders are built, before any data is read), a script that never imports the probe or
+    ends without reaching probe.measure. None where it passed, or failed for a reason of this
+    machine (no GPU, no data here: `check_warning`)."""
+    if ended.checked and ended.returncode == 0:
+        return None
+    if ended.returncode == 2 and not ended.reached and not ended.timed_out:
+        return "workload.args", f"the script refused its flags ({args}): {ended.error_line}"
+    if ended.error_line.startswith("ValueError") and _DATALOADER in ended.last_frame.replace("\\", "/"):
+        return (
+            "workload.args",
+            f"a DataLoader of the script refused the settings ({args}): {ended.error_line}",
+        )
+    if not ended.imported and (ended.returncode == 0 or ended.timed_out):
+        ran = f"for {CHECK_TIMEOUT_S} s" if ended.timed_out else "to its end"
+        return "workload.script", (
+            f"the script never imports harness.probe (its check run went {ran} without it, "
+            'and was stopped): add the probe\'s lines (README, "Your own training script")'
+        )
+    if ended.returncode == 0:
+        return "workload.script", (
+            f"the script ended (status 0) before its loop reached harness.probe.measure ({args}): "
+            "the loop to measure must iterate probe.measure(loader, device)"
+        )
+    return None
+
+
+_DATALOADER = "torch/utils/data/"
+
+
+def check_warning(ended: Ended) -> str:
+    """What a check run that neither passed nor was refused says (a login node without the
+    GPU or the data the script wants), in one line; "" where it passed."""
+    if ended.checked and ended.returncode == 0:
+        return ""
+    if ended.timed_out:
+        return (
+            f"it did not reach probe.measure within {CHECK_TIMEOUT_S} s and was stopped (its data "
+            "may be slow to open here); the points run it in full"
+        )
+    return ended.reason()
+
+
+def loop_batches(point: Point) -> tuple[int, int]:
+    """The batches the point's measurement yields to the script's loop, (at least, at most):
+    per rung and repeat, the warmup (at least the workers' stock: num_workers ×
+    prefetch_factor, for the rungs that read through workers) and the measured steps, and up
+    to DRAIN_FACTOR × stock more while the stock is used up (loop.window's rules; the
+    capacity passes after it run without the script's step). Where the script keeps its own
+    num_workers, the count its workers add is not known here: at least, still."""
+    from harness.execution.loop import DRAIN_FACTOR
+
+    m, loader = point.measure, point.loader
+    least = most = 0
+    for rung in point.rungs:
+        cached = rung in ("device_batch", "host_batch")
+        stock = 0 if cached else loader.num_workers * (loader.prefetch_factor or 0)
+        least += max(m.warmup_steps, stock) + m.steps
+        most += max(m.warmup_steps, stock) + m.steps + DRAIN_FACTOR * stock
+    return least * m.repeats, most * m.repeats

@@ -220,10 +220,11 @@ def test_a_loop_that_breaks_tells_the_job_how_far_it_got(harnessed) -> None:  # 
     assert job.report_path is not None and job.report_path.read_text().split() == ["reached", "left:6"]
 
 
-def test_the_plans_check_run_stops_at_the_first_probe_call(harnessed) -> None:  # type: ignore[no-untyped-def]
-    job = harnessed(script_point(), check=True)
-    with pytest.raises(SystemExit) as stopped:
-        probe.loader(Numbers(), batch_size=2)
-    assert stopped.value.code == 0
+def test_the_plans_check_run_builds_the_points_loader_and_goes_on_to_the_loop(harnessed) -> None:  # type: ignore[no-untyped-def]
+    """It stops at probe.measure (os._exit: tests/harness/execution/test_script.py runs it),
+    so that the loaders the script builds after probe.loader are checked too."""
+    job = harnessed(script_point("{num_workers: 0, drop_last: true}"), check=True)
+    loader = probe.loader(Numbers(), batch_size=2)
+    assert loader.drop_last is True  # the point's settings, as the point's run builds it
     assert job.report_path is not None and job.report_path.read_text().split() == ["reached"]
     assert not job.sweep_dir.exists()  # nothing measured, nothing written

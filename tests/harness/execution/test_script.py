@@ -126,7 +126,12 @@ def test_a_sequence_of_the_scripts_own_flags_is_one_point_each(tmp_path: Path) -
         ("no-probe", "the script exited with status 0 without reaching harness.probe"),
         ("during", "the script exited with status 1 before the probe had measured the point"),
         ("kill", "the script was killed by SIGKILL (status -9) before the probe had measured the point"),
-        ("break", "the script's loop left harness.probe.measure early (after 3 batches)"),
+        (
+            "break",
+            "the script's loop left harness.probe.measure early (after 3 batches; the point's "
+            "rungs need at least 16: a step limit of the script's (a --test-nsteps) must be at "
+            "least 16): iterate it to its end",
+        ),
     ],
 )
 def test_a_script_that_fails_leaves_failed_rows_that_say_how(tmp_path: Path, fail: str, words: str) -> None:
@@ -316,3 +321,87 @@ def test_plan_refuses_the_flags_the_script_refuses(
     )
     spec.write_text(script_spec(["--read-ms", "1"]))
     assert cli.main(["plan", str(spec)]) == 0
+
+
+def plan_of(tmp_path: Path, spec_text: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """`harness plan` from tmp_path/work (the working directory): its status and stderr."""
+    from harness import cli
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(spec_text)
+    capsys.readouterr()
+    code = cli.main(["plan", str(spec)])
+    return code, capsys.readouterr().err.strip()
+
+
+@pytest.fixture
+def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "work"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    return folder
+
+
+def test_plan_checks_the_script_in_a_scratch_folder_and_stops_it_at_its_loop(
+    tmp_path: Path, work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What it writes before its loop lands in a scratch folder; it never trains nor saves."""
+    (work / "data").mkdir()
+    (work / "data" / "x").write_text("")  # an existing path in args is the working directory's
+    spec = script_spec(["--log-file", "train.log", "--checkpoint", "ckpt.pt", "--log-file=data/x"])
+    code, err = plan_of(tmp_path, spec, capsys)
+    assert code == 0, err
+    assert sorted(p.name for p in work.rglob("*")) == ["data", "x"]
+    assert (work / "data" / "x").read_text() == (
+        f"started --log-file train.log --checkpoint ckpt.pt --log-file={work}/data/x\n"
+    )
+
+
+def test_plan_refuses_a_loader_the_script_builds_after_the_first_probe_call(
+    tmp_path: Path, work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = plan_of(tmp_path, script_spec(["--val-workers", "0", "--val-persistent"]), capsys)
+    assert code == 2
+    assert err == (
+        f"harness: {tmp_path / 'spec.yaml'}: workload.args: a DataLoader of the script refused the "
+        "settings (--val-workers 0 --val-persistent): "
+        "ValueError: persistent_workers option needs num_workers > 0"
+    )
+
+
+def test_plan_refuses_a_script_that_never_imports_the_probe_and_keeps_its_checkpoint_out(
+    tmp_path: Path, work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plain = tmp_path / "main.py"  # ImageNet's main.py before the probe: it trains, then saves
+    plain.write_text("open('checkpoint.pth.tar', 'w').write('weights')\n")
+    code, err = plan_of(tmp_path, script_spec([]).replace(str(SCRIPT), str(plain)), capsys)
+    assert code == 2 and list(work.iterdir()) == []
+    assert err == (
+        f"harness: {tmp_path / 'spec.yaml'}: workload.script: the script never imports "
+        "harness.probe (its check run went to its end without it, and was stopped): add the "
+        'probe\'s lines (README, "Your own training script")'
+    )
+
+
+def test_plan_refuses_a_script_that_ends_before_its_loop_reaches_the_probe(
+    tmp_path: Path, work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = plan_of(tmp_path, script_spec(["--fail", "no-probe"]), capsys)
+    assert code == 2
+    assert err.endswith(
+        "workload.script: the script ended (status 0) before its loop reached "
+        "harness.probe.measure (--fail no-probe): the loop to measure must iterate "
+        "probe.measure(loader, device)"
+    )
+
+
+def test_run_runs_the_script_once_per_point_and_rank_with_no_check_run_before(
+    tmp_path: Path, work: Path
+) -> None:
+    from harness import cli
+
+    starts = tmp_path / "starts.log"
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(script_spec(["--log-file", str(starts)]))
+    assert cli.main(["run", str(spec), "--results", str(tmp_path / "results")]) == 0
+    assert len(starts.read_text().splitlines()) == 1
