@@ -230,10 +230,12 @@ def _shortened(line: str) -> str:
 
 
 def command(point: Point) -> list[str]:
-    """`python SCRIPT ARGS...` with the harness's own interpreter (its environment)."""
+    """`python SCRIPT ARGS... FLAGS...` with the harness's own interpreter (its environment):
+    the spec's `args`, then the script's own flags for the settings the spec names
+    (`workload.flags`: Point.flag_args), so that a later flag wins, as argparse does."""
     if point.workload.script is None:
         raise ValueError(f"point {point.id} has no script")
-    return [sys.executable, point.workload.script, *point.workload.args]
+    return [sys.executable, point.workload.script, *point.workload.args, *point.flag_args()]
 
 
 def script_environment(job: ProbeJob, base: Mapping[str, str] | None = None) -> dict[str, str]:

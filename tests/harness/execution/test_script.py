@@ -103,7 +103,7 @@ def test_each_rank_of_a_script_keeps_its_output_in_its_point_folder(
     (point,) = points([])
     run_point(point, tmp_path)
     out, err = layout.script_logs(layout.point_dir(tmp_path, point.id), 0)
-    assert out.read_text() == "rank 0: trained\n"
+    assert out.read_text() == "DATALOADER 0 False False False 2 False 2\nrank 0: trained\n"
     # ...and still on the console (the job's log), as it comes.
     assert "rank 0: trained" in capfd.readouterr().out
 
@@ -282,7 +282,7 @@ def test_two_local_ranks_of_a_script_name_the_slow_one_and_only_it(tmp_path: Pat
     for point in plan.points:  # each rank's own output, in the point's folder
         for rank in (0, 1):
             out, _ = layout.script_logs(layout.point_dir(sweep, point.id), rank)
-            assert out.read_text() == f"rank {rank}: trained\n"
+            assert out.read_text().endswith(f"\nrank {rank}: trained\n")
     slow = rows[(rows["point_id"] == plan.points[1].id)].set_index("rank")
     # Rank 1 read 2 samples × 100 ms per step: it waited at least that, rank 0 did not.
     assert slow.loc[1, "loading_time"] >= 0.2 > slow.loc[0, "loading_time"]
@@ -405,3 +405,73 @@ def test_run_runs_the_script_once_per_point_and_rank_with_no_check_run_before(
     spec.write_text(script_spec(["--log-file", str(starts)]))
     assert cli.main(["run", str(spec), "--results", str(tmp_path / "results")]) == 0
     assert len(starts.read_text().splitlines()) == 1
+
+
+FLAGS = (
+    "{num_workers: --num-workers, persistent_workers: --persistent-workers, pin_memory: --pin-memory, "
+    "non_blocking: --non-blocking, prefetch_factor: --prefetch-factor, drop_last: --drop-last, "
+    "batch_size: --batch-size}"
+)
+
+
+def flagged_spec(
+    loader: str = "{num_workers: [0, 1], persistent_workers: true, pin_memory: true, drop_last: true}",
+) -> str:
+    return script_spec([], extra=f"loader: {loader}\n").replace(
+        "args: []}", f"args: [], batch_size: 4, flags: {FLAGS}}}"
+    )
+
+
+def test_a_script_whose_flags_are_mapped_prints_each_points_own_settings(tmp_path: Path) -> None:
+    """The course's DATALOADER line prints the point's values for the settings the spec names
+    (prefetch_factor, null without workers, and non_blocking, not named: the script's own)."""
+    found = list(expand(parse_spec(flagged_spec())).points)
+    assert [p.flag_args() for p in found] == [
+        ["--num-workers", "0", "--no-persistent-workers", "--pin-memory", "--drop-last", "--batch-size", "4"],
+        ["--num-workers", "1", "--persistent-workers", "--pin-memory", "--drop-last", "--batch-size", "4"],
+    ]
+    lines = []
+    for point in found:
+        assert run_point(point, tmp_path).ok == 1
+        out, _ = layout.script_logs(layout.point_dir(tmp_path, point.id), 0)
+        lines.append(out.read_text().splitlines()[0])
+        (row,) = rows_of(tmp_path, point)
+        assert (row["num_workers"], row["pin_memory"], row["batch_size"]) == (lines[-1][11], "True", "4")
+    assert lines == ["DATALOADER 0 False True False 2 True 4", "DATALOADER 1 True True False 2 True 4"]
+
+
+def test_plan_shows_each_points_flags(tmp_path: Path, work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness import cli
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(flagged_spec("{num_workers: [0, 1]}"))
+    assert cli.main(["plan", str(spec)]) == 0
+    out = capsys.readouterr().out
+    (first, second) = expand(parse_spec(flagged_spec("{num_workers: [0, 1]}"))).points
+    assert "note: the script's flags carry the point's settings (num_workers --num-workers, " in out
+    assert f"note:   0 {first.id}: --num-workers 0 --batch-size 4\n" in out
+    assert f"note:   1 {second.id}: --num-workers 1 --batch-size 4\n" in out
+
+
+@pytest.mark.parametrize(
+    ("flags", "field", "words"),
+    [
+        (
+            "{workers: -j}",
+            "workload.flags.workers",
+            "'workers' is not a setting; allowed: batch_size, num_workers, persistent_workers, "
+            "pin_memory, non_blocking, prefetch_factor, drop_last",
+        ),
+        (
+            "{num_workers: j}",
+            "workload.flags.num_workers",
+            "'j' is not a flag; expected a string starting with -",
+        ),
+    ],
+)
+def test_a_flag_mapping_names_settings_and_flags(flags: str, field: str, words: str) -> None:
+    from harness.config.spec import SpecError
+
+    with pytest.raises(SpecError) as refused:
+        parse_spec(script_spec([]).replace("args: []}", f"args: [], flags: {flags}}}"))
+    assert refused.value.field == field and str(refused.value).endswith(words)
