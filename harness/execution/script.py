@@ -9,11 +9,12 @@ rank's DistEnv) and `HARNESS_PROBE`, which tells `harness.probe` in the script w
 
 What the script leaves undone is a failed row here, for every unit (rung, repeat) the rank has
 no row for, with the script's exit status (or the signal that killed it), whether it reached
-the probe, and the tail of its stderr; the sweep goes on. The script's stdout and stderr pass
-through to the job's own (its log).
+the probe, and the end of its stderr with its error line whole; the sweep goes on. The
+script's stdout and stderr pass on to the job's own (its log) and into the point's folder
+(script-rank<k>.out/.err).
 
-Torch-free at import: `harness plan` uses `check_script` (the script's flags, parsed by the
-script itself up to its first probe call) before anything runs.
+Torch-free at import: `harness plan` and `harness submit` use `check_script` (the script run in
+a scratch folder up to its loop's probe.measure: its flags, its loaders) before anything runs.
 """
 
 from __future__ import annotations
