@@ -58,6 +58,7 @@ METRICS = [
     "gpu_power_w",
     "peak_device_memory_gb",
     "cpus_allotted",
+    "foreign_cpu_share",
 ]
 # Per point, taken from its first run: the settings and where it ran.
 FIRST_COLUMNS = [*SETTING_COLUMNS, "point_index", "hostname", "sweep_id", "node", "node_type"]
@@ -125,16 +126,38 @@ def summarize(rows: pd.DataFrame, by: str = "node", meta: pd.DataFrame | None = 
     """One row per (group, sweep, point, rung): each run's ranks aggregated (rule 2 of the
     module), then the median over runs. `by` is node (a table per host), gpu (per node type)
     or all (one group)."""
-    ok = rows[rows["status"] == "ok"]
-    if ok.empty:
+    if not (rows["status"] == "ok").any():
         return pd.DataFrame(columns=[*KEY, *FIRST_COLUMNS, "jobid"])
-    if "node" not in ok.columns or (meta is not None and (ok["node_type"] == "").all()):
-        ok = add_nodes(ok, meta)
+    # The groups of every row, the failed ones too: a point's failed runs are counted in the
+    # group where its ok runs are shown.
+    if "node" not in rows.columns or (meta is not None and (rows["node_type"] == "").all()):
+        rows = add_nodes(rows, meta)
     if by == "gpu":
-        group = ok["node_type"].replace("", UNKNOWN_TYPE)
+        group = rows["node_type"].replace("", UNKNOWN_TYPE)
     else:
-        group = ok["node"] if by == "node" else pd.Series("all", index=ok.index)
-    return over_runs(per_run(ok.assign(group=group)))
+        group = rows["node"] if by == "node" else pd.Series("all", index=rows.index)
+    rows = rows.assign(group=group)
+    summary = over_runs(per_run(rows[rows["status"] == "ok"]))
+    return _with_failed_runs(summary, rows)
+
+
+def _with_failed_runs(summary: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """`failed_runs`: the point's runs (repeats, nodes) of the rung with a failed row on some
+    rank; `all_runs`: its runs of the rung that left a row, ok or failed. A point whose
+    configuration fails now and then is not to be recommended from the runs that survived."""
+    measured = rows[rows["status"].isin(["ok", "failed"])]
+    runs = measured.drop_duplicates(RUN)
+    failed = measured[measured["status"] == "failed"].drop_duplicates(RUN)
+    counts = pd.DataFrame(
+        {
+            "all_runs": runs.groupby(KEY, sort=False).size(),
+            "failed_runs": failed.groupby(KEY, sort=False).size(),
+        }
+    )
+    out = summary.merge(counts, left_on=KEY, right_index=True, how="left")
+    out["failed_runs"] = out["failed_runs"].fillna(0).astype(int)
+    out["all_runs"] = out["all_runs"].fillna(out["runs"]).astype(int)
+    return out
 
 
 def per_run(ok: pd.DataFrame) -> pd.DataFrame:
@@ -162,6 +185,8 @@ def per_run(ok: pd.DataFrame) -> pd.DataFrame:
         energy_per_sample_j=grouped["energy_per_sample_j"].mean(),
         peak_device_memory_gb=grouped["peak_device_memory_gb"].max(),
         cpus_allotted=grouped["cpus_allotted"].max(),
+        # The most shared of the run's machines: its ranks wait for the slowest.
+        foreign_cpu_share=grouped["foreign_cpu_share"].max(),
         **{column: grouped[column].max() for column in TAIL_COLUMNS},
     )
     for column, rank_column in (("loading_time", "loading_rank"), ("next_time", "next_rank")):

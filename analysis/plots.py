@@ -75,6 +75,8 @@ def make_plots(
 
     wanted: list[tuple[str, str, int | None]] = []
     for rec in recommendations:
+        if rec.best is None:  # nothing ranked: no best to draw
+            continue
         rank = _waiting_rank(summary, rec.sweep_dir, rec.best.point_id)
         if rec.baseline is not None:
             wanted.append(

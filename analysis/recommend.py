@@ -13,11 +13,23 @@ old rule stands in, labelled untested: within 5 % of the best counts as tied. Bo
 with their speedup over the sweep's baseline, its first point (point_index 0): the spec's
 first values are the user's starting point; the same judgement says whether the speedup is
 beyond the margin.
+
+Not ranked: a point some of whose runs failed (a configuration that fails now and then is no
+recommendation, however fast the runs that survived), and a point where not every rank
+measured (its figures are those of the ranks present: a world of 1 under 2 ranks reads as
+half the work). Each is named on a `not ranked:` line with why. Merged: where the device is
+not CUDA, pin_memory and non_blocking change nothing (NO_EFFECT_OFF_CUDA), so points that
+differ only there are one configuration, ranked once with their runs pooled. Said: a machine
+shared with other work during the windows (the samplers' foreign_cpu_share, SHARED or more),
+in one line with the share.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import html
+import statistics
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +45,12 @@ MIN_RUNS = 3
 """The runs a point with one run is asked for first (two give Student's t 12.7: no answer)."""
 REPEATS_HINT = "set measure.repeats to 3 or more to know"
 CHEAPNESS = ["num_workers", "persistent_workers", "cpu_memory_gb"]
+SHARED = 0.10
+"""Other processes took this share of the ranks' CPUs during the windows, or more: the
+recommendation says the machine was shared (an idle machine's own daemons take ~1 %)."""
+NO_EFFECT_OFF_CUDA = ("pin_memory", "non_blocking")
+"""Settings that change nothing where the device is not CUDA: the harness pins memory only for
+a CUDA device (harness/execution/ladder.py, make_loader), and a copy to the CPU is no copy."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,10 +63,17 @@ class Choice:
     run_samples_per_s: tuple[float, ...]
     """samples/s of each run (repeats; nodes of one type with --by gpu)."""
     cpu_memory_gb: float
+    pooled: tuple[str, ...] = ()
+    """The points measured as the same configuration on this device (NO_EFFECT_OFF_CUDA), whose
+    runs are pooled with this one's."""
 
     @property
     def runs(self) -> int:
         return len(self.run_samples_per_s)
+
+    @property
+    def name(self) -> str:
+        return f"{self.jobid} (pooled with {', '.join(self.pooled)})" if self.pooled else self.jobid
 
     def settings_text(self) -> str:
         return " ".join(f"{k}={_value(v)}" for k, v in self.settings.items())
@@ -86,8 +111,23 @@ class Undecided:
         else:
             more = f"about {self.runs} runs per point would decide ({self.runs - c.runs} more)"
         return (
-            f"undecided, {what}: {c.jobid} {c.settings_text()}: {c.samples_per_s:.2f} samples/s "
+            f"undecided, {what}: {c.name} {c.settings_text()}: {c.samples_per_s:.2f} samples/s "
             f"({r.change:+.1%}, {r.interval_text()}): {more}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Unranked:
+    """A point left out of the ranking, and why (failed runs, missing ranks)."""
+
+    choice: Choice
+    reason: str
+
+    def line(self) -> str:
+        c = self.choice
+        return (
+            f"not ranked: {c.name} {c.settings_text()}: {c.samples_per_s:.2f} samples/s "
+            f"from {c.runs} run(s): {self.reason}"
         )
 
 
@@ -97,8 +137,9 @@ class Recommendation:
     sweep: str
     sweep_dir: str
     rung: str
-    best: Choice
-    cheapest: Choice
+    best: Choice | None
+    """None where no point could be ranked (every one is in `unranked`)."""
+    cheapest: Choice | None
     baseline: Choice | None
     baseline_elsewhere: bool = False
     """Point 0 was not measured in this group: its median over the other groups is used."""
@@ -110,6 +151,10 @@ class Recommendation:
     """Cheaper than the recommended configuration, and undecided against the best."""
     challengers: tuple[Undecided, ...] = ()
     """Dearer configurations that may be faster than the best by more than the margin."""
+    unranked: tuple[Unranked, ...] = ()
+    """Points left out of the ranking: some runs failed, or not every rank measured."""
+    notes: tuple[str, ...] = ()
+    """Said once under the choices: settings with no effect on this device."""
 
     @property
     def provisional(self) -> bool:
@@ -142,22 +187,27 @@ class Recommendation:
 
     def lines(self) -> list[str]:
         best, base = self.best, self.baseline
-        out = [f"best: {best.jobid} {best.settings_text()}: {best.samples_per_s:.2f} samples/s, "]
-        out[0] += self.against_baseline(best)
-        out.append(self._cheapest_line())
-        out += [u.line() for u in (*self.challengers, *self.undecided)]
+        if best is None:
+            out = ["no configuration ranked: every point here had failed runs or missing ranks"]
+        else:
+            out = [f"best: {best.name} {best.settings_text()}: {best.samples_per_s:.2f} samples/s, "]
+            out[0] += self.against_baseline(best)
+            out.append(self._cheapest_line(best))
+            out += [u.line() for u in (*self.challengers, *self.undecided)]
+        out += [u.line() for u in self.unranked]
         if base is not None:
             where = " (measured on another node or node type)" if self.baseline_elsewhere else ""
             out.append(
-                f"baseline (point 0){where}: {base.jobid} {base.settings_text()}: "
+                f"baseline (point 0){where}: {base.name} {base.settings_text()}: "
                 f"{base.samples_per_s:.2f} samples/s"
             )
-        if best.runs < 2 and (base is None or base.runs < 2):
+        if best is not None and best.runs < 2 and (base is None or base.runs < 2):
             out.append(f"one run per point: nothing is tested, ties are within {WITHIN:.0%}; {REPEATS_HINT}")
-        return out
+        return out + list(self.notes)
 
-    def _cheapest_line(self) -> str:
-        best, cheap = self.best, self.cheapest
+    def _cheapest_line(self, best: Choice) -> str:
+        cheap = self.cheapest
+        assert cheap is not None, "a recommendation with a best has a cheapest"
         provisional = "; provisional, the best is undecided" if self.provisional else ""
         label = (
             f"cheapest tied with the best (within ±{noise.MARGIN:.0%}{provisional})"
@@ -172,7 +222,7 @@ class Recommendation:
         ratio = cheap.against(best)
         interval = f", {ratio.interval_text()}" if ratio.tested else ""
         return (
-            f"{label}: {cheap.jobid} {cheap.settings_text()}: {cheap.samples_per_s:.2f} samples/s "
+            f"{label}: {cheap.name} {cheap.settings_text()}: {cheap.samples_per_s:.2f} samples/s "
             f"({ratio.estimate - 1:+.1%}{interval}), {_memory(cheap)}{self.against_baseline(cheap)}"
         )
 
@@ -197,17 +247,147 @@ def recommend(summary: pd.DataFrame) -> list[Recommendation]:
     chosen = table_rows(summary)
     if chosen.empty:
         return []
+    return [_recommendation(g, chosen) for g in _groups(chosen)]
+
+
+@dataclass(frozen=True, slots=True)
+class _Group:
+    """One group's and sweep's points, ready to rank: identical configurations merged."""
+
+    group: str
+    sweep_dir: str
+    rows: pd.DataFrame
+    """The points that can be ranked: every run ok on every rank."""
+    unranked: tuple[tuple[pd.Series, str], ...]
+    """The others, each with why."""
+    complete: pd.DataFrame
+    """The points every rank of every run measured (failed runs or not): a baseline's candidates."""
+    shown: list[str]
+    notes: tuple[str, ...]
+    first: pd.Series
+    """The group's first row as the table shows it: its sweep and rung."""
+
+
+def _groups(chosen: pd.DataFrame) -> Iterator[_Group]:
     shown_by_sweep = {s: _shown_settings(rows) for s, rows in chosen.groupby("sweep_dir")}
+    for (group, sweep_dir), rows in chosen.groupby(["group", "sweep_dir"], sort=True):
+        merged, hidden, notes = _merge_identical(rows)
+        reasons = [_unranked_reason(row) for _, row in merged.iterrows()]
+        ranked = merged[[not r for r in reasons]]
+        yield _Group(
+            group=str(group),
+            sweep_dir=str(sweep_dir),
+            rows=ranked,
+            unranked=tuple((row, r) for (_, row), r in zip(merged.iterrows(), reasons, strict=True) if r),
+            complete=merged[_every_rank(merged)],
+            shown=[c for c in shown_by_sweep[sweep_dir] if c not in hidden],
+            notes=(*notes, *shared_machine(rows)),
+            first=rows.iloc[0],
+        )
+
+
+def shared_machine(rows: pd.DataFrame) -> list[str]:
+    """One line where other processes held the ranks' CPUs during the windows (the samplers'
+    foreign_cpu_share, over all the windows of these points), else none."""
+    if "foreign_cpu_share" not in rows:
+        return []
+    share, weight = rows["foreign_cpu_share"], rows["training_time"] * rows["runs"]
+    known = share.notna() & weight.notna() & (weight > 0)
+    if not known.any():
+        return []
+    mean = float((share[known] * weight[known]).sum() / weight[known].sum())
+    top = share[known].idxmax()
+    if mean < SHARED and share[top] < 2 * SHARED:
+        return []
+    most = f" (up to {share[top]:.0%}, in {rows.loc[top, 'jobid']}'s)" if share[top] - mean >= SHARED else ""
     return [
-        _recommendation(str(group), str(sweep_dir), rows, chosen, shown_by_sweep[sweep_dir])
-        for (group, sweep_dir), rows in chosen.groupby(["group", "sweep_dir"], sort=True)
+        f"the machine was shared: other processes used {mean:.0%} of its CPU during the windows{most}; "
+        "figures may read slow and the ranking move"
     ]
 
 
-def _recommendation(
-    group: str, sweep_dir: str, rows: pd.DataFrame, chosen: pd.DataFrame, shown: list[str]
-) -> Recommendation:
+def _unranked_reason(row: pd.Series) -> str:
+    """Why the point cannot be ranked ("" when it can): runs that failed, or missing ranks."""
+    reasons = []
+    failed, runs = int(row.get("failed_runs", 0) or 0), int(row.get("all_runs", 0) or 0)
+    if failed:
+        reasons.append(f"{failed} of {max(runs, failed)} runs failed (see harness status)")
+    if row["ranks"] < row["world_size"]:
+        reasons.append(
+            f"not every rank measured (ranks {row['ranks']:.0f}/{row['world_size']:.0f}): "
+            "its figures are those of the ranks present"
+        )
+    return "; ".join(reasons)
+
+
+def _every_rank(rows: pd.DataFrame) -> pd.Series:
+    """Per point: every rank of every run left an ok row."""
+    return ~(rows["ranks"] < rows["world_size"])
+
+
+def _merge_identical(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str], tuple[str, ...]]:
+    """Points that differ only in settings with no effect on their device (NO_EFFECT_OFF_CUDA,
+    where the device is not CUDA) as one row: the lowest point index's, every run pooled. Also
+    the settings no longer to show, and the note that says so (once)."""
+    off = ~rows["device"].astype(str).str.startswith("cuda")
+    varying = [c for c in NO_EFFECT_OFF_CUDA if c in rows and rows.loc[off, c].astype(str).nunique() > 1]
+    if not varying:
+        return rows, [], ()
+    kinds = rows["device"].astype(str).str.partition(":")[0]
+    columns = ["sequence_step", *WORKLOAD_COLUMNS, *LOADER_COLUMNS]
+    keys = [
+        (kind, *(("-" if c in NO_EFFECT_OFF_CUDA and kind != "cuda" else str(row[c])) for c in columns))
+        for kind, (_, row) in zip(kinds, rows.iterrows(), strict=True)
+    ]
+    merged = [
+        _pooled(members.sort_values("point_index", kind="stable"))
+        for _, members in rows.groupby(pd.Series(keys, index=rows.index), sort=False)
+    ]
+    devices = " and ".join(sorted(set(kinds[off])))
+    note = (
+        f"{' and '.join(varying)}: no effect on {devices} (nothing is copied to a GPU): "
+        "points that differ only there are one configuration, ranked once with their runs pooled"
+    )
+    hidden = varying if off.all() else []
+    return pd.DataFrame(merged).infer_objects(), hidden, (note,)
+
+
+def _pooled(members: pd.DataFrame) -> pd.Series:
+    """The first member, standing for all: their runs, failures and ranks together."""
+    row = members.iloc[0].copy()
+    if len(members) == 1:
+        return row
+    runs = tuple(v for rates in members["run_samples_per_s"] for v in rates)
+    row["run_samples_per_s"] = runs
+    row["samples_per_s"] = statistics.median(runs)
+    row["runs"] = len(runs)
+    row["cpu_memory_gb"] = members["cpu_memory_gb"].median()
+    for column in ("failed_runs", "all_runs"):
+        if column in members:
+            row[column] = members[column].sum()
+    row["ranks"], row["world_size"] = members["ranks"].min(), members["world_size"].max()
+    row["pooled"] = tuple(str(j) for j in members["jobid"].iloc[1:])
+    return row
+
+
+def _recommendation(g: _Group, chosen: pd.DataFrame) -> Recommendation:
     """One group's: the best, the cheapest tied with it, and what the runs leave undecided."""
+    rows, shown = g.rows, g.shown
+    baseline, elsewhere = _baseline(g.complete, chosen, g.sweep_dir)
+    unranked = Recommendation(
+        group=g.group,
+        sweep=str(g.first["sweep"]),
+        sweep_dir=g.sweep_dir,
+        rung=str(g.first["rung"]),
+        best=None,
+        cheapest=None,
+        baseline=None if baseline is None else _choice(baseline, shown),
+        baseline_elsewhere=elsewhere,
+        unranked=tuple(Unranked(_choice(row, shown), why) for row, why in g.unranked),
+        notes=g.notes,
+    )
+    if rows.empty:
+        return unranked
     best = _choice(rows.loc[rows["samples_per_s"].idxmax()], shown)
     judged = _judged(best, rows)
     tied = {p for p, (_, in_tie) in judged.items() if in_tie}
@@ -220,16 +400,10 @@ def _recommendation(
         and ratio.judge() in (noise.UNDECIDED, noise.HIGHER)
         and (n < cheapest or (ratio.high is not None and ratio.high > 1 + noise.MARGIN))
     ]
-    baseline, elsewhere = _baseline(rows, chosen, sweep_dir)
-    return Recommendation(
-        group=group,
-        sweep=str(rows["sweep"].iloc[0]),
-        sweep_dir=sweep_dir,
-        rung=str(rows["rung"].iloc[0]),
+    return dataclasses.replace(
+        unranked,
         best=best,
         cheapest=_choice(by_cost.iloc[cheapest], shown),
-        baseline=None if baseline is None else _choice(baseline, shown),
-        baseline_elsewhere=elsewhere,
         tied=len(tied),
         tested=best.runs > 1 and all(r is None or r.tested for r, _ in judged.values()),
         undecided=tuple(u for u in open_ if u.cheaper),
@@ -291,7 +465,10 @@ def undecided_points(
     out: dict[str, int] = {}
     if chosen.empty:
         return out
-    for _, rows in chosen.groupby(["group", "sweep_dir"], sort=True):
+    for g in _groups(chosen):
+        rows = g.rows
+        if rows.empty:
+            continue
         best = _choice(rows.loc[rows["samples_per_s"].idxmax()], [])
         judged = _judged(best, rows, margin)
         by_cost = list(_by_cost(rows)["point_id"])
@@ -314,10 +491,12 @@ def undecided_points(
 
 
 def _baseline(rows: pd.DataFrame, chosen: pd.DataFrame, sweep_dir: str) -> tuple[pd.Series | None, bool]:
+    """Point 0 where every rank measured it (its surviving runs, where some failed, still
+    measure it): in this group, else its median over the others."""
     here = rows[rows["point_index"] == 0]
     if not here.empty:
         return here.iloc[0], False
-    there = chosen[(chosen["point_index"] == 0) & (chosen["sweep_dir"] == sweep_dir)]
+    there = chosen[(chosen["point_index"] == 0) & (chosen["sweep_dir"] == sweep_dir) & _every_rank(chosen)]
     if there.empty:
         return None, False
     row = there.iloc[0].copy()
@@ -350,6 +529,7 @@ def _choice(row: pd.Series, shown: list[str]) -> Choice:
         samples_per_s=float(row["samples_per_s"]),
         run_samples_per_s=tuple(float(v) for v in row["run_samples_per_s"]),
         cpu_memory_gb=float(row["cpu_memory_gb"]),
+        pooled=pooled if isinstance(pooled := row.get("pooled"), tuple) else (),
     )
 
 

@@ -279,7 +279,7 @@ def _recommendation_html(rec: Recommendation) -> str:
     rows, after = [], []
     for line in rec.lines():
         role, _, rest = line.partition(": ")
-        if not role.startswith(("best", "cheapest", "undecided", "baseline")):
+        if not role.startswith(("best", "cheapest", "undecided", "not ranked", "baseline")):
             after.append(html.paragraph(line))
             continue
         configuration, _, figures = rest.partition(": ")

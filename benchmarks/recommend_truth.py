@@ -65,6 +65,7 @@ def new_rule(grids: Grids, repeats: int) -> tuple[dict[str, Outcome], float]:
     out = {}
     for rec in recommend(summarize(load_results(sweeps).rows)):
         needs = [u.runs or noise.MAX_RUNS for u in (*rec.undecided, *rec.challengers)]
+        assert rec.cheapest is not None  # these grids have no failed runs
         out[rec.sweep_dir] = (rec.cheapest.point_id, rec.provisional, max(needs, default=None))
     runs = summarize(load_results(sweeps).rows)["runs"]
     return out, float(runs.mean())

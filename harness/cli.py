@@ -27,8 +27,10 @@ from typing import TypeAlias
 from harness.config.expect import EXIT_EXPECTATION_FAILED
 from harness.config.overrides import OVERRIDE_SHAPE
 from harness.config.plan import Plan, Point, expand
+from harness.config.sbatch_safe import UnsafePath, refuse_unsafe_results
 from harness.config.spec import SlurmConfig, Spec, SpecError, load_spec
 from harness.extras import MissingExtra
+from harness.storage.atomic import CannotWrite
 
 log = logging.getLogger("harness")
 
@@ -53,10 +55,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     _setup_logging(args.verbose)
     try:
+        refuse_unsafe_results(getattr(args, "results", None))
         return int(args.func(args))
-    except (SpecError, UsageError, MissingExtra) as e:
+    except (SpecError, UsageError, MissingExtra, UnsafePath) as e:
         print(f"harness: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except CannotWrite as e:  # a full, read-only or forbidden disk: one line, what is kept
+        from harness.storage.sweep import kept_line
+
+        left = kept_line(e.path) or e.outcome
+        print(f"harness: {e}{'; ' + left if left else ''}", file=sys.stderr)
+        return EXIT_FAILED_POINTS
     except KeyboardInterrupt:
         print("harness: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -228,9 +237,13 @@ def _setup_logging(verbose: bool) -> None:
 
 
 def _load_plan(spec_path: Path, overrides: Sequence[str] = ()) -> Plan:
+    from harness.plan_cost import judge
+
     plan = expand(load_spec(spec_path, overrides))
     if not plan.points:
         raise UsageError(f"{spec_path}: no points to run: every combination is excluded")
+    for warning in judge(plan):  # what a point costs: refused (SpecError) or said here
+        log.warning("%s: %s", spec_path, warning)
     return plan
 
 

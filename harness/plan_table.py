@@ -1,5 +1,6 @@
-"""The plan as `harness plan` prints it: a head line (points x rungs x repeats, steps) and a row
-per point with the settings that vary between points, its rungs and its adjustments.
+"""The plan as `harness plan` prints it: a head line (points x rungs x repeats, steps), a row
+per point with the settings that vary between points, its rungs, its warmup and its
+adjustments, and what the sweep costs (harness/plan_cost.py).
 
 A view of harness.config.plan.Plan for the terminal; torch-free and pandas-free, so that
 `harness plan` answers at once on a login node.
@@ -12,6 +13,7 @@ from typing import Any
 from tabulate import tabulate
 
 from harness.config.plan import Plan
+from harness.plan_cost import point_cost, sweep_lines, warmup_cell
 
 
 def plan_table(plan: Plan) -> str:
@@ -25,6 +27,7 @@ def plan_table(plan: Plan) -> str:
             row["step"] = p.sequence_step
         row.update({k: settings[k] for k in varying})
         row["rungs"] = " ".join(p.rungs)
+        row["warmup"] = warmup_cell(point_cost(p))
         if adjusted:
             row["adjusted"] = "; ".join(p.adjustments)
         rows.append(row)
@@ -36,6 +39,7 @@ def plan_table(plan: Plan) -> str:
         repeats = f"{m.repeats} repeat(s), more where undecided (auto: at most {m.max_repeats}{budget})"
     head = (
         f"{spec.name}: {len(plan.points)} point(s) × {len(spec.rungs)} rung(s) × "
-        f"{repeats}, {m.warmup_steps}+{m.steps} steps each"
+        f"{repeats}, {m.steps:,} measured steps each after a warmup (its column)"
     )
-    return head + "\n" + tabulate(rows, headers="keys", tablefmt="simple", disable_numparse=True)
+    table = tabulate(rows, headers="keys", tablefmt="simple", disable_numparse=True)
+    return "\n".join([head, table, *sweep_lines(plan)])

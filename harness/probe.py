@@ -4,8 +4,11 @@
 import harness.probe as probe
 
 loader = probe.loader(dataset, batch_size=256, num_workers=4, collate_fn=collate)  # your defaults
-for batch in probe.measure(loader, device):  # batches on the device
+for i, batch in enumerate(probe.measure(loader, device)):  # batches on the device
     train_step(batch)
+    if i == len(loader) - 1:
+        with probe.untimed():  # your own periodic work, out of the measured windows
+            validate()
 ```
 
 **Alone** (`python train.py`): `loader` is `DataLoader(dataset, batch_size=256, ...)` with your
@@ -21,37 +24,58 @@ spec gives one); those it does not name keep your values (Point.script_keeps).
 `measure` opens the point and yields from `runner.measure_point`, the same rungs, window and
 rows as a built-in workload: your loop trains on the cached device batch, the cached host
 batch, the cached processed sample (and the sample-level rungs your dataset offers), then the
-live loader, with the loader's capacity timed alone after each sample-level rung. When the
-point is done the loop ends and your script goes on to its end; a later `measure` in the same
-process yields nothing. A loop that stops early (`break`) leaves failed rows that say so.
+live loader, with the loader's capacity timed alone after each sample-level rung.
+
+The loop contract: the loader's `len()` is the number of batches `measure` yields to the loop
+(`loop_length.batches_per_loop`; untimed batches fill what a short warmup did not take, and one
+closes the loop), so that code sized by it (an LR schedule, "the last batch of the epoch")
+lands where the script expects. When the loop asks for the batch after the last, the point is
+measured and written: the probe ends the process (SystemExit(0)) unless `keep_running=True`,
+so that no epoch, validation or checkpoint runs after the measurement. A loop that stops early
+(`break`) leaves failed rows that say so.
 
 Under DDP, `init_distributed()` joins the process group from the torchrun-style variables the
 job sets (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and returns
 the rank's device; a script that calls `torch.distributed.init_process_group` itself works as
-well (the probe uses its group, or joins one for its own barriers when there is none).
+well (the probe uses its group, or joins one for its own barriers when there is none). A
+script that launches ranks of its own (mp.spawn, a `tcp://` group of another size) is refused.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
+import copy as copying
+import json
 import logging
+import multiprocessing
 import os
 import sys
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 
-from harness.config.plan import resolve_loader
-from harness.config.settings import LOADER_COLUMNS
+from harness.config.plan import Point, resolve_loader
+from harness.config.settings import LOADER_COLUMNS, LoaderSettings
 from harness.execution import batches, ladder
 from harness.execution.loop import Clocked, one_step
+from harness.execution.loop_length import CLOSING, batches_per_loop
 from harness.execution.script import ProbeJob
 
-__all__ = ["init_distributed", "loader", "measure", "under_harness"]
+__all__ = [
+    "Settings",
+    "batches_per_loop",
+    "init_distributed",
+    "loader",
+    "measure",
+    "settings",
+    "under_harness",
+    "untimed",
+]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +85,10 @@ _POINT_OWNS = tuple(name for name in LOADER_COLUMNS if name != "non_blocking")
 every loader setting but non_blocking, which is the copy's (the probe copies)."""
 _PROBE = "_harness_probe"
 """The attribute of a loader made by `loader()` under the harness: what the script gave."""
+
+Copy = Callable[..., Any]
+"""`copy(batch, non_blocking=...) -> batch on the device`: the script's own copy, timed as
+loading (the course's `images.to(gpu, non_blocking=..., memory_format=torch.channels_last)`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -75,6 +103,50 @@ class _Recorded:
     its spec names and keeps the others (Point.script_keeps)."""
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Settings(LoaderSettings):
+    """The DataLoader settings a loop runs with (every loader setting, and the batch size): the
+    point's under the harness (what its rows record), the script's own alone."""
+
+    batch_size: int | None = None
+
+    def dataloader(self) -> dict[str, Any]:
+        """The DataLoader keywords among them, for the script's other loaders (validation):
+        `DataLoader(val, batch_size=250, shuffle=False, **probe.settings().dataloader())`."""
+        return {name: getattr(self, name) for name in _POINT_OWNS}
+
+
+_SETTING_NAMES = tuple(f.name for f in fields(Settings))
+
+
+class _Clock:
+    """time.perf_counter with the time spent in `untimed()` taken out (the windows' clock)."""
+
+    def __init__(self) -> None:
+        self.paused_s = 0.0
+        self.since: float | None = None
+        self.depth = 0
+
+    def __call__(self) -> float:
+        now = self.since if self.since is not None else time.perf_counter()
+        return now - self.paused_s
+
+    def pause(self) -> None:
+        if self.depth == 0:
+            self.since = time.perf_counter()
+        self.depth += 1
+
+    def resume(self) -> None:
+        self.depth -= 1
+        if self.depth == 0 and self.since is not None:
+            self.paused_s += time.perf_counter() - self.since
+            self.since = None
+
+
+_clock = _Clock()
+_state: dict[str, Any] = {"device": None, "given": None}
+"""The device of the running `measure` (untimed syncs it); the script's own settings, from
+its first `probe.loader` and `probe.settings` calls."""
 _measured_here = False
 """Set once a point has been measured in this process: later `measure` calls yield nothing,
 so that a script's epoch loop around `measure` ends on its own."""
@@ -88,21 +160,39 @@ def under_harness() -> bool:
 def loader(dataset: Any, batch_size: int | None = 1, **kwargs: Any) -> DataLoader[Any]:
     """Your DataLoader: `DataLoader(dataset, batch_size, **kwargs)` alone; under the harness,
     the same dataset, collate_fn, sampler or batch_sampler and other arguments with the
-    point's DataLoader settings in place of yours."""
-    job = ProbeJob.from_environ()
+    point's DataLoader settings in place of yours, and a `len()` that is the number of batches
+    `measure` will yield to your loop."""
+    job = _job()
+    _remember({"batch_size": batch_size, **{k: kwargs[k] for k in _POINT_OWNS if k in kwargs}})
     if job is None:
         return DataLoader(dataset, batch_size=batch_size, **kwargs)
-    job.report("reached")
     recorded = _record(dataset, batch_size, kwargs)
-    point = _effective_point(job, recorded)
+    point = _effective_point(job, recorded, (_state["given"] or {}).get("non_blocking"))
     where = ladder.Placement(
         device=torch.device("cuda" if torch.cuda.is_available() else "cpu"),
         rank=job.env.rank,
         world_size=job.env.world_size,
     )
-    built = ladder.make_loader(dataset, point.loader, _batch_size(point, recorded), where, recorded.parts)
+    built = ladder.make_loader(
+        dataset,
+        point.loader,
+        _batch_size(point, recorded),
+        where,
+        recorded.parts,
+        timeout_s=point.limits.batch_timeout_s,
+    )
+    _report_settings(job, point)
     setattr(built, _PROBE, recorded)
+    built.__class__ = _Announced
+    built._harness_length = batches_per_loop(point, _done(job))
     return built
+
+
+class _Announced(DataLoader[Any]):
+    """The point's DataLoader, whose length is the batches the probe yields to the loop."""
+
+    def __len__(self) -> int:
+        return int(self._harness_length)  # type: ignore[attr-defined]
 
 
 def measure(
@@ -113,24 +203,75 @@ def measure(
     steps: int | None = None,
     non_blocking: bool | None = None,
     batch_samples: Callable[[Any], int] | None = None,
+    memory_format: torch.memory_format | None = None,
+    copy: Copy | None = None,
+    keep_running: bool = False,
 ) -> Iterator[Any]:
     """Yield the batches your loop trains on, on `device`.
 
     Alone: `epochs` passes over `source` (at most `steps` batches), copied with
-    `non_blocking` (default: when the loader pins memory), then one line on stderr.
-    Under the harness: the point's rungs and window, whatever `epochs` and `steps` say.
+    `non_blocking` (default: the one given to `settings()`, else when the loader pins memory),
+    then one line on stderr. Under the harness: the point's rungs and window, whatever `epochs`
+    and `steps` say, then the process ends (`keep_running=True`: the loop ends and the script
+    goes on). The copy is `copy(batch, non_blocking=...)` where given, else every tensor to
+    `device` (with `memory_format` on those it applies to): either way timed as loading.
     `batch_samples(batch) -> int` counts the samples of a batch where its tensors' leading
     dimension cannot (batches.count_samples)."""
     if epochs < 1 or (steps is not None and steps < 1):
         raise ValueError(f"epochs and steps must be >= 1 (got epochs={epochs}, steps={steps})")
-    job = ProbeJob.from_environ()
+    job = _job()
     if job is not None and job.check:
         _checked(job)
     count = batch_samples or batches.count_samples
+    target = torch.device(device)
+    _state["device"] = target
+    if non_blocking is None:
+        non_blocking = (_state["given"] or {}).get("non_blocking")
     if job is None:
-        copy = non_blocking if non_blocking is not None else bool(getattr(source, "pin_memory", False))
-        return _alone(source, torch.device(device), epochs, steps, copy, count)
-    return _harnessed(job, source, torch.device(device), count, non_blocking)
+        pinned = bool(getattr(source, "pin_memory", False))
+        mover = _mover(target, memory_format, copy, non_blocking if non_blocking is not None else pinned)
+        return _alone(source, target, epochs, steps, mover, count)
+    how = _How(device=target, memory_format=memory_format, copy=copy, keep_running=keep_running)
+    return _harnessed(job, source, how, count, non_blocking)
+
+
+@contextlib.contextmanager
+def untimed() -> Iterator[None]:
+    """Your own periodic work (validation, a checkpoint, logging) out of the measured window:
+    the window's clock stops inside (the device synchronised on entry, so the step before is
+    counted whole, and on exit, so the work's queued kernels are not charged to the next)."""
+    device = _state["device"]
+    _sync(device)
+    _clock.pause()
+    try:
+        yield
+    finally:
+        _sync(device)
+        _clock.resume()
+
+
+def settings(**mine: Any) -> Settings:
+    """The DataLoader settings your loop runs with. Give your own values (as your flags say
+    them: `settings(num_workers=args.num_workers, non_blocking=args.non_blocking, ...)`; those
+    you leave out are your first `probe.loader`'s, else PyTorch's defaults): alone they come
+    back as they are; under the harness, the point's, as its rows record them."""
+    unknown = sorted(set(mine) - set(_SETTING_NAMES))
+    if unknown:
+        raise TypeError(
+            f"probe.settings: unknown setting(s) {', '.join(unknown)}; allowed: {', '.join(_SETTING_NAMES)}"
+        )
+    _remember(mine)
+    given = {**(_state["given"] or {}), **mine}
+    job = _job()
+    if job is None:
+        return _settings_alone(given)
+    recorded = _Recorded(
+        dataset=None,
+        batch_size=given.get("batch_size"),
+        parts=ladder.LoaderParts(),
+        given={k: v for k, v in given.items() if k in _POINT_OWNS},
+    )
+    return _settings_of(_effective_point(job, recorded, given.get("non_blocking")))
 
 
 def init_distributed() -> torch.device:
@@ -140,13 +281,34 @@ def init_distributed() -> torch.device:
     from harness.execution.dist import DistEnv, init_process_group
     from harness.execution.train_step import choose_device
 
-    job = ProbeJob.from_environ()
-    if job is not None:
-        job.report("reached")
+    job = _job()
     env = job.env if job is not None else DistEnv.from_environ()
     device = choose_device("auto", env.local_rank, env.local_world_size)
     init_process_group(env, device)
     return device
+
+
+def _remember(given: dict[str, Any]) -> None:
+    """The script's own settings: the first value given for each name is kept."""
+    known = _state["given"] if _state["given"] is not None else {}
+    _state["given"] = {**{k: v for k, v in given.items() if k in _SETTING_NAMES}, **known}
+
+
+def _settings_alone(given: dict[str, Any]) -> Settings:
+    pin = bool(given.get("pin_memory", False))
+    return Settings(
+        batch_size=given.get("batch_size", 1),
+        num_workers=int(given.get("num_workers", 0)),
+        persistent_workers=bool(given.get("persistent_workers", False)),
+        pin_memory=pin,
+        non_blocking=bool(given.get("non_blocking", pin)),
+        prefetch_factor=given.get("prefetch_factor"),
+        drop_last=bool(given.get("drop_last", False)),
+    )
+
+
+def _settings_of(point: Point) -> Settings:
+    return Settings(batch_size=point.workload.batch_size or None, **asdict(point.loader))
 
 
 # --- alone: the chronometer, one line at the end ---------------------------------------------
@@ -177,17 +339,26 @@ class _Pass:
         self.iterator = None
 
 
+def _mover(
+    device: torch.device, memory_format: Any, copy: Copy | None, non_blocking: bool
+) -> Callable[[Any], Any]:
+    """The copy the chronometer times: the script's own, else the generic one."""
+    if copy is not None:
+        own = copy
+        return lambda batch: own(batch, non_blocking=non_blocking)
+    return lambda batch: batches.to_device(
+        batch, device, non_blocking=non_blocking, memory_format=memory_format
+    )
+
+
 def _alone(
     source: Iterable[Any],
     device: torch.device,
     epochs: int,
     steps: int | None,
-    non_blocking: bool,
+    copy: Callable[[Any], Any],
     count: Callable[[Any], int],
 ) -> Generator[Any, None, None]:
-    def copy(batch: Any) -> Any:
-        return batches.to_device(batch, device, non_blocking=non_blocking)
-
     if not _seen:  # the first pass of this process: its line is printed once, at exit
         atexit.register(_print_summary)
     taken = 0
@@ -196,7 +367,7 @@ def _alone(
             stream = _Pass(source)
             while steps is None or taken < steps:
                 try:
-                    _seen.append((yield from one_step(stream, copy, time.perf_counter, count)))
+                    _seen.append((yield from one_step(stream, copy, _clock, count)))
                 except _Exhausted:
                     break
                 taken += 1
@@ -232,62 +403,154 @@ def summary(clocked: Sequence[Clocked]) -> str:
     )
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
+def _sync(device: torch.device | None) -> None:
+    if device is not None and device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
 # --- under the harness: the point's rungs through measure_point ------------------------------
 
 
+def _job() -> ProbeJob | None:
+    """This process's job (None alone). A process the harness did not start as the point's
+    rank is refused (_own_ranks). `harness plan`'s check run goes on through the loaders and
+    stops at `measure` (_checked)."""
+    job = ProbeJob.from_environ()
+    if job is None:
+        return None
+    refused = _own_ranks(job)
+    if refused:
+        _refuse(job, refused)
+    job.report("reached")
+    return job
+
+
+def _own_ranks(job: ProbeJob) -> str:
+    """Why this process is not the rank the harness started ("" when it is): a process the
+    script started itself (mp.spawn, multiprocessing), or a process group of the script's own
+    whose world or rank is not the point's."""
+    if multiprocessing.parent_process() is not None:
+        return "this process was started by the script (mp.spawn or multiprocessing), not by the harness"
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        world, rank = dist.get_world_size(), dist.get_rank()
+        if (world, rank) != (job.env.world_size, job.env.rank):
+            return (
+                f"the script's process group has {world} rank(s) (this one {rank}) where the point "
+                f"runs {job.env.world_size} (this one {job.env.rank})"
+            )
+    return ""
+
+
+def _refuse(job: ProbeJob, why: str) -> None:
+    """One line, a failed row for every unit of this rank, exit status 2."""
+    line = (
+        f"harness.probe: {why}: under the harness every rank is a process the harness starts "
+        "with torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; LOCAL_RANK for "
+        "the device): launch no ranks yourself (no mp.spawn, no --multiprocessing-distributed) and "
+        "join with init_method='env://' (or probe.init_distributed())"
+    )
+    print(line, file=sys.stderr, flush=True)
+    if not job.check:
+        from harness.execution.runner import open_point
+
+        opened = open_point(job.point, job.sweep_dir, job.env, job.skip_done)
+        for repeat in range(job.point.measure.repeats):
+            for rung in job.point.rungs:
+                if (rung, repeat) not in opened.done:
+                    opened.writer.append(opened.rows.row(rung, repeat, status="failed", error=line))
+    raise SystemExit(2)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _How:
+    """How `measure` was asked to copy, and whether the script goes on after the point."""
+
+    device: torch.device
+    memory_format: Any
+    copy: Copy | None
+    keep_running: bool
+
+
 def _harnessed(
-    job: ProbeJob, source: Any, device: torch.device, count: Callable[[Any], int], non_blocking: bool | None
+    job: ProbeJob, source: Any, how: _How, count: Callable[[Any], int], non_blocking: bool | None
 ) -> Iterator[Any]:
     global _measured_here
     if _measured_here:
+        if not how.keep_running:
+            _end()
         log.info("harness.probe: the point is measured; this loop gets no batch")
         return iter(())
     _measured_here = True
     recorded = getattr(source, _PROBE, None) or _from_dataloader(source)
-    return _point_batches(job, recorded, device, count, non_blocking)
+    point = _effective_point(job, recorded, non_blocking)
+    announced = batches_per_loop(point, _done(job))
+    if getattr(source, _PROBE, None) is None and _length(source) != announced:
+        log.warning(
+            "harness.probe: len(loader) says %s batches where the probe yields %d to this loop; "
+            "build the loader with probe.loader(...) for len() to say so",
+            _length(source),
+            announced,
+        )
+    return _point_batches(job, recorded, point, how, count, announced)
 
 
 def _point_batches(
     job: ProbeJob,
     recorded: _Recorded,
-    device: torch.device,
+    point: Point,
+    how: _How,
     count: Callable[[Any], int],
-    non_blocking: bool | None,
+    announced: int,
 ) -> Generator[Any, None, None]:
-    from harness.execution.dist import init_process_group
-    from harness.execution.meta import collect_meta, git_commit
-    from harness.execution.runner import measure_point, open_point
-    from harness.storage import layout
-
-    point = _effective_point(job, recorded, non_blocking)
-    opened = open_point(point, job.sweep_dir, job.env, job.skip_done)
-    job.report("reached")
-    replaced = {k: v for k, v in recorded.given.items() if k not in point.script_keeps}
-    if replaced:
-        log.info("harness.probe: the point's settings replace the script's %s", replaced)
-    try:
-        if device.type == "cuda" and device.index is None:
-            device = torch.device("cuda", torch.cuda.current_device())
-        opened.rows.device = str(device)
-        init_process_group(job.env, device)  # nothing to do where the script joined one
-        meta = collect_meta(device, job.env)
-        meta.update(script=str(job.script), script_git_commit=git_commit(job.script.parent))
-        layout.write_meta(opened.path, job.env.rank, meta)
-        opened.rows.transform_names = ladder.transform_names(recorded.dataset)
-    except Exception as e:
-        opened.fail_all(e)
-        return
+    opened, device = _opened(job, recorded, point, how.device)
+    if opened is None:
+        return _finish(how)
+    host: list[Any] = [None]  # the last batch as the loader gave it: the untimed batches' source
+    mover = _mover(device, how.memory_format, how.copy, point.loader.non_blocking)
 
     def copy(batch: Any) -> Any:
-        return batches.to_device(batch, device, non_blocking=point.loader.non_blocking)
+        host[0] = batch
+        return mover(batch)
+
+    served = yield from _measured(job, opened, recorded, device, copy, count)
+    job.report("done")
+    if served > announced - CLOSING:
+        log.warning("harness.probe: %d batches yielded where %d were announced", served, announced)
+    try:
+        for _ in range(max(announced - served, 0)):
+            if host[0] is None:
+                host[0] = _any_batch(recorded, point, device)
+                if host[0] is None:
+                    break
+            # Untimed: the point is measured. A copy to a GPU is a new batch each time; on the
+            # CPU the batch itself would be handed out again, and a step that changes it in place
+            # (a normalisation) would change it again at every step.
+            yield mover(copying.deepcopy(host[0]) if device.type == "cpu" else host[0])
+    except GeneratorExit:
+        return None  # the loop stopped at len(loader): the point is whole
+    return _finish(how)
+
+
+def _measured(
+    job: ProbeJob,
+    opened: Any,
+    recorded: _Recorded,
+    device: torch.device,
+    copy: Callable[[Any], Any],
+    count: Callable[[Any], int],
+) -> Generator[Any, None, int]:
+    """The point's rungs from measure_point; the batches it yielded."""
+    from harness.execution.runner import measure_point
 
     rank = opened.rank(
-        dataset=recorded.dataset, device=device, to_device=copy, count=count, parts=recorded.parts
+        dataset=recorded.dataset,
+        device=device,
+        to_device=copy,
+        count=count,
+        parts=recorded.parts,
+        clock=_clock,
     )
     point_batches = measure_point(rank)
     served = 0
@@ -302,7 +565,101 @@ def _point_batches(
         point_batches.close()
         job.report(f"left:{served}")
         raise
-    job.report("done")
+    return served
+
+
+def _opened(
+    job: ProbeJob, recorded: _Recorded, point: Point, device: torch.device
+) -> tuple[Any, torch.device]:
+    """The point opened on this rank, its meta written and one line said; None where it could
+    not start (its rows then say why)."""
+    from harness.execution.dist import init_process_group
+    from harness.execution.meta import collect_meta, git_commit
+    from harness.execution.runner import open_point
+    from harness.storage import layout
+
+    opened = open_point(point, job.sweep_dir, job.env, job.skip_done)
+    _say(job, point, recorded)
+    try:
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        opened.rows.device = str(device)
+        # nothing to do where the script joined one
+        init_process_group(job.env, device, point.limits.dist_timeout_s)
+        meta = collect_meta(device, job.env)
+        meta.update(script=str(job.script), script_git_commit=git_commit(job.script.parent))
+        layout.write_meta(opened.path, job.env.rank, meta)
+        opened.rows.transform_names = ladder.transform_names(recorded.dataset)
+    except Exception as e:
+        opened.fail_all(e)
+        return None, device
+    return opened, device
+
+
+def _say(job: ProbeJob, point: Point, recorded: _Recorded) -> None:
+    """The settings this rank runs with, once: on the script's stderr (its log), and to the
+    job, whose failed rows then record them too (script.account)."""
+    ran = _report_settings(job, point)
+    kept = [k for k in point.script_keeps if k in recorded.given or k == "non_blocking"]
+    own = f" (the script's own: {', '.join(kept)})" if kept else ""
+    said = ", ".join(f"{k}={v}" for k, v in ran.items())
+    print(f"harness.probe: point {point.id} rank {job.env.rank}: {said}{own}", file=sys.stderr, flush=True)
+
+
+def _report_settings(job: ProbeJob, point: Point) -> dict[str, Any]:
+    """Tell the job the settings this rank runs with (the last said is the one)."""
+    ran = asdict(_settings_of(point))
+    job.report("settings:" + json.dumps(ran, separators=(",", ":")))
+    return ran
+
+
+def _any_batch(recorded: _Recorded, point: Point, device: torch.device) -> Any:
+    """A batch for the untimed ones where the point yielded none (every rung failed or was
+    done): the loader's first, or None where it has none."""
+    try:
+        where = ladder.Placement(device=device)
+        stream = ladder.build_stream(
+            "host_batch",
+            recorded.dataset,
+            point.loader,
+            _batch_size(point, recorded),
+            where,
+            recorded.parts,
+            timeout_s=point.limits.batch_timeout_s,
+        )
+        return stream.next()
+    except Exception as e:
+        log.warning("harness.probe: no batch for the rest of the loop: %s", e)
+        return None
+
+
+def _finish(how: _How) -> None:
+    if not how.keep_running:
+        _end()
+
+
+def _end() -> None:
+    """The point is measured and its rows written: the script ends here, status 0."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    raise SystemExit(0)
+
+
+def _done(job: ProbeJob) -> set[tuple[str, int]]:
+    """The units every rank of the point has a row for (a resumed point skips them)."""
+    from harness.storage import layout
+    from harness.storage.rows import completed_units
+
+    if not job.skip_done:
+        return set()
+    return completed_units(layout.point_dir(job.sweep_dir, job.point.id), job.env.world_size)
+
+
+def _length(source: Any) -> int | None:
+    try:
+        return len(source)
+    except TypeError:
+        return None
 
 
 def _record(dataset: Any, batch_size: int | None, kwargs: dict[str, Any]) -> _Recorded:
@@ -343,7 +700,7 @@ def _from_dataloader(source: Any) -> _Recorded:
     return _record(source.dataset, source.batch_size, kwargs)
 
 
-def _effective_point(job: ProbeJob, recorded: _Recorded, non_blocking: bool | None = None) -> Any:
+def _effective_point(job: ProbeJob, recorded: _Recorded, non_blocking: bool | None = None) -> Point:
     """The point as it runs: the batch size the spec gives, else the script's; the loader
     settings the spec names, and the script's own for the others (Point.script_keeps), with
     PyTorch's rules applied again. non_blocking, when the spec names none: `measure`'s

@@ -13,7 +13,7 @@ validation loader, the copy and its DATALOADER line follow the point. DDP as tor
 it (`env://`), not main.py's own `mp.spawn`.
 
 The probe's lines: the import, `probe.loader(...)` in place of the train DataLoader,
-`probe.measure(...)` around the train loop, `with untimed():` around validation and the
+`probe.measure(...)` around the train loop, `with probe.untimed():` around validation and the
 checkpoint (their time is kept out of the measurement).
 
     python jobs/imagenet_train.py --dummy --arch tiny --image-size 32 --epochs 2   # alone
@@ -24,7 +24,6 @@ checkpoint (their time is kept out of the measurement).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import os
 import shutil
@@ -41,10 +40,6 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 
 import harness.probe as probe
-
-# `probe.untimed()` keeps the script's own periodic work out of the windows; where the probe
-# has none yet, the work is timed with the loop, as before.
-untimed = getattr(probe, "untimed", contextlib.nullcontext)
 
 
 def parse_args() -> argparse.Namespace:
@@ -193,7 +188,7 @@ def main() -> None:
                 )
             end = time.time()
             if i == steps_per_epoch - 1:  # the epoch's last batch: validate, save
-                with untimed():
+                with probe.untimed():  # out of the measured windows
                     acc1 = validate(val_loader, model, criterion, device, args)
                     best_acc1 = max(acc1, best_acc1)
                     if rank == 0:

@@ -47,3 +47,32 @@ def _no_rank_variables_left_behind():
         else:
             os.environ[key] = value
     assert not changed, f"the test left rank variables behind: {changed}"
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path):
+    """A 1 MiB tmpfs mounted for the test (a disk that can fill, or be remounted read-only:
+    `remount_read_only(path)`); skipped where the tests cannot mount (not root, no
+    CAP_SYS_ADMIN)."""
+    import os
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root (the CI runs the tests as root)")
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, text=True
+    )
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def remount_read_only(mount: Path) -> None:
+    import subprocess
+
+    subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)

@@ -26,7 +26,7 @@ def run_inline(points: Sequence[Point], sweep_dir: Path) -> list[PointOutcome]:
     outcomes = []
     started = time.monotonic()
     for n, point in enumerate(points, 1):
-        varying = ", ".join(f"{k}={v}" for k, v in point.settings().items() if k in _SHOWN)
+        varying = _said(point)
         left = time_left(n - 1, len(points), time.monotonic() - started)
         log.info(
             "[%d/%d] point %s %s%s (%d/%d done%s)",
@@ -45,3 +45,15 @@ def run_inline(points: Sequence[Point], sweep_dir: Path) -> list[PointOutcome]:
 
 _SHOWN = ("batch_size", *LOADER_COLUMNS)
 """The settings named in each progress line: the batch and every DataLoader knob."""
+
+
+def _said(point: Point) -> str:
+    """The point's settings; a script's own (those its spec does not name) are named only:
+    the script's probe says their values when it runs (and its rows record them)."""
+    own = set(point.script_keeps)
+    if point.workload.script is not None and point.workload.batch_size is None:
+        own.add("batch_size")
+    said = ", ".join(f"{k}={v}" for k, v in point.settings().items() if k in _SHOWN and k not in own)
+    if own:
+        said += f"{', ' if said else ''}the script's own {', '.join(k for k in _SHOWN if k in own)}"
+    return said

@@ -16,6 +16,7 @@ from typing import Any
 from harness.config import script_flags, settings
 from harness.config.settings import (
     WITHOUT_WORKERS,
+    Limits,
     LoaderSettings,
     Measure,
     ProfileSpec,
@@ -46,6 +47,9 @@ class Point:
     script_keeps: tuple[str, ...] = ()
     """With a script workload, the loader settings the spec does not name: the probe keeps the
     script's own values of those it gives (the defaults here otherwise); not part of the id."""
+    limits: Limits = field(default_factory=Limits)
+    """How long a wait may last before it is a fault; not part of the id (a limit changes
+    when a point gives up, not what it measures)."""
 
     def settings(self) -> dict[str, Any]:
         """Flat field -> value, the columns of plan.csv and of every row."""
@@ -73,6 +77,7 @@ class Point:
             "sampler": asdict(self.sampler),
             "profile": asdict(self.profile) if self.profile else None,
             "script_keeps": list(self.script_keeps),
+            "limits": asdict(self.limits),
         }
 
     @staticmethod
@@ -90,6 +95,7 @@ class Point:
             sampler=SamplerConfig(**data.get("sampler", {})),
             profile=ProfileSpec(**data["profile"]) if data.get("profile") else None,
             script_keeps=tuple(data.get("script_keeps", ())),
+            limits=Limits(**data.get("limits", {})),  # plans written before limits existed
         )
 
 
@@ -248,6 +254,7 @@ def _point(spec: Spec, chosen: Mapping[str, Any], step_name: str, *, index: int)
         adjustments=adjustments,
         sampler=spec.sampler,
         profile=spec.profile,
+        limits=spec.limits,
         script_keeps=_script_keeps(spec, workload),
     )
 

@@ -325,6 +325,9 @@ FIRST_ROUND = 3
 """With repeats: auto, the repeats of every point before any is judged (two give Student's t
 of 12.7 on one degree of freedom: an interval too wide to decide anything)."""
 DEFAULT_MAX_REPEATS = 10
+DRAIN_FACTOR = 4
+"""After the stock's own warmup steps, at most this many times more to see the stock used up
+(harness/execution/loop.py); declared here, torch-free, so that `harness plan` can say it."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -475,6 +478,40 @@ class SlurmConfig:
         return self.nodes * self.tasks_per_node
 
 
+DEFAULT_BATCH_TIMEOUT_S = 300.0
+"""A DataLoader worker with no batch for this long is taken for stuck (a read that never
+returns, a dead NFS or Lustre mount): long enough for a slow first batch (a worker's start,
+a cold cache over the network), short against a sweep left to run overnight."""
+DEFAULT_DIST_TIMEOUT_S = 300.0
+"""How long a rank waits for the others in a collective before its point fails: a rank whose
+rung failed stops the point, and the others then fail after this instead of hanging for
+torch's default of 30 minutes (10 for NCCL)."""
+
+
+def _seconds(low_exclusive: bool) -> Callable[[Any], bool]:
+    return lambda v: is_number(v) and (v > 0 if low_exclusive else v >= 0)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Limits:
+    """`limits:` how long the harness waits before it calls a wait a fault. Not part of a
+    point's id: a limit changes when a point gives up, not what it measures."""
+
+    batch_timeout_s: float = setting(
+        DEFAULT_BATCH_TIMEOUT_S,
+        check=_seconds(low_exclusive=False),
+        allowed="a number of seconds >= 0 (0: wait forever)",
+        doc="seconds without a batch from the DataLoader's workers before the rung fails and "
+        "its workers are ended (num_workers > 0; without workers the point's own limit applies)",
+    )
+    dist_timeout_s: float = setting(
+        DEFAULT_DIST_TIMEOUT_S,
+        check=_seconds(low_exclusive=True),
+        allowed="a number of seconds > 0",
+        doc="seconds a rank waits for the others in a collective before the point fails",
+    )
+
+
 SECTIONS: dict[str, type] = {
     "workload": WorkloadSettings,
     "loader": LoaderSettings,
@@ -482,6 +519,7 @@ SECTIONS: dict[str, type] = {
     "sampler": SamplerConfig,
     "profile": ProfileSpec,
     "slurm": SlurmConfig,
+    "limits": Limits,
 }
 AXIS_SECTIONS: dict[str, type] = {"workload": WorkloadSettings, "loader": LoaderSettings}
 """The sections whose fields may be axes: together they are a point's settings."""

@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import os
 import re
-import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from harness.config import rungs as rung_names
-from harness.config import script_flags, settings, step_source
+from harness.config import sbatch_safe, script_flags, settings, step_source
 from harness.config.expect import Expectation, parse_expect
 from harness.config.overrides import Override, OverrideError, apply_overrides, dump_merged, parse_override
-from harness.config.settings import REQUIRED, Measure, ProfileSpec, SamplerConfig, SlurmConfig
+from harness.config.settings import REQUIRED, Limits, Measure, ProfileSpec, SamplerConfig, SlurmConfig
 from harness.config.yaml_lines import LoadedYaml, YamlSyntaxError, load_yaml_with_lines
 from harness.workloads import registry
 
@@ -60,6 +59,7 @@ TOP_LEVEL = (
     "sampler",
     "profile",
     "expect",
+    "limits",
 )
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -105,6 +105,8 @@ class Spec:
     loader_named: frozenset[str] = frozenset()
     """The loader settings the spec names (its loader section, a sequence step): with a script
     workload, the others keep the script's own values (harness/probe.py)."""
+    limits: Limits = field(default_factory=Limits)
+    """How long a wait may last before it is a fault (not part of a point's id)."""
 
 
 class _Checker:
@@ -115,7 +117,7 @@ class _Checker:
 
     def fail(self, dotted: str, message: str) -> SpecError:
         # A key may hold a line break too: the field is shown escaped, so the error is one line.
-        shown = "".join(repr(ch)[1:-1] if _is_control(ch) else ch for ch in dotted)
+        shown = "".join(repr(ch)[1:-1] if sbatch_safe.is_control(ch) else ch for ch in dotted)
         return SpecError(message, file=self.file, line=self.loaded.line_of(dotted), field=shown)
 
     def mapping(self, value: Any, dotted: str) -> Mapping[str, Any]:
@@ -311,6 +313,7 @@ def parse_spec(text: str, *, file: str | None = None, path: Path | None = None) 
         expect=parse_expect(top.get("expect"), c.fail, rungs=rungs, steps=[s.name for s in sequence]),
         notes=notes,
         loader_named=_loader_named(top.get("loader"), sequence),
+        limits=Limits(**c.section(Limits, top.get("limits"), "limits")),
     )
 
 
@@ -409,26 +412,32 @@ def _slurm(c: _Checker, raw: Any) -> SlurmConfig:
 
 def _check_sbatch_lines(c: _Checker, values: Mapping[str, Any]) -> None:
     """Every value that becomes a line of the sbatch script holds one line: a line break would
-    start a directive or a shell command of the value's choosing. Checked here, before anything
-    is rendered, written or submitted."""
+    start a directive or a shell command of the value's choosing. The names (partition,
+    account...) hold no `%` either: no Slurm name has one, and in a job's paths it is a pattern
+    (sbatch_safe.py). A setup line may hold one (`date +%s`): Slurm leaves the script's body
+    alone. Checked here, before anything is rendered, written or submitted."""
     for key in ("partition", "account", "qos", "constraint", "hint", "mem", "time"):
         _line_safe(c, values[key], f"slurm.{key}")
+        _no_percent(c, values[key], f"slurm.{key}")
     for i, line in enumerate(values["setup"]):
         _line_safe(c, line, f"slurm.setup[{i}]")
     for key, value in values["extra"].items():
         _line_safe(c, key, f"slurm.extra.{key}")
+        _no_percent(c, key, f"slurm.extra.{key}")
         _line_safe(c, value, f"slurm.extra.{key}")
 
 
 def _line_safe(c: _Checker, value: Any, dotted: str) -> None:
-    if isinstance(value, str) and any(_is_control(ch) for ch in value):
+    if isinstance(value, str) and sbatch_safe.has_line_break(value):
         raise c.fail(dotted, f"{_show(value)} is not allowed; expected {_LINE_SAFE}")
 
 
-def _is_control(ch: str) -> bool:
-    """Control characters (line feed, carriage return, tab, escape...) and Unicode's line and
-    paragraph separators, which some tools also take for line breaks."""
-    return unicodedata.category(ch) in ("Cc", "Zl", "Zp")
+def _no_percent(c: _Checker, value: Any, dotted: str) -> None:
+    if isinstance(value, str) and "%" in value:
+        raise c.fail(
+            dotted,
+            f"{_show(value)} is not allowed; expected a Slurm name without '%' ({sbatch_safe.PERCENT_WHY})",
+        )
 
 
 def _measure(c: _Checker, raw: Any) -> Measure:

@@ -23,15 +23,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from harness.config.settings import DEFAULT_DIST_TIMEOUT_S
+from harness.execution import waiting
+
 if TYPE_CHECKING:
     import torch
 
 log = logging.getLogger(__name__)
 
-# How long a rank waits for the others in a collective before giving up. A rank whose rung
-# failed stops the point; the others then fail after this timeout instead of hanging for
-# torch's default 30 minutes.
-DEFAULT_TIMEOUT_S = 300
+TIMEOUT_VARIABLE = "HARNESS_DIST_TIMEOUT_S"
+"""Overrides the spec's limits.dist_timeout_s where set (test suites shorten every wait)."""
 
 # What torchrun (torch.distributed.elastic's local agent) sets in every worker's environment,
 # besides MASTER_ADDR/MASTER_PORT. A job submitted from a torchrun shell must not inherit them:
@@ -188,17 +189,20 @@ def environment_in_job() -> DistEnv:
     )
 
 
-def process_group_arguments(env: DistEnv, device: torch.device | str) -> dict[str, Any]:
+def process_group_arguments(
+    env: DistEnv, device: torch.device | str, timeout_s: float = DEFAULT_DIST_TIMEOUT_S
+) -> dict[str, Any]:
     """The keyword arguments of torch.distributed.init_process_group for this rank: gloo on
     the CPU, NCCL on CUDA with the rank's GPU as `device_id` (eager communicator set-up: a
-    GPU problem shows here, not in the first all-reduce)."""
+    GPU problem shows here, not in the first all-reduce). `timeout_s`: how long a rank waits
+    for the others in a collective (limits.dist_timeout_s; HARNESS_DIST_TIMEOUT_S wins)."""
     import inspect
 
     import torch
     import torch.distributed as dist
 
     device = torch.device(device)
-    timeout = datetime.timedelta(seconds=int(os.environ.get("HARNESS_DIST_TIMEOUT_S", DEFAULT_TIMEOUT_S)))
+    timeout = datetime.timedelta(seconds=dist_timeout_s(timeout_s))
     arguments: dict[str, Any] = {
         "backend": "nccl" if device.type == "cuda" else "gloo",
         "init_method": "env://",
@@ -212,7 +216,14 @@ def process_group_arguments(env: DistEnv, device: torch.device | str) -> dict[st
     return arguments
 
 
-def init_process_group(env: DistEnv, device: torch.device | str) -> None:
+def dist_timeout_s(spec_s: float) -> float:
+    """The collective timeout in force: the spec's, or HARNESS_DIST_TIMEOUT_S where set."""
+    return float(os.environ.get(TIMEOUT_VARIABLE, spec_s))
+
+
+def init_process_group(
+    env: DistEnv, device: torch.device | str, timeout_s: float = DEFAULT_DIST_TIMEOUT_S
+) -> None:
     """Bind this rank to its GPU, then join the point's process group (when there are ranks
     to join). `device` is the rank's device, or its type ("cuda": the GPU of the local rank).
 
@@ -233,7 +244,7 @@ def init_process_group(env: DistEnv, device: torch.device | str) -> None:
 
     if dist.is_initialized():
         return
-    arguments = process_group_arguments(env, device)
+    arguments = process_group_arguments(env, device, timeout_s)
     if arguments["backend"] == "nccl":
         # When a rank fails, NCCL's watchdog times the others out. Its default (3, SkipCleanUp)
         # then kills them, so they write no row for the rungs after it; 2 (CleanUpOnly) aborts
@@ -250,6 +261,7 @@ def init_process_group(env: DistEnv, device: torch.device | str) -> None:
         env.master_port,
     )
     dist.init_process_group(**arguments)
+    waiting.watch(env.rank, env.world_size, arguments["timeout"].total_seconds())
 
 
 def destroy_process_group() -> None:
@@ -273,7 +285,7 @@ def agreement(env: DistEnv, device_type: str) -> Callable[[bool], bool]:
         dist.all_reduce(vote, op=dist.ReduceOp.MIN)
         return bool(vote.item())
 
-    return agree
+    return waiting.watched("the warmup's all-reduce", agree)
 
 
 def barrier(env: DistEnv) -> Callable[[], None]:
@@ -285,4 +297,4 @@ def barrier(env: DistEnv) -> Callable[[], None]:
     def wait() -> None:
         dist.barrier()
 
-    return wait
+    return waiting.watched("the barrier before a window", wait)

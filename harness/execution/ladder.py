@@ -27,11 +27,27 @@ from torch.utils.data import (
 from harness.config import rungs as rung_names
 from harness.config.settings import LoaderSettings
 from harness.execution import batches
-from harness.workloads.contract import BytesDataset, SplitDataset, SplitStream, WholeSampleDataset
+from harness.workloads.contract import (
+    BytesDataset,
+    SplitDataset,
+    SplitStream,
+    WholeSampleDataset,
+    folder_split,
+)
 
 
 class RungUnavailable(Exception):
     """This dataset cannot serve this rung; the message says what it lacks."""
+
+
+class LoaderTimeout(RuntimeError):
+    """No batch came from the DataLoader's workers within `limits.batch_timeout_s`."""
+
+
+TIMEOUT_SETTING = "limits.batch_timeout_s"
+_TORCH_TIMEOUT = "DataLoader timed out after"
+"""The start of the RuntimeError torch raises when `timeout` passes without a batch
+(torch/utils/data/dataloader.py, _MultiProcessingDataLoaderIter._get_data)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -87,9 +103,17 @@ def make_loader(
     batch_size: int,
     where: Placement,
     parts: LoaderParts = LoaderParts(),  # frozen, so one shared default is safe
+    *,
+    timeout_s: float = 0,
 ) -> DataLoader[Any]:
-    """The point's DataLoader over `dataset`, with the user's collate, sampler or batch sampler."""
+    """The point's DataLoader over `dataset`, with the user's collate, sampler or batch sampler.
+
+    `timeout_s` (limits.batch_timeout_s; 0: none) bounds the wait for each batch from the
+    workers; a `timeout` the user's own DataLoader arguments give is kept. Without workers it
+    cannot apply: torch's single-process iterator asserts timeout == 0, as the main thread
+    itself reads (the point's own time limit bounds that)."""
     settings: dict[str, Any] = {
+        "timeout": timeout_s,
         **parts.extra,
         "num_workers": loader.num_workers,
         "persistent_workers": loader.persistent_workers,
@@ -97,6 +121,10 @@ def make_loader(
         # Pinning is only meaningful for a copy to a GPU; on the CPU PyTorch warns and skips it.
         "pin_memory": loader.pin_memory and where.device.type == "cuda",
     }
+    if loader.num_workers == 0:
+        # torch's single-process iterator asserts timeout == 0: a script's own timeout (given
+        # for its workers) would fail every point without workers.
+        settings["timeout"] = 0
     if parts.collate_fn is not None:
         settings["collate_fn"] = parts.collate_fn
     if isinstance(dataset, IterableDataset):
@@ -146,6 +174,21 @@ class LoaderStream:
         """Batches the workers can hold ready before they are asked (see loop.py)."""
 
     def next(self) -> Any:
+        try:
+            return self._next()
+        except RuntimeError as e:
+            if not str(e).startswith(_TORCH_TIMEOUT):
+                raise
+            seconds = self.loader.timeout
+            # The stuck worker would outlive the rung (and, after a kill -9 of the harness,
+            # the harness itself, reparented to init): end them all now.
+            end_workers(self.iterator)
+            raise LoaderTimeout(
+                f"no batch from the DataLoader for {seconds:g} s: a worker stuck in __getitem__? "
+                f"(a read that never returns; {TIMEOUT_SETTING} in the spec sets the wait, 0 for none)"
+            ) from None
+
+    def _next(self) -> Any:
         if self.iterator is None:
             self.iterator = iter(self.loader)
         try:
@@ -184,6 +227,20 @@ class LoaderStream:
         self.iterator = None
         self.loader = None  # type: ignore[assignment]
         gc.collect()
+
+
+def end_workers(iterator: Any) -> None:
+    """Shut a multi-process iterator's workers down, and kill those that do not stop: a
+    worker blocked in __getitem__ ignores the polite request (torch's shutdown then sends
+    SIGTERM, which a user's handler may catch). Private attributes of torch.utils.data's
+    _MultiProcessingDataLoaderIter, read defensively."""
+    shutdown = getattr(iterator, "_shutdown_workers", None)
+    if callable(shutdown):
+        shutdown()
+    for worker in getattr(iterator, "_workers", None) or ():
+        if worker.is_alive():
+            worker.kill()
+            worker.join(timeout=5)
 
 
 def _length(loader: DataLoader[Any]) -> int | None:
@@ -360,6 +417,7 @@ def _cut(rung: str, dataset: Any) -> _Cut:
         split = dataset
         steps = _compose_steps(dataset.transform_sample)
         return _Cut(lambda: _first(split.iter_raw(), split), dataset.transform_sample, steps, None, None)
+    dataset = folder_split(dataset) or dataset  # a stock ImageFolder splits as it is
     read = getattr(dataset, "read_bytes", None)
     decode = getattr(dataset, "decode", None)
     if isinstance(dataset, WholeSampleDataset):
@@ -440,9 +498,12 @@ def build_stream(
     batch_size: int,
     where: Placement,
     parts: LoaderParts = LoaderParts(),  # frozen, so one shared default is safe
+    *,
+    timeout_s: float = 0,
 ) -> LoaderStream | RepeatStream:
+    """The rung's stream; `timeout_s` bounds each wait for a batch from the workers."""
     if rung in ("device_batch", "host_batch"):
-        source = LoaderStream(make_loader(dataset, loader, batch_size, where, parts))
+        source = LoaderStream(make_loader(dataset, loader, batch_size, where, parts, timeout_s=timeout_s))
         try:
             batch = source.next()
         finally:
@@ -451,7 +512,9 @@ def build_stream(
             batch = batches.to_device(batch, where.device)
         return RepeatStream(batch)
     return LoaderStream(
-        make_loader(sample_dataset(rung, dataset), loader, batch_size, where, on(parts, dataset))
+        make_loader(
+            sample_dataset(rung, dataset), loader, batch_size, where, on(parts, dataset), timeout_s=timeout_s
+        )
     )
 
 

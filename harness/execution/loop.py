@@ -36,10 +36,9 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
+from harness.config.settings import DRAIN_FACTOR
 from harness.execution.batches import count_samples
 
-DRAIN_FACTOR = 4
-"""After the stock's own steps, at most this many times more to see the stock used up."""
 WAITED = 0.05
 """A next() longer than this fraction of the median step so far means the queue was empty."""
 DRIFT_FLOOR = 0.05

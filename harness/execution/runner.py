@@ -8,6 +8,7 @@ rung still runs. A rung the dataset cannot serve gives a skipped row saying why.
 from __future__ import annotations
 
 import logging
+import time
 import traceback
 from collections.abc import Callable, Generator
 from dataclasses import asdict, dataclass, field
@@ -23,6 +24,7 @@ from harness.execution.batches import count_samples
 from harness.execution.dist import DistEnv, agreement, barrier, init_process_group
 from harness.execution.loop import capacity_loop, drive, window
 from harness.execution.meta import collect_meta
+from harness.execution.progress import Progress
 from harness.execution.record import RowMaker, now
 from harness.execution.train_step import (
     StepParts,
@@ -32,10 +34,12 @@ from harness.execution.train_step import (
     peak_memory_gb,
     reset_peak_memory,
 )
+from harness.execution.waiting import watched
 from harness.sampling.host import job_memory_limit_bytes, process_tree_memory_bytes
 from harness.sampling.timeline import Phase, RankSampler, TimelineFile, timeline_name
 from harness.storage import layout
 from harness.storage import rows as results
+from harness.storage.atomic import CannotWrite, clean_temporaries, named
 from harness.workloads.build import (
     WorkloadError,
     build_callable,
@@ -142,11 +146,13 @@ def run_point(
     try:
         device = choose_device(point.workload.device, env.local_rank, env.local_world_size)
         opened.rows.device = str(device)
-        init_process_group(env, device.type)
+        init_process_group(env, device.type, point.limits.dist_timeout_s)
         layout.write_meta(opened.path, env.rank, collect_meta(device, env))
         dataset, step = build_workload(point, device, distributed=env.distributed)
         parts = loader_parts(point.workload)
         opened.rows.transform_names = ladder.transform_names(dataset)
+    except CannotWrite:
+        raise  # the disk, not the point: the sweep stops with one line (cli.py)
     except Exception as e:
         return opened.fail_all(e)
     rank = opened.rank(
@@ -158,8 +164,10 @@ def run_point(
         on_rung=step.input_shapes.clear,
         shapes=lambda: len(step.input_shapes),
     )
+    # Under DDP the step holds the gradients' all-reduce: a rank waits there for a lingering one.
+    compute = watched("the train step's all-reduce", step.compute) if env.distributed else step.compute
     with one_host_thread(point.workload.model):
-        outcome = drive(measure_point(rank), step.compute)
+        outcome = drive(measure_point(rank), compute)
     if point.profile is not None and not outcome.failed:
         _profile(point, dataset, step, rank, opened.path / "profile")
     return outcome
@@ -201,6 +209,7 @@ class OpenPoint:
         on_rung: Callable[[], None] = lambda: None,
         shapes: Callable[[], int | None] = lambda: None,
         parts: ladder.LoaderParts | None = None,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> Rank:
         """What this rank measures with, its sampler and its timeline (not started yet)."""
         point, env = self.point, self.env
@@ -222,6 +231,7 @@ class OpenPoint:
             agree=agreement(env, device.type),
             barrier=barrier(env),
             flush=lambda: timeline.write(sampler) if sampler.enabled else None,
+            clock=clock,
         )
 
 
@@ -230,7 +240,11 @@ def open_point(point: Point, sweep_dir: Path, env: DistEnv, skip_done: bool = Tr
     measured and goes on with the rest. What counts as done is what *every* rank finished, so
     that all ranks run the same rungs."""
     point_path = layout.point_dir(sweep_dir, point.id)
-    point_path.mkdir(parents=True, exist_ok=True)
+    try:
+        point_path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise named(point_path, e) from None
+    clean_temporaries(point_path)  # of a rank killed mid-write, in an earlier run
     writer = results.RankWriter(point_path, env.rank)
     done: set[tuple[str, int]] = set()
     if skip_done and writer.path.exists():
@@ -270,6 +284,9 @@ class Rank:
     flush: Callable[[], None]
     """Writes the timeline so far: after each rung, so that a rank torn down mid-point (a
     collective's watchdog, a node lost) leaves its samples up to its last rung."""
+    clock: Callable[[], float] = time.perf_counter
+    """The windows' clock: a user's loop under the probe pauses it for its own work
+    (`probe.untimed`)."""
     sizes: dict[str, Any] = field(default_factory=dict)
     """What the caching what-if needs, found once per rank: each cached rung's bytes a sample,
     the job's memory limit."""
@@ -288,16 +305,19 @@ def measure_point(rank: Rank) -> Generator[Any, None, PointOutcome]:
     yielding every batch (on the device) to the train step of whoever drives it: `run_point`
     with the harness's step, or a user's own loop through `harness.probe`."""
     rows: list[results.RungRow] = []
+    progress = Progress(rank.point.id, rank.opened.env.rank, rank.point.measure.repeats)
     rank.sampler.start()
+    progress.start()
     try:
-        yield from _run_rungs(rank, rows)
+        yield from _run_rungs(rank, rows, progress)
     finally:
+        progress.stop()
         rank.sampler.stop()
         rank.flush()
     return _outcome(rank.point, rows)
 
 
-def _run_rungs(rank: Rank, rows: list[results.RungRow]) -> Generator[Any, None, None]:
+def _run_rungs(rank: Rank, rows: list[results.RungRow], progress: Progress) -> Generator[Any, None, None]:
     env, point, opened = rank.opened.env, rank.point, rank.opened
     stop_reason = ""
     # Repeats outermost (ABCABC, not AABBCC): a slow spell of the machine then lands on
@@ -309,6 +329,7 @@ def _run_rungs(rank: Rank, rows: list[results.RungRow]) -> Generator[Any, None, 
             if stop_reason:
                 row = rank.rows.row(rung, repeat, status="failed", error=stop_reason)
             else:
+                progress.at(rung, repeat)
                 row = yield from _measure_rung(rank, rung, repeat)
                 if row.status == "failed" and env.distributed:
                     # The other ranks may be inside a collective this rank left: the process
@@ -326,9 +347,7 @@ def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, re
     stream: ladder.LoaderStream | ladder.RepeatStream | None = None
     rank.on_rung()
     try:
-        stream = ladder.build_stream(
-            rung, rank.dataset, point.loader, point.workload.batch_size, rank.where, rank.parts
-        )
+        stream = _stream(rank, rung)
         reset_peak_memory(rank.where.device)
         times = yield from window(
             stream,
@@ -341,6 +360,7 @@ def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, re
             agree=rank.agree,
             barrier=rank.barrier,
             mark=phases.mark,
+            clock=rank.clock,
         )
         peaks = peak_memory_gb(rank.where.device)
         # Taken while the workers are still alive: what the loader really holds.
@@ -375,6 +395,21 @@ def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, re
         times.loading_time,
     )
     return row
+
+
+def _stream(rank: Rank, rung: str) -> ladder.LoaderStream | ladder.RepeatStream:
+    """The rung's stream of batches from this rank's data, each wait for the workers bounded
+    by limits.batch_timeout_s."""
+    point = rank.point
+    return ladder.build_stream(
+        rung,
+        rank.dataset,
+        point.loader,
+        point.workload.batch_size,
+        rank.where,
+        rank.parts,
+        timeout_s=point.limits.batch_timeout_s,
+    )
 
 
 def _caching_sizes(rank: Rank, rung: str) -> tuple[int | None, int | None, float]:
@@ -422,9 +457,7 @@ def _profile(point: Point, dataset: Any, step: TrainStep, rank: Rank, out_dir: P
     config = ProfileConfig(**asdict(point.profile))
     stream = None
     try:
-        stream = ladder.build_stream(
-            config.rung, dataset, point.loader, point.workload.batch_size, rank.where, rank.parts
-        )
+        stream = _stream(rank, config.rung)
         with TraceCapture(config, out_dir, rank=rank.opened.env.rank) as capture:
             for _ in range(config.steps):
                 step(stream.next())

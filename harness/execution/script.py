@@ -34,7 +34,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 from harness.config.plan import Point
 from harness.execution.dist import TORCHRUN_VARIABLES, DistEnv
@@ -129,6 +129,9 @@ class Ended:
     """The probe measured the whole point."""
     left_after: int | None = None
     """The script's loop let go of the probe after this many batches (None: it did not)."""
+    settings: Mapping[str, Any] | None = None
+    """The settings the probe said the point ran with (batch_size and the loader's), for the
+    failed rows; None where the script did not get that far."""
     error_line: str = ""
     """The line that says what went wrong: the exception of the last traceback in its stderr,
     else its last line (argparse's `error:` line)."""
@@ -138,8 +141,8 @@ class Ended:
     """The script imported harness.probe (which says so as it is imported)."""
     checked: bool = False
     """`harness plan`'s check run reached probe.measure, where the probe stopped it."""
-    needs: tuple[int, int] | None = None
-    """The batches the point's loop receives (loop_batches): at least, at most."""
+    needs: int | None = None
+    """The batches the point's loop receives, as its loader's len() says (loop_length)."""
     timed_out: bool = False
     """It was stopped at the time limit it was given (`harness plan`'s check run)."""
 
@@ -175,11 +178,9 @@ class Ended:
     def _needed(self) -> str:
         if self.needs is None:
             return ""
-        least, most = self.needs
-        upto = f", up to {most} while the loader's workers use up their stock" if most > least else ""
         return (
-            f"; the point's rungs need at least {least}{upto}: a step limit of the script's "
-            f"(a --test-nsteps) must be at least {most}"
+            f" of the {self.needs} it receives, as its loader's len() says; a step limit of the "
+            f"script's (a --test-nsteps) must be at least {self.needs}"
         )
 
     def _where(self) -> str:
@@ -375,6 +376,7 @@ def run_process(
         reached="reached" in words,
         done="done" in words,
         left_after=next((int(w.split(":")[1]) for w in words if w.startswith("left:")), None),
+        settings=next((json.loads(w[9:]) for w in reversed(words) if w.startswith("settings:")), None),
         imported="imported" in words,
         checked="checked" in words,
         timed_out=timed_out,
@@ -402,10 +404,11 @@ def _tee(stream: IO[bytes], console: IO[str] | None, file: IO[str] | None, tail:
 
 def account(point: Point, sweep_dir: Path, env: DistEnv, ended: Ended) -> PointOutcome:
     """This rank's rows once the script has ended: a failed row for each unit it has none for."""
+    from harness.execution.loop_length import batches_per_loop
     from harness.execution.runner import PointOutcome, open_point
     from harness.storage import rows as results
 
-    opened = open_point(point, sweep_dir, env, skip_done=True)
+    opened = open_point(as_run(point, ended.settings), sweep_dir, env, skip_done=True)
     written = {(r["rung"], int(r["repeat"])) for r in opened.writer.rows if r.get("rung")}
     missing = [
         (rung, repeat)
@@ -413,7 +416,7 @@ def account(point: Point, sweep_dir: Path, env: DistEnv, ended: Ended) -> PointO
         for rung in point.rungs
         if (rung, repeat) not in written
     ]
-    ended = replace(ended, needs=loop_batches(point))
+    ended = replace(ended, needs=batches_per_loop(as_run(point, ended.settings)))
     if missing or ended.returncode != 0:
         log.error("point %s rank %d: %s", point.id, env.rank, ended.reason())
     opened.rows.device = ""
@@ -428,6 +431,16 @@ def account(point: Point, sweep_dir: Path, env: DistEnv, ended: Ended) -> PointO
         # As read back from the CSV (text cells): the rows this rank holds for the point.
         rows=tuple(results.RungRow.from_cells(r) for r in opened.writer.rows),
     )
+
+
+def as_run(point: Point, settings: Mapping[str, Any] | None) -> Point:
+    """The point with the settings the probe said it ran with (harness.probe._say): the failed
+    rows of a script that died then record what ran, as its ok rows do."""
+    if not settings:
+        return point
+    loader = {k: v for k, v in settings.items() if k != "batch_size"}
+    workload = replace(point.workload, batch_size=settings.get("batch_size") or point.workload.batch_size)
+    return replace(point, workload=workload, loader=replace(point.loader, **loader))
 
 
 def check_script(point: Point, *, timeout: float = CHECK_TIMEOUT_S) -> Ended:
@@ -511,22 +524,3 @@ def check_warning(ended: Ended) -> str:
             "may be slow to open here); the points run it in full"
         )
     return ended.reason()
-
-
-def loop_batches(point: Point) -> tuple[int, int]:
-    """The batches the point's measurement yields to the script's loop, (at least, at most):
-    per rung and repeat, the warmup (at least the workers' stock: num_workers ×
-    prefetch_factor, for the rungs that read through workers) and the measured steps, and up
-    to DRAIN_FACTOR × stock more while the stock is used up (loop.window's rules; the
-    capacity passes after it run without the script's step). Where the script keeps its own
-    num_workers, the count its workers add is not known here: at least, still."""
-    from harness.execution.loop import DRAIN_FACTOR
-
-    m, loader = point.measure, point.loader
-    least = most = 0
-    for rung in point.rungs:
-        cached = rung in ("device_batch", "host_batch")
-        stock = 0 if cached else loader.num_workers * (loader.prefetch_factor or 0)
-        least += max(m.warmup_steps, stock) + m.steps
-        most += max(m.warmup_steps, stock) + m.steps + DRAIN_FACTOR * stock
-    return least * m.repeats, most * m.repeats

@@ -405,7 +405,12 @@ def _placed(
     # the training the benchmark stands for.
     from torch.nn.parallel import DistributedDataParallel
 
-    return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    from harness.execution.waiting import watched
+
+    # DDP's set-up broadcasts rank 0's weights: the first collective of a point, where a rank
+    # still building its data set is waited for.
+    wrap = watched("DDP's set-up (its weights' broadcast)", DistributedDataParallel)
+    return wrap(model, device_ids=[device.index] if device.type == "cuda" else None)
 
 
 def _pair(batch: Any) -> bool:

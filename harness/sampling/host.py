@@ -14,6 +14,10 @@ disappears: what it used after its last sample is lost (at most one sampling int
 "Loader" is every descendant process of the rank: on a training rank those are the DataLoader
 workers (and torch.compile's compile workers, if any). "Main" is the rank's process with all
 its threads: the pin-memory thread, and this sampler's own thread, count there.
+
+Foreign is the rest of the busy time of the CPUs the rank may run on: neither the rank's tree
+nor its job's other processes (harness/sampling/mates.py): another user's job on a shared
+node, a build on a workstation, a hypervisor's steal.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+
+from harness.sampling.mates import JobMates, busy_seconds
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +162,10 @@ class HostReading:
     """Busy time of all the node's CPUs, summed (other jobs on the node included)."""
     memory_bytes: int | None
     """PSS (else RSS) of the process tree; None when not read at this sample."""
+    allotted_busy_s: float | None = None
+    """Busy time of the CPUs this process may run on, summed, steal included (None: unknown)."""
+    mates_cpu_s: float = 0.0
+    """User + system time of the job's other processes here (other local ranks, their workers)."""
 
 
 class HostSampler:
@@ -191,6 +201,7 @@ class HostSampler:
         self._loader_high = 0.0
         # The kernel's reaped-children counter is Linux's (psutil reports 0 on macOS).
         self._kernel_counts_reaped = psutil.LINUX
+        self._mates = JobMates(self.pid)
 
     def read(self, *, memory: bool | None = None, exact: bool = False) -> HostReading:
         """`memory`: True reads it now, False skips it, None reads it when it is due. `exact`:
@@ -204,6 +215,7 @@ class HostSampler:
         if exact or not self._kernel_counts_reaped or now >= self._next_listing_at:
             pids = descendant_pids(self.pid)
             self._next_listing_at = now + CHILDREN_INTERVAL_S
+            self._mates.refresh({self.pid, *pids})
         else:
             pids = list(self._procs)
         live: dict[int, float] = {}
@@ -237,7 +249,14 @@ class HostSampler:
             loader_cpu_s=self._loader_high,
             system_busy_s=_system_busy_s(),
             memory_bytes=memory_bytes,
+            allotted_busy_s=busy_seconds(self._mates.cpus),
+            mates_cpu_s=self._mates.cpu_seconds(),
         )
+
+    @property
+    def cpus(self) -> int:
+        """The CPUs whose busy time allotted_busy_s sums."""
+        return len(self._mates.cpus)
 
 
 def _system_busy_s() -> float:

@@ -73,6 +73,7 @@ SUMMARY_KEYS: tuple[str, ...] = (
     "main_cores",
     "cpus_allotted",
     "peak_host_memory_gb",
+    "foreign_cpu_share",
 )
 """Keys of Phase.summary(), the sampled columns of storage.rows.RungRow."""
 
@@ -318,7 +319,7 @@ class RankSampler:
         if self._gpu is not None:
             summary.update(_gpu_summary(rows, wall_s))
         if self._host is not None:
-            summary.update(_host_summary(rows, wall_s))
+            summary.update(_host_summary(rows, wall_s, self._host.cpus))
             summary["cpus_allotted"] = self._host.cpus_allotted
         if samples and summary["energy_j"] is not None:
             summary["energy_per_sample_j"] = summary["energy_j"] / samples
@@ -353,6 +354,8 @@ class TimelineFile:
         self.run = 0
         self.origin: float | None = None
         """Wall-clock time of the first run's t = 0."""
+        self.failed = False
+        """A write failed (said once)."""
         if keep_earlier and self.path.is_file():
             self._read_earlier()
 
@@ -382,7 +385,17 @@ class TimelineFile:
             for row in rows:
                 row["t"] = round(row["t"] + shift, 4)
                 row["run"] = self.run
-        atomic_write_text(self.path, csv_text([*self.earlier, *rows], SAMPLE_COLUMNS))
+        try:
+            atomic_write_text(self.path, csv_text([*self.earlier, *rows], SAMPLE_COLUMNS))
+        except OSError as e:
+            # Best-effort: the timeline explains a result, it is not one. A full or read-only
+            # disk is said once, and the rows (which do count) meet it on their own.
+            if not self.failed:
+                reason = e.strerror or e
+                log.warning(
+                    "the timeline %s is not written (%s); the point goes on without it", self.path, reason
+                )
+            self.failed = True
 
 
 def _gpu_sampler(device: Any) -> tuple[GpuSampler | None, str]:
@@ -442,14 +455,27 @@ def _integrate_power(rows: list[_Sample]) -> float | None:
     return sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in itertools.pairwise(points))
 
 
-def _host_summary(rows: list[_Sample], wall_s: float) -> dict[str, Any]:
+def _host_summary(rows: list[_Sample], wall_s: float, cpus: int) -> dict[str, Any]:
     first, last = rows[0].host, rows[-1].host
     memory = [r.host.memory_bytes for r in rows if r.host is not None and r.host.memory_bytes is not None]
     out: dict[str, Any] = {"peak_host_memory_gb": max(memory) / 1e9 if memory else None}
     if first is not None and last is not None and wall_s > 0:
         out["loader_cores"] = (last.loader_cpu_s - first.loader_cpu_s) / wall_s
         out["main_cores"] = (last.main_cpu_s - first.main_cpu_s) / wall_s
+        out["foreign_cpu_share"] = _foreign_share(first, last, wall_s, cpus)
     return out
+
+
+def _foreign_share(first: HostReading, last: HostReading, wall_s: float, cpus: int) -> float | None:
+    """The share of the rank's CPUs' time that went to neither its tree nor its job (see
+    harness/sampling/host.py): busy time beside the rank's. CPU times tick at 10 ms, so a
+    short window reads it within a few percent."""
+    if first.allotted_busy_s is None or last.allotted_busy_s is None or cpus < 1:
+        return None
+    busy = last.allotted_busy_s - first.allotted_busy_s
+    ours = (last.main_cpu_s - first.main_cpu_s) + (last.loader_cpu_s - first.loader_cpu_s)
+    ours += last.mates_cpu_s - first.mates_cpu_s
+    return min(1.0, max(0.0, (busy - ours) / (wall_s * cpus)))
 
 
 def _timeline_rows(samples: list[_Sample], rank: int) -> list[dict[str, Any]]:

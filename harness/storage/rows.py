@@ -143,6 +143,11 @@ class RungRow:
     """How many distinct input shapes (batch dimension aside) the rung saw: > 1 means inputs vary."""
     started_at: str = ""
     finished_at: str = ""
+    # --- appended columns (older results lack them and still load) ---
+    foreign_cpu_share: float | None = None
+    """Share of the CPU time of the CPUs the rank may run on, over the window, that other
+    processes took (neither the rank's tree nor its job's; steal included): > 0.1 says the
+    machine was shared (harness/sampling/mates.py)."""
 
     def cells(self) -> dict[str, Any]:
         """The row as the CSV holds it: column -> value."""

@@ -9,8 +9,10 @@ process too, so that a point whose job outlived a killed `harness run` counts as
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import socket
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -22,7 +24,7 @@ from typing import Any
 from harness.config.plan import Plan, Point
 from harness.storage import layout
 from harness.storage import rows as results
-from harness.storage.atomic import atomic_write_text
+from harness.storage.atomic import CannotWrite, atomic_write_text, named
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -45,10 +47,45 @@ def create_sweep(
     world_size: int = 1,
     sweep_id: str | None = None,
 ) -> Path:
+    """The sweep's folder, with its spec, plan and sweep files. It appears whole or not at
+    all: made aside (a hidden sibling), then renamed into place, so that a full or read-only
+    disk leaves no half-made sweep for `status` or `resume` to stumble on."""
     spec_root = results_root / plan.spec.name
-    spec_root.mkdir(parents=True, exist_ok=True)
+    try:
+        spec_root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _not_made(named(spec_root, e)) from None
     sweep_dir = spec_root / (sweep_id or layout.new_sweep_id(spec_root))
-    sweep_dir.mkdir(parents=True, exist_ok=False)
+    aside = spec_root / f".{sweep_dir.name}.making-{os.getpid()}"
+    try:
+        aside.mkdir()
+        _write_sweep_files(plan, aside, backend, world_size)
+        aside.rename(sweep_dir)  # fails onto a folder that is not empty: never two sweeps in one
+    except BaseException as e:
+        shutil.rmtree(aside, ignore_errors=True)
+        fault = _named_in_place(e, aside, sweep_dir)
+        if fault is e:
+            raise
+        raise fault from None
+    return sweep_dir
+
+
+def _named_in_place(e: BaseException, aside: Path, sweep_dir: Path) -> BaseException:
+    """A storage fault while the sweep was made aside, named at the path the user knows."""
+    if isinstance(e, CannotWrite) and e.path.is_relative_to(aside):
+        return _not_made(CannotWrite(sweep_dir / e.path.relative_to(aside), e))
+    if isinstance(e, OSError):
+        return _not_made(named(sweep_dir, e))
+    return e
+
+
+def _not_made(e: OSError) -> OSError:
+    if isinstance(e, CannotWrite):
+        e.outcome = "no sweep was made"
+    return e
+
+
+def _write_sweep_files(plan: Plan, sweep_dir: Path, backend: str, world_size: int) -> None:
     atomic_write_text(sweep_dir / "spec.yaml", plan.spec.text)
     atomic_write_text(sweep_dir / "plan.csv", plan_csv(plan))
     layout.write_json(
@@ -66,7 +103,6 @@ def create_sweep(
         created=datetime.now().isoformat(timespec="seconds"),
     )
     layout.write_json(sweep_dir / "sweep.json", asdict(info))
-    return sweep_dir
 
 
 def load_info(sweep_dir: Path) -> SweepInfo:
@@ -172,7 +208,9 @@ def owned(sweep_dir: Path) -> Iterator[None]:
     try:
         yield
     finally:
-        (sweep_dir / OWNER_FILE).unlink(missing_ok=True)
+        # A disk gone read-only keeps the file: a stale one is told by its dead process.
+        with contextlib.suppress(OSError):
+            (sweep_dir / OWNER_FILE).unlink(missing_ok=True)
 
 
 def live_owner(sweep_dir: Path) -> str:
@@ -217,3 +255,12 @@ def _process_start(pid: int) -> float | None:
         return float(process.create_time())
     except (psutil.Error, OSError):
         return None
+
+
+def kept_line(path: Path) -> str:
+    """What a storage fault at `path` leaves, in the words of the one line the CLI prints:
+    the sweep it belongs to and the command that measures the rest ("" outside a sweep)."""
+    for folder in (path, *path.parents):
+        if (folder / "plan.json").is_file() and (folder / "sweep.json").is_file():
+            return f"what was measured is kept: harness resume {folder}"
+    return ""

@@ -14,10 +14,16 @@ transforming lets the ladder cache a raw sample (and time the transforms), in on
 
 Where `transform` or `transform_sample` is a Compose (`.transforms`, a list), the
 `transform:<k>` rungs cut it after its k-th step.
+
+A stock torchvision `DatasetFolder` (`ImageFolder`, `ImageNet`: their `__getitem__` is
+`loader(path)` over `samples`, then `transform` and `target_transform`, all public) is read in
+the (input, target) form as it is (`folder_split`), with the stored bytes too where its loader
+is torchvision's PIL one: the user adds nothing.
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, runtime_checkable
 
@@ -63,6 +69,67 @@ class SplitStream(Protocol):
     def iter_raw(self) -> Iterator[Any]: ...
 
     def transform_sample(self, raw: Any) -> Any: ...
+
+
+def folder_split(dataset: Any) -> SplitDataset | None:
+    """A stock torchvision DatasetFolder (ImageFolder, ImageNet...) in the (input, target) form;
+    None for any other dataset, and for a subclass with its own `__getitem__` or `load_raw`
+    (its own pipeline, which only it can say how to cut)."""
+    try:
+        from torchvision.datasets import folder
+    except ImportError:  # no torchvision: no torchvision dataset either
+        return None
+    stock = folder.DatasetFolder
+    if not isinstance(dataset, stock) or hasattr(dataset, "load_raw"):
+        return None
+    if type(dataset).__getitem__ is not stock.__getitem__:
+        return None
+    if dataset.loader in (folder.default_loader, folder.pil_loader) and _pil_backend():
+        return _PilFolder(dataset)
+    return _Folder(dataset)
+
+
+def _pil_backend() -> bool:
+    from torchvision import get_image_backend
+
+    return bool(get_image_backend() == "PIL")
+
+
+class _Folder:
+    """DatasetFolder.__getitem__, split: `load_raw` reads with the folder's own loader (and
+    maps the target), `transform` is the folder's."""
+
+    def __init__(self, folder: Any) -> None:
+        self.folder = folder
+        self.transform: Callable[[Any], Any] | None = folder.transform
+
+    def __len__(self) -> int:
+        return len(self.folder)
+
+    def _target(self, index: int) -> tuple[Any, Any]:
+        path, target = self.folder.samples[index]
+        if self.folder.target_transform is not None:
+            target = self.folder.target_transform(target)
+        return path, target
+
+    def load_raw(self, index: int) -> tuple[Any, Any]:
+        path, target = self._target(index)
+        return self.folder.loader(path), target
+
+
+class _PilFolder(_Folder):
+    """With torchvision's PIL loader (ImageFolder's default): the file's bytes, then the decode
+    `pil_loader` does (Image.open, convert("RGB"))."""
+
+    def read_bytes(self, index: int) -> tuple[bytes, Any]:
+        path, target = self._target(index)
+        with open(path, "rb") as f:
+            return f.read(), target
+
+    def decode(self, data: bytes) -> Any:
+        from PIL import Image
+
+        return Image.open(io.BytesIO(data)).convert("RGB")
 
 
 class PipelineDataset(Dataset[tuple[Any, int]]):

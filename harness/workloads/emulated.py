@@ -23,7 +23,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-DEFAULT_STEP_MS = 60.0
+from harness.workloads import registry
+
+DEFAULT_STEP_MS = registry.EMULATED_STEP_MS
 POOLED = 8
 """Features the head sees: every input is averaged down to this many values per sample."""
 SAMPLED = 1024

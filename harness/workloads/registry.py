@@ -30,6 +30,10 @@ MODELS: dict[str, str] = {
     "emulated": "harness.workloads.emulated:emulated",
 }
 
+EMULATED_STEP_MS = 60.0
+"""The emulated model's step when model_args gives none (harness/workloads/emulated.py); here,
+torch-free, so that `harness plan` can price an emulated sweep."""
+
 BUILTIN_PARAMETERS: dict[str, tuple[tuple[str, bool], ...]] = {
     # name -> its keyword-only parameters, each (name, has a default), in signature order
     "fake_cifar": (

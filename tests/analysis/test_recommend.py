@@ -237,3 +237,190 @@ def test_on_grids_with_a_known_answer_no_configuration_below_the_margin_is_offer
     # Steady runs (1 % noise) decide nearly every grid at 3 repeats (39 of these 40); erratic
     # ones leave most undecided (10 matched), which is what the adaptive repeats are for.
     assert matched >= {"steady": 36, "erratic": 8}[kind]
+
+
+def failed(index: int, workers: int, repeat: int, rank: int = 0, **kw: object):
+    """A failed row as the runner writes it: no figures, the error."""
+    figures = dict.fromkeys(
+        ["samples", "training_time", "samples_per_s", "steps_per_s", "loading_time", "step_time"]
+    )
+    error = "RuntimeError: DataLoader worker (pid 4242) is killed by signal: Killed."
+    cells = {**figures, "error": error, **kw}
+    return synthetic_row(
+        point_id=f"p{index}",
+        point_index=index,
+        num_workers=workers,
+        repeat=repeat,
+        rank=rank,
+        status="failed",
+        **cells,
+    )
+
+
+def test_a_point_with_failed_runs_is_never_the_best_and_the_line_says_why(tmp_path: Path) -> None:
+    """Issue 25: the recommendation named as best a point two of whose three repeats had
+    failed, from its one surviving run. A configuration that fails now and then is no
+    recommendation: it is left out of the ranking, named with its failures."""
+    write_rows(
+        tmp_path,
+        *point(0, 0, [100.0, 101.0, 99.0]),
+        *point(1, 2, [180.0, 181.0, 179.0]),
+        *point(2, 4, [300.0]),
+        failed(2, 4, repeat=1),
+        failed(2, 4, repeat=2),
+    )
+    (rec,) = recommend(summarize(load_results([tmp_path]).rows))
+    assert rec.best is not None and rec.best.point_id == "p1"
+    assert rec.cheapest is not None and rec.cheapest.point_id == "p1"
+    lines = rec.lines()
+    assert lines[0].startswith("best: p1 num_workers=2: 180.00 samples/s")
+    assert (
+        "not ranked: p2 num_workers=4: 300.00 samples/s from 1 run(s): 2 of 3 runs failed (see harness status)"
+        in lines
+    )
+    # Nor is it measured again as undecided: its runs failed, more runs are not the answer.
+    assert "p2" not in undecided_points(summarize(load_results([tmp_path]).rows))
+
+
+def test_a_point_where_not_every_rank_measured_is_never_ranked(tmp_path: Path) -> None:
+    """Issue 25: a script whose own mp.spawn formed a world of 1 under 2 ranks: rank 0 failed,
+    rank 1 measured alone (the table's `ranks 1/2`), and the recommendation ranked that point
+    as the best: one rank alone reads faster than the pair (p1, 2 × 180 samples/s). p2: rank
+    0's rows failed; p3: rank 0 left no row at all (its file is missing)."""
+    write_rows(
+        tmp_path,
+        *point(0, 0, [100.0, 101.0, 99.0], world_size=2),
+        *point(0, 0, [100.0, 101.0, 99.0], world_size=2, rank=1),
+        *point(1, 2, [180.0, 181.0, 179.0], world_size=2),
+        *point(1, 2, [180.0, 181.0, 179.0], world_size=2, rank=1),
+        *point(2, 4, [400.0, 401.0, 399.0], world_size=2, rank=1),
+        *(failed(2, 4, repeat=r, world_size=2, error="RuntimeError: EADDRINUSE") for r in range(3)),
+        *point(3, 8, [420.0, 421.0, 419.0], world_size=2, rank=1),
+    )
+    (rec,) = recommend(summarize(load_results([tmp_path]).rows))
+    assert rec.best is not None and rec.best.point_id == "p1" and rec.best.samples_per_s == 360.0
+    unranked = [line for line in rec.lines() if line.startswith("not ranked")]
+    assert unranked == [
+        "not ranked: p2 num_workers=4: 400.00 samples/s from 3 run(s): 3 of 3 runs failed (see harness status); "
+        "not every rank measured (ranks 1/2): its figures are those of the ranks present",
+        "not ranked: p3 num_workers=8: 420.00 samples/s from 3 run(s): not every rank measured (ranks 1/2): "
+        "its figures are those of the ranks present",
+    ]
+
+
+def test_when_no_point_can_be_ranked_the_recommendation_says_so(tmp_path: Path) -> None:
+    write_rows(
+        tmp_path, *point(0, 0, [100.0]), failed(0, 0, repeat=1), *point(1, 2, [150.0]), failed(1, 2, 1)
+    )
+    (rec,) = recommend(summarize(load_results([tmp_path]).rows))
+    assert rec.best is None and rec.cheapest is None
+    assert rec.lines()[:3] == [
+        "no configuration ranked: every point here had failed runs or missing ranks",
+        "not ranked: p0 num_workers=0: 100.00 samples/s from 1 run(s): 1 of 2 runs failed (see harness status)",
+        "not ranked: p1 num_workers=2: 150.00 samples/s from 1 run(s): 1 of 2 runs failed (see harness status)",
+    ]
+    assert "recommendation for n1" in build_report([tmp_path]).text
+
+
+def pinned_grid(device: str) -> list:
+    """num_workers 0 and 2, each with pin_memory and non_blocking off and on."""
+    grid = [
+        (0, False, [100.0, 101.0, 99.0]),
+        (0, True, [100.5, 99.5, 100.0]),
+        (2, False, [200.0, 202.0, 198.0]),
+        (2, True, [201.0, 203.0, 199.0]),
+    ]
+    rows = []
+    for index, (workers, pin, rates) in enumerate(grid):
+        rows += point(index, workers, rates, pin_memory=pin, non_blocking=pin, device=device)
+    return rows
+
+
+def test_on_a_cpu_pin_memory_and_non_blocking_are_one_configuration(tmp_path: Path) -> None:
+    """Issue 25: on a CPU, pin_memory true and false (the same configuration there: the harness
+    pins only for a CUDA device) were ranked as two, the best and "1 other tied". They are one
+    configuration, ranked once with their runs pooled, and the recommendation says why once."""
+    write_rows(tmp_path, *pinned_grid("cpu"))
+    (rec,) = recommend(summarize(load_results([tmp_path]).rows))
+    assert rec.best is not None and rec.best.point_id == "p2" and rec.best.runs == 6
+    assert rec.tied == 1 and not rec.undecided and not rec.challengers
+    lines = rec.lines()
+    assert lines[0].startswith(
+        "best: p2 (pooled with p3) num_workers=2: 200.50 samples/s, 2.00× the baseline"
+    )
+    assert lines[1] == "cheapest tied with the best (within ±5%): the best itself"
+    assert lines[2] == "baseline (point 0): p0 (pooled with p1) num_workers=0: 100.00 samples/s"
+    assert lines[3:] == [
+        "pin_memory and non_blocking: no effect on cpu (nothing is copied to a GPU): points that differ "
+        "only there are one configuration, ranked once with their runs pooled"
+    ]
+    # The adaptive repeats ask nothing of the pooled twin either.
+    assert undecided_points(summarize(load_results([tmp_path]).rows)) == {}
+
+
+def test_on_a_gpu_pin_memory_and_non_blocking_stay_apart(tmp_path: Path) -> None:
+    write_rows(tmp_path, *pinned_grid("cuda:0"))
+    (rec,) = recommend(summarize(load_results([tmp_path]).rows))
+    assert rec.best is not None and rec.best.point_id == "p3" and rec.tied == 2 and not rec.notes
+    assert rec.lines()[0].startswith(
+        "best: p3 num_workers=2 pin_memory=True non_blocking=True: 201.00 samples/s"
+    )
+
+
+def test_a_machine_shared_during_the_windows_is_said_once_with_the_share(tmp_path: Path) -> None:
+    """Issue 30: on grids run beside other work the step read 40-75 % slower and the
+    recommendation moved, with no line saying so, although the samplers recorded it."""
+    write_rows(
+        tmp_path,
+        *point(0, 0, [100.0, 101.0, 99.0], foreign_cpu_share=0.40),
+        *point(1, 2, [180.0, 181.0, 179.0], foreign_cpu_share=0.50),
+    )
+    (rec,) = recommend(summarize(load_results([tmp_path]).rows))
+    shared = [line for line in rec.lines() if "shared" in line]
+    # The mean over every window, weighted by its length: p0 (0.8 s windows) counts 1.8 times p1.
+    assert shared == [
+        "the machine was shared: other processes used 44% of its CPU during the windows; "
+        "figures may read slow and the ranking move"
+    ]
+    assert build_report([tmp_path]).text.count("the machine was shared") == 1
+
+
+@pytest.mark.parametrize("share", [0.02, None])
+def test_a_quiet_machine_or_results_without_the_figure_say_nothing_of_sharing(
+    tmp_path: Path, share: float | None
+) -> None:
+    """A quiet machine's own daemons take a percent or two; results written before the column
+    existed (or with the sampler off) have no figure: neither is called shared."""
+    write_rows(
+        tmp_path,
+        *point(0, 0, [100.0, 101.0, 99.0], foreign_cpu_share=share),
+        *point(1, 2, [180.0, 181.0, 179.0], foreign_cpu_share=share),
+    )
+    if share is None:  # the column itself missing, as older result files have it
+        for path in tmp_path.glob("points/*/rank0.csv"):
+            lines = path.read_text().splitlines()
+            header = lines[0].split(",")
+            drop = header.index("foreign_cpu_share")
+            path.write_text(
+                "\n".join(",".join(c for i, c in enumerate(x.split(",")) if i != drop) for x in lines)
+            )
+    loaded = load_results([tmp_path])
+    assert not loaded.problems
+    (rec,) = recommend(summarize(loaded.rows))
+    assert rec.best is not None and rec.best.point_id == "p1"
+    assert not [line for line in rec.lines() if "shared" in line]
+    assert "the machine was shared" not in build_report([tmp_path]).text
+
+
+def test_one_point_measured_on_a_busy_machine_is_named(tmp_path: Path) -> None:
+    write_rows(
+        tmp_path,
+        *point(0, 0, [100.0, 101.0, 99.0], foreign_cpu_share=0.01),
+        *point(1, 2, [180.0, 181.0, 179.0], foreign_cpu_share=0.01),
+        *point(2, 4, [190.0, 191.0, 189.0], foreign_cpu_share=0.60),
+    )
+    (rec,) = recommend(summarize(load_results([tmp_path]).rows))
+    assert rec.lines()[-1] == (
+        "the machine was shared: other processes used 16% of its CPU during the windows (up to 60%, in p2's); "
+        "figures may read slow and the ranking move"
+    )

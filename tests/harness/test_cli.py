@@ -72,7 +72,9 @@ def test_plan_prints_points_and_runs_nothing(write_spec, tmp_path: Path) -> None
     spec = write_spec("name: grid\n" + TINY_WORKLOAD + "loader: {num_workers: [0, 2], prefetch_factor: 4}\n")
     out = harness("plan", str(spec), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("grid: 2 point(s) × 1 rung(s) × 1 repeat(s), 1+3 steps each")
+    assert out.stdout.startswith(
+        "grid: 2 point(s) × 1 rung(s) × 1 repeat(s), 3 measured steps each after a warmup (its column)"
+    )
     assert "prefetch_factor 4 -> null (num_workers=0)" in out.stdout
     assert not (tmp_path / "results").exists()
 
@@ -187,7 +189,9 @@ def test_overrides_change_the_plan_without_editing_the_file(write_spec, tmp_path
     spec = write_spec("name: grid\n" + TINY_WORKLOAD)
     out = harness("plan", str(spec), "loader.num_workers=[0,2]", "measure.steps=5", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("grid: 2 point(s) × 1 rung(s) × 1 repeat(s), 1+5 steps each")
+    assert out.stdout.startswith(
+        "grid: 2 point(s) × 1 rung(s) × 1 repeat(s), 5 measured steps each after a warmup (its column)"
+    )
     assert "\noverrides: loader.num_workers=[0,2] measure.steps=5\n" in out.stdout
     assert not (tmp_path / "results").exists()
 

@@ -21,19 +21,22 @@ def test_a_grid_shows_what_varies_its_rungs_and_the_adjustments_in_point_order()
     extra = "loader: {num_workers: [0, 2], prefetch_factor: 4}\nrungs: [full, device_batch]\n"
     plan = expand(parse_spec("name: grid\n" + TINY_WORKLOAD + extra))
     lines = plan_table(plan).splitlines()
-    assert lines[0] == "grid: 2 point(s) × 2 rung(s) × 1 repeat(s), 1+3 steps each"
-    assert cells(lines[1]) == ["#", "id", "num_workers", "prefetch_factor", "rungs", "adjusted"]
+    assert (
+        lines[0]
+        == "grid: 2 point(s) × 2 rung(s) × 1 repeat(s), 3 measured steps each after a warmup (its column)"
+    )
+    assert cells(lines[1]) == ["#", "id", "num_workers", "prefetch_factor", "rungs", "warmup", "adjusted"]
     first, second = (p.id for p in plan.points)
     assert lines[3].startswith(f"0    {first}  0 ")
-    assert lines[3].endswith("device_batch full  prefetch_factor 4 -> null (num_workers=0)")
-    assert cells(lines[4]) == ["1", second, "2", "4", "device_batch", "full"]  # nothing adjusted
+    assert lines[3].endswith("device_batch full  1         prefetch_factor 4 -> null (num_workers=0)")
+    assert cells(lines[4]) == ["1", second, "2", "4", "device_batch", "full", "8-40"]  # nothing adjusted
     # What does not vary (pin_memory, batch_size, the dataset...) is the spec's: not repeated.
     assert "pin_memory" not in lines[1] and "batch_size" not in lines[1]
 
 
 def test_no_adjusted_column_when_nothing_was_adjusted() -> None:
     lines = table_of("loader: {num_workers: [1, 2]}\n")
-    assert cells(lines[1]) == ["#", "id", "num_workers", "rungs"]
+    assert cells(lines[1]) == ["#", "id", "num_workers", "rungs", "warmup"]
 
 
 def test_a_sequence_names_its_steps_in_order() -> None:
@@ -42,9 +45,12 @@ def test_a_sequence_names_its_steps_in_order() -> None:
         "sequence: [{name: base}, {name: pinned, pin_memory: true}, {name: bigger, batch_size: 16}]\n",
         name="seq",
     )
-    assert lines[0] == "seq: 3 point(s) × 1 rung(s) × 1 repeat(s), 1+3 steps each"
-    assert cells(lines[1]) == ["#", "id", "step", "batch_size", "pin_memory", "rungs"]
-    assert [cells(line)[2:5] for line in lines[3:]] == [
+    assert (
+        lines[0]
+        == "seq: 3 point(s) × 1 rung(s) × 1 repeat(s), 3 measured steps each after a warmup (its column)"
+    )
+    assert cells(lines[1]) == ["#", "id", "step", "batch_size", "pin_memory", "rungs", "warmup"]
+    assert [cells(line)[2:5] for line in lines[3:6]] == [
         ["base", "8", "False"],
         ["pinned", "8", "True"],
         ["bigger", "16", "True"],  # cumulative: the pinned step's change is kept
@@ -57,4 +63,7 @@ def test_the_head_line_counts_repeats_and_steps_from_the_spec() -> None:
         "measure: {warmup_steps: 5, steps: 40, repeats: 3}",
     )
     head = plan_table(expand(parse_spec("name: long\n" + text))).splitlines()[0]
-    assert head == "long: 1 point(s) × 1 rung(s) × 3 repeat(s), 5+40 steps each"
+    assert (
+        head
+        == "long: 1 point(s) × 1 rung(s) × 3 repeat(s), 40 measured steps each after a warmup (its column)"
+    )

@@ -4,21 +4,24 @@ through runner.measure_point from the script's own loop."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 import harness.probe as probe
 from harness.config.plan import Point, expand
 from harness.config.spec import parse_spec
 from harness.execution.dist import DistEnv
 from harness.execution.loop import Clocked
+from harness.execution.loop_length import batches_per_loop
 from harness.execution.script import PROBE_VARIABLE, ProbeJob
 from harness.storage import layout
 from harness.storage import rows as results
@@ -111,11 +114,11 @@ def script_point(loader: str = "{num_workers: 0}", rungs: str = "[device_batch, 
 def harnessed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     """HARNESS_PROBE set for `point`, as the job sets it for the script's process."""
 
-    def set_job(point: Point, check: bool = False) -> ProbeJob:
+    def set_job(point: Point, check: bool = False, world_size: int = 1) -> ProbeJob:
         job = ProbeJob(
             sweep_dir=tmp_path / "sweep",
             point=point,
-            env=DistEnv(hostname="node-a", local_world_size=1),
+            env=DistEnv(hostname="node-a", world_size=world_size, local_world_size=world_size),
             skip_done=True,
             script=SCRIPT,
             report_path=tmp_path / "report",
@@ -123,9 +126,16 @@ def harnessed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[
         )
         monkeypatch.setenv(PROBE_VARIABLE, job.to_json())
         monkeypatch.setattr(probe, "_measured_here", False)
+        monkeypatch.setattr(probe, "_state", {"device": None, "given": None})
         return job
 
     return set_job
+
+
+def milestones(job: ProbeJob) -> list[str]:
+    """What the probe told the job, but the settings it ran with."""
+    assert job.report_path is not None
+    return [w for w in job.report_path.read_text().split() if not w.startswith("settings:")]
 
 
 def rows_of(job: ProbeJob) -> list[dict[str, str]]:
@@ -136,17 +146,20 @@ def test_under_the_harness_the_scripts_loop_runs_every_rung_with_the_points_load
     job = harnessed(script_point())
     loader = probe.loader(Numbers(), batch_size=2, num_workers=3, collate_fn=pairs)
     assert (loader.num_workers, loader.batch_size, loader.collate_fn) == (0, 2, pairs)  # the point's workers
-    served = list(probe.measure(loader, "cpu", epochs=5))
-    # Three rungs of 1 warmup and 3 measured steps (no workers, no stock), whatever epochs says.
-    assert len(served) == 3 * 4 and all(b["by"] == "mine" and b["x"].shape == (2, 3) for b in served)
+    served = list(probe.measure(loader, "cpu", epochs=5, keep_running=True))
+    # Three rungs of 1 warmup and 3 measured steps (no workers, no stock), whatever epochs says,
+    # and the untimed batch that closes the loop: as many as len(loader) said.
+    assert len(served) == 3 * 4 + 1 == len(loader)
+    assert all(b["by"] == "mine" and b["x"].shape == (2, 3) for b in served)
     rows = rows_of(job)
     assert [(r["rung"], r["status"], r["samples"], r["batch_size"]) for r in rows] == [
         ("device_batch", "ok", "6", "2"),
         ("host_batch", "ok", "6", "2"),
         ("full", "ok", "6", "2"),
     ]
-    assert job.report_path is not None and job.report_path.read_text().split() == ["reached", "done"]
-    assert list(probe.measure(loader, "cpu")) == []  # the point is measured: the next epoch ends at once
+    assert milestones(job) == ["reached", "done"]
+    # keep_running: the point is measured, the next epoch ends at once.
+    assert list(probe.measure(loader, "cpu", keep_running=True)) == []
 
 
 def test_settings_the_spec_does_not_name_keep_the_scripts_values(harnessed) -> None:  # type: ignore[no-untyped-def]
@@ -170,7 +183,7 @@ def test_settings_the_spec_does_not_name_keep_the_scripts_values(harnessed) -> N
         True,
         5,
     )
-    list(probe.measure(loader, "cpu"))
+    list(probe.measure(loader, "cpu", keep_running=True))
     (row,) = rows_of(job)
     ran = (
         row["num_workers"],
@@ -188,7 +201,7 @@ def test_settings_the_spec_names_replace_the_scripts(harnessed) -> None:  # type
     job = harnessed(point)
     loader = probe.loader(Numbers(), batch_size=4, num_workers=3, drop_last=True, prefetch_factor=5)
     assert (loader.num_workers, loader.drop_last, loader.prefetch_factor) == (1, False, 2)
-    list(probe.measure(loader, "cpu", non_blocking=True))
+    list(probe.measure(loader, "cpu", non_blocking=True, keep_running=True))
     (row,) = rows_of(job)
     assert (row["drop_last"], row["prefetch_factor"], row["non_blocking"]) == ("False", "2", "True")
 
@@ -196,7 +209,7 @@ def test_settings_the_spec_names_replace_the_scripts(harnessed) -> None:  # type
 def test_a_dataloader_the_script_built_itself_keeps_its_settings_too(harnessed) -> None:  # type: ignore[no-untyped-def]
     job = harnessed(script_point(loader="{num_workers: 0}", rungs="[full]"))
     built = DataLoader(Numbers(), batch_size=4, drop_last=True, collate_fn=pairs)
-    served = list(probe.measure(built, "cpu"))
+    served = list(probe.measure(built, "cpu", keep_running=True))
     assert {len(b["y"]) for b in served} == {4}
     (row,) = rows_of(job)
     assert (row["num_workers"], row["drop_last"]) == ("0", "True")
@@ -204,8 +217,9 @@ def test_a_dataloader_the_script_built_itself_keeps_its_settings_too(harnessed) 
 
 def test_a_dataloader_the_script_built_itself_is_measured_too(harnessed) -> None:  # type: ignore[no-untyped-def]
     job = harnessed(script_point(rungs="[full]"))
-    served = list(probe.measure(DataLoader(Numbers(), batch_size=5, shuffle=True, collate_fn=pairs), "cpu"))
-    assert len(served) == 4 and {len(b["y"]) for b in served} == {5}
+    built = DataLoader(Numbers(), batch_size=5, shuffle=True, collate_fn=pairs)
+    served = list(probe.measure(built, "cpu", keep_running=True))
+    assert len(served) == 4 + 1 and {len(b["y"]) for b in served} == {5}
     (row,) = rows_of(job)
     assert (row["status"], row["samples"], row["batch_size"]) == ("ok", "15", "5")
 
@@ -217,7 +231,7 @@ def test_a_loop_that_breaks_tells_the_job_how_far_it_got(harnessed) -> None:  # 
         if n == 5:  # in full's warmup: host_batch has its row, full has none
             break
     assert [r["rung"] for r in rows_of(job)] == ["host_batch"]
-    assert job.report_path is not None and job.report_path.read_text().split() == ["reached", "left:6"]
+    assert milestones(job) == ["reached", "left:6"]
 
 
 def test_the_plans_check_run_builds_the_points_loader_and_goes_on_to_the_loop(harnessed) -> None:  # type: ignore[no-untyped-def]
@@ -226,5 +240,200 @@ def test_the_plans_check_run_builds_the_points_loader_and_goes_on_to_the_loop(ha
     job = harnessed(script_point("{num_workers: 0, drop_last: true}"), check=True)
     loader = probe.loader(Numbers(), batch_size=2)
     assert loader.drop_last is True  # the point's settings, as the point's run builds it
-    assert job.report_path is not None and job.report_path.read_text().split() == ["reached"]
+    assert milestones(job)[0] == "reached"
     assert not job.sweep_dir.exists()  # nothing measured, nothing written
+
+
+# --- real scripts' loops, run as the harness runs them (a subprocess per rank) ------------------
+
+COURSE = Path(__file__).resolve().parents[1] / "fixtures" / "course_loop.py"
+LADDER = "[device_batch, host_batch, processed_sample, raw_sample, full]"
+
+
+def course_point(
+    out: Path, *args: str, loader: str = "{num_workers: 1}", rungs: str = LADDER, repeats: int = 3
+) -> Point:
+    spec = parse_spec(
+        f"name: course\nworkload: {{script: {COURSE}, args: {['--out', str(out), *args]}}}\n"
+        f"measure: {{warmup_steps: 1, steps: 3, repeats: {repeats}}}\nrungs: {rungs}\nloader: {loader}\n"
+    )
+    (point,) = expand(spec).points
+    return point
+
+
+def test_a_script_sized_by_len_loader_runs_the_whole_ladder_and_stops_after_its_point(tmp_path: Path) -> None:
+    from harness.execution.runner import run_point
+
+    out = tmp_path / "out"
+    out.mkdir()
+    point = course_point(out)
+    outcome = run_point(point, tmp_path / "sweep", env=DistEnv(hostname="node-a"))
+    rows = results.read_rows(layout.rank_file(layout.point_dir(tmp_path / "sweep", point.id), 0))
+    # OneCycleLR(total_steps=len(loader) * epochs) held: every rung of every repeat is ok.
+    assert (outcome.ok, outcome.failed) == (15, 0), [r["error"] for r in rows]
+    # The end-of-epoch validation ran once, on the loop's last batch (the untimed closing one),
+    # its checkpoint was written, and the script went no further: no second epoch, no code
+    # after its loop.
+    last = batches_per_loop(point) - 1
+    assert (out / "validations-rank0").read_text() == f"0 {last}\n"
+    assert (out / "checkpoint-rank0.pt").is_file()
+    assert not (out / "after-loop-rank0").exists()
+    # What the script's probe.settings() said is what every row records.
+    said = json.loads((out / "settings-rank0.json").read_text())
+    assert said == {
+        "batch_size": 4,
+        "num_workers": 1,  # the point's, in place of the script's 3
+        "persistent_workers": False,
+        "pin_memory": True,  # the script's own: the spec does not name it
+        "non_blocking": True,
+        "prefetch_factor": 2,
+        "drop_last": False,
+    }
+    for row in rows:
+        assert {k: row[k] for k in said} == {k: str(v) for k, v in said.items()}
+
+
+def test_the_failed_rows_of_a_script_that_died_record_the_settings_it_ran_with(tmp_path: Path) -> None:
+    from harness.execution.runner import run_point
+
+    point = course_point(tmp_path, "--crash-at", "2", "--no-non-blocking", rungs="[full]", repeats=2)
+    assert run_point(point, tmp_path / "sweep").failed == 2
+    rows = results.read_rows(layout.rank_file(layout.point_dir(tmp_path / "sweep", point.id), 0))
+    # The script's batch size, pin_memory and non_blocking, the point's num_workers: as an ok
+    # row would say, not the spec's defaults.
+    ran = [(r["status"], r["batch_size"], r["num_workers"], r["pin_memory"], r["non_blocking"]) for r in rows]
+    assert ran == [("failed", "4", "1", "True", "False")] * 2
+
+
+def test_a_script_that_spawns_its_own_ranks_is_refused_in_one_line(tmp_path: Path) -> None:
+    from harness.execution.runner import run_point
+
+    point = course_point(tmp_path, "--multiprocessing-distributed", rungs="[host_batch, full]", repeats=1)
+    assert run_point(point, tmp_path / "sweep").failed == 2
+    rows = results.read_rows(layout.rank_file(layout.point_dir(tmp_path / "sweep", point.id), 0))
+    assert {r["error"] for r in rows} == {
+        "harness.probe: this process was started by the script (mp.spawn or multiprocessing), not by "
+        "the harness: under the harness every rank is a process the harness starts with torchrun's "
+        "variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; LOCAL_RANK for the device): launch no "
+        "ranks yourself (no mp.spawn, no --multiprocessing-distributed) and join with "
+        "init_method='env://' (or probe.init_distributed())"
+    }
+    assert not (tmp_path / "checkpoint-rank0.pt").exists()  # refused before it trained
+
+
+def test_a_process_group_of_the_scripts_own_size_is_refused(harnessed, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import torch.distributed as dist
+
+    from harness.execution.script import free_port
+
+    job = harnessed(script_point(rungs="[full]"), world_size=2)
+    # The script's own tcp:// group of one, where the point runs two ranks.
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", world_size=1, rank=0)
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            probe.loader(Numbers(), batch_size=2)
+    finally:
+        dist.destroy_process_group()
+    assert stopped.value.code == 2
+    (row,) = rows_of(job)
+    assert row["status"] == "failed" and row["error"].startswith(
+        "harness.probe: the script's process group has 1 rank(s) (this one 0) where the point runs 2 "
+        "(this one 0): under the harness every rank is a process the harness starts"
+    )
+
+
+def test_untimed_work_is_left_out_of_the_window(harnessed) -> None:  # type: ignore[no-untyped-def]
+    job = harnessed(script_point(rungs="[host_batch]"))
+    loader = probe.loader(Numbers(), batch_size=2)
+    for _ in probe.measure(loader, "cpu", keep_running=True):
+        with probe.untimed():
+            time.sleep(0.3)  # a validation at every step: 0.9 s inside the window's 3 steps
+    (row,) = rows_of(job)
+    assert row["status"] == "ok" and float(row["training_time"]) < 0.3
+
+
+def test_the_scripts_own_copy_is_timed_as_loading(harnessed) -> None:  # type: ignore[no-untyped-def]
+    job = harnessed(script_point(rungs="[host_batch]"))
+    asked: list[bool] = []
+
+    def course_copy(batch: Any, *, non_blocking: bool) -> Any:
+        asked.append(non_blocking)
+        time.sleep(0.05)
+        return batch["x"].to("cpu", non_blocking=non_blocking), batch["y"]
+
+    loader = probe.loader(Numbers(), batch_size=2, collate_fn=pairs)
+    served = list(probe.measure(loader, "cpu", copy=course_copy, non_blocking=True, keep_running=True))
+    assert all(isinstance(b, tuple) for b in served) and set(asked) == {True}
+    (row,) = rows_of(job)
+    assert float(row["loading_time"]) >= 0.05  # the copy's 50 ms are loading, as the course counts
+
+
+def test_a_memory_format_is_given_to_the_images_copy(harnessed) -> None:  # type: ignore[no-untyped-def]
+    harnessed(script_point(rungs="[full]"))
+    images = TensorDataset(torch.rand(8, 3, 4, 4), torch.arange(8))
+    loader = probe.loader(images, batch_size=2)
+    served = list(probe.measure(loader, "cpu", memory_format=torch.channels_last, keep_running=True))
+    assert all(x.is_contiguous(memory_format=torch.channels_last) and y.dim() == 1 for x, y in served)
+
+
+def test_the_script_ends_when_its_loop_asks_past_the_point(harnessed) -> None:  # type: ignore[no-untyped-def]
+    job = harnessed(script_point(rungs="[host_batch, full]"))
+    loader = probe.loader(Numbers(), batch_size=2)
+    taken = 0
+    with pytest.raises(SystemExit) as ended:
+        for _ in probe.measure(loader, "cpu"):
+            taken += 1
+    assert ended.value.code == 0 and taken == len(loader) == 2 * 4 + 1
+    assert [r["status"] for r in rows_of(job)] == ["ok", "ok"]  # written before the end
+    assert milestones(job) == ["reached", "done"]
+
+
+def test_settings_are_the_points_under_the_harness_and_the_scripts_alone(harnessed) -> None:  # type: ignore[no-untyped-def]
+    mine = {"num_workers": 3, "pin_memory": True, "non_blocking": False, "batch_size": 8}
+    alone = probe.settings(**mine)
+    assert (alone.num_workers, alone.pin_memory, alone.non_blocking, alone.batch_size) == (3, True, False, 8)
+    harnessed(script_point(loader="{num_workers: 1, prefetch_factor: 4}", rungs="[full]"))
+    probe._state["given"] = None  # a fresh process: the settings given alone are not this one's
+    ran = probe.settings(**mine)
+    assert (ran.num_workers, ran.prefetch_factor, ran.pin_memory, ran.non_blocking, ran.batch_size) == (
+        1,
+        4,
+        True,
+        False,
+        8,
+    )
+    assert ran.dataloader() == {
+        "num_workers": 1,
+        "persistent_workers": False,
+        "pin_memory": True,
+        "prefetch_factor": 4,
+        "drop_last": False,
+    }
+    with pytest.raises(
+        TypeError, match=r"probe.settings: unknown setting\(s\) workers; allowed: num_workers, .*, batch_size"
+    ):
+        probe.settings(workers=2)
+
+
+def test_ddp_ranks_get_as_many_batches_each_and_stop_together(tmp_path: Path) -> None:
+    """Two local DDP ranks (an all-reduce in every step, untimed batches included): the ranks
+    stay in step to the closing batch, validate there, and end."""
+    from analysis.load import load_results
+    from harness.backends.local import run_local
+    from harness.storage.sweep import create_sweep
+
+    out = tmp_path / "out"
+    out.mkdir()
+    spec = parse_spec(
+        f"name: ddp\nworkload: {{script: {COURSE}, args: [--out, '{out}', --ddp]}}\n"
+        f"measure: {{warmup_steps: 1, steps: 3, repeats: 1}}\nrungs: {LADDER}\n"
+        "loader: {num_workers: 1}\nslurm: {tasks_per_node: 2, gpus_per_node: 0}\n"
+    )
+    plan = expand(spec)
+    sweep = create_sweep(plan, tmp_path / "results", backend="local", world_size=2)
+    assert run_local(plan.points, sweep, spec.slurm) == []
+    rows = load_results([sweep]).rows
+    assert set(rows["status"]) == {"ok"} and len(rows) == 2 * 5
+    last = batches_per_loop(plan.points[0]) - 1
+    assert [(out / f"validations-rank{r}").read_text() for r in (0, 1)] == [f"0 {last}\n"] * 2
+    assert not list(out.glob("after-loop-rank*"))

@@ -29,3 +29,23 @@ def test_each_point_says_how_many_are_done_and_the_time_left(
     assert re.search(r"^\[3/3\] point .* \(2/3 done, about \d+ s left\)$", lines[2])
     for point in plan.points:
         assert len(results.read_rows(tmp_path / "points" / point.id / "rank0.csv")) == 1
+
+
+def test_a_script_points_line_names_the_scripts_own_settings_without_guessing_them(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    script = Path(__file__).resolve().parents[2] / "fixtures" / "probe_script.py"
+    spec = (
+        f"name: s\nworkload: {{script: {script}}}\nmeasure: {{warmup_steps: 1, steps: 2, repeats: 1}}\n"
+        "rungs: [host_batch]\nloader: {num_workers: 1}\n"
+    )
+    plan = expand(parse_spec(spec))
+    with caplog.at_level(logging.INFO, logger=inline.__name__):
+        inline.run_inline(plan.points, tmp_path)
+    line = caplog.records[0].getMessage()
+    # The spec names num_workers; the script's batch size and the rest are its own, which
+    # the probe says (and the rows record) once the script runs: no "batch_size=None" here.
+    assert line.startswith(
+        f"[1/1] point {plan.points[0].id} num_workers=1, the script's own batch_size, "
+        "persistent_workers, pin_memory, non_blocking, prefetch_factor, drop_last"
+    )

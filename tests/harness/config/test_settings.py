@@ -48,6 +48,7 @@ def test_every_setting_left_out_takes_its_declared_default() -> None:
         "sampler": point.sampler,
         "profile": point.profile,
         "slurm": spec.slurm,
+        "limits": point.limits,
     }
     assert set(parsed) == set(settings.SECTIONS)
     # Resolved from other defaults by declared rules: no workers (num_workers 0) takes the

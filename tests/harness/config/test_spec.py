@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.config.plan import Point, expand
 from harness.config.spec import SpecError, load_spec, parse_spec
 from tests.conftest import TINY_WORKLOAD
 
@@ -253,7 +254,7 @@ def test_a_name_with_a_line_break_is_refused() -> None:
 def test_an_empty_spec_says_it_is_empty(text: str) -> None:
     assert error_of(text) == (
         "jobs/x.yaml: the spec is empty; expected a mapping with keys name, description, workload, "
-        "measure, rungs, loader, zip, exclude, sequence, slurm, sampler, profile, expect"
+        "measure, rungs, loader, zip, exclude, sequence, slurm, sampler, profile, expect, limits"
     )
 
 
@@ -446,3 +447,49 @@ def test_a_script_refuses_the_fields_it_owns(tmp_path: Path) -> None:
         ),
     ):
         load_spec(spec_path)
+
+
+def test_limits_are_checked_and_not_part_of_a_points_id() -> None:
+    """A limit changes when a point gives up, not what it measures: raising one and resuming
+    finds the points already done."""
+    assert error_of(spec_text("limits: {batch_timeout_s: -1}\n")) == (
+        "jobs/x.yaml:9: limits.batch_timeout_s: -1 is not allowed; expected a number of seconds >= 0 (0: wait forever)"
+    )
+    assert error_of(spec_text("limits: {dist_timeout_s: 0}\n")) == (
+        "jobs/x.yaml:9: limits.dist_timeout_s: 0 is not allowed; expected a number of seconds > 0"
+    )
+    (plain,) = expand(parse_spec(spec_text())).points
+    (limited,) = expand(parse_spec(spec_text("limits: {batch_timeout_s: 20, dist_timeout_s: 60}\n"))).points
+    assert limited.id == plain.id
+    assert (limited.limits.batch_timeout_s, limited.limits.dist_timeout_s) == (20, 60)
+    assert Point.from_json(limited.to_json()).limits == limited.limits
+
+
+@pytest.mark.parametrize(
+    ("slurm", "field", "shown"),
+    [
+        ('{partition: "gpu%j"}', "slurm.partition", "'gpu%j'"),
+        ('{account: "abc%A"}', "slurm.account", "'abc%A'"),
+        ('{qos: "%x"}', "slurm.qos", "'%x'"),
+        ('{constraint: "a100%"}', "slurm.constraint", "'a100%'"),
+        ('{extra: {"out%j": x}}', "slurm.extra.out%j", "'out%j'"),
+    ],
+)
+def test_a_slurm_name_with_a_percent_is_refused(slurm: str, field: str, shown: str) -> None:
+    assert error_of(spec_text(f"slurm: {slurm}\n")) == (
+        f"jobs/x.yaml:9: {field}: {shown} is not allowed; expected a Slurm name without '%' "
+        "(submitit and Slurm replace '%' patterns in the job's paths (%j: the job id))"
+    )
+
+
+def test_a_setup_line_may_hold_a_percent() -> None:
+    """Slurm leaves the script's body alone: a shell line may need a `%` (date +%s)."""
+    spec = parse_spec(spec_text('slurm: {setup: ["echo start $(date +%s)"]}\n'))
+    assert spec.slurm.setup == ("echo start $(date +%s)",)
+
+
+@pytest.mark.parametrize("name", ["run%j", "run\n#SBATCH --x"])
+def test_a_spec_name_with_a_percent_or_a_line_break_is_refused(name: str) -> None:
+    """The name is a folder of the results root and part of the job's name."""
+    message = error_of(spec_text().replace("name: t", f"name: {name!r}".replace("'", '"')))
+    assert message.startswith(f"jobs/x.yaml:1: name: {name!r} is not allowed; expected letters, digits")

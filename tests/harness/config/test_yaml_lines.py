@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
+import subprocess
+import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -70,3 +74,50 @@ def test_a_spec_error_names_the_line_of_the_field() -> None:
     twice = "name: t\n" + TINY_WORKLOAD + "loader:\n  num_workers: 1\n  num_workers: 2\n"
     with pytest.raises(SpecError, match=r"^<spec>:11: duplicate key 'num_workers'$"):
         parse_spec(twice)
+
+
+def alias_bomb(levels: int = 9) -> str:
+    """Nested anchors, each level nine aliases of the one before: 9**levels values expanded
+    (the issue's 856-byte spec: `plan` took 33 s and 3.4 GB before its error)."""
+    names = "abcdefghijklmnop"[:levels]
+    lines = [f"a: &a [{', '.join(['x'] * 9)}]"]
+    for before, name in itertools.pairwise(names):
+        lines.append(f"{name}: &{name} [{', '.join([f'*{before}'] * 9)}]")
+    return "\n".join(lines) + "\n"
+
+
+def test_an_alias_bomb_is_refused_at_the_first_field_past_the_bound(tmp_path: Path) -> None:
+    """Through the command a user runs, in a subprocess: without the guard it would take
+    minutes and gigabytes, so the timeout only keeps a regression from hanging the suite."""
+    spec = tmp_path / "bomb.yaml"
+    spec.write_text(alias_bomb())
+    ended = subprocess.run(
+        [sys.executable, "-m", "harness", "plan", str(spec)], capture_output=True, text=True, timeout=60
+    )
+    assert ended.returncode == 2 and ended.stdout == ""
+    assert ended.stderr == (
+        f"harness: {spec}:5: e: expands to 66,430 values through aliases (*name); at most 10,000 "
+        "are allowed: write the values out, or use fewer aliases\n"
+    )
+
+
+def test_a_few_aliases_are_still_a_spec() -> None:
+    loaded = load_yaml_with_lines("x: &x {k: [1, 2]}\ny: *x\nz: [*x, *x]\n")
+    assert loaded.data["z"] == [{"k": [1, 2]}, {"k": [1, 2]}]
+    assert loaded.lines["y.k"] == 1  # the anchor's line: where the values are written
+    spec = parse_spec("name: t\n" + TINY_WORKLOAD + "loader: {num_workers: &n [0, 1]}\nrungs: [full]\n")
+    assert spec.field_values["loader.num_workers"] == (0, 1)
+
+
+@pytest.mark.parametrize("text", ["a: &a [1, *a]\n", "a: &a {b: {c: *a}}\n"])
+def test_an_alias_inside_its_own_anchor_is_refused(text: str) -> None:
+    with pytest.raises(
+        YamlSyntaxError, match=r"^an alias inside its own anchor .* makes an endless value"
+    ) as e:
+        load_yaml_with_lines(text)
+    assert e.value.line == 1
+
+
+def test_nesting_too_deep_is_one_line_not_a_traceback() -> None:
+    with pytest.raises(YamlSyntaxError, match=r"^invalid YAML: nested too deeply for a spec$"):
+        load_yaml_with_lines("[" * 5000 + "]" * 5000)

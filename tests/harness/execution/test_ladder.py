@@ -240,7 +240,14 @@ def test_loader_parts_refuse_what_they_cannot_honour() -> None:
         _parts(extra={"sampler": None, "batch_size": 3, "timeout": 5})
     extra = _parts(extra={"timeout": 7, "num_workers": 5})
     loader = ladder.make_loader(plain_dataset(8), NO_WORKERS, 4, CPU, extra)
-    assert loader.timeout == 7 and loader.num_workers == 0  # the point's setting wins
+    assert loader.num_workers == 0  # the point's setting wins
+    # and without workers no timeout, which torch's single-process iterator refuses (it asserts)
+    assert loader.timeout == 0 and len(next(iter(loader))[0]) == 4
+    workers = dataclasses.replace(NO_WORKERS, num_workers=1, prefetch_factor=2)
+    assert (
+        ladder.make_loader(plain_dataset(8), workers, 4, CPU, extra, timeout_s=300).timeout == 7
+    )  # the user's
+    assert ladder.make_loader(plain_dataset(8), workers, 4, CPU, timeout_s=300).timeout == 300  # the spec's
 
 
 # --- streams (IterableDataset) and the whole-sample form ---------------------------------------
@@ -487,3 +494,34 @@ def test_the_cached_value_of_a_sample_rung_is_sized_untimed() -> None:
     assert ladder.cached_value_bytes("full", dataset) is None
     assert ladder.cached_value_bytes("host_batch", dataset) is None
     assert ladder.cached_value_bytes("raw_bytes", dataset) is None  # not file-backed: no such stage
+
+
+def test_a_stock_torchvision_image_folder_gets_every_sample_rung_as_it_is(tmp_path: Path) -> None:
+    import torchvision.transforms as T
+    from torchvision.datasets import ImageFolder
+
+    make_image_folder(tmp_path, images=4, classes=2, size=16)
+    steps = [T.CenterCrop(8), T.ToTensor()]
+    folder = ImageFolder(str(tmp_path), transform=T.Compose(steps), target_transform=lambda t: t + 10)
+    whole = folder[1]
+    for rung in ("raw_sample", "raw_bytes", "transform:1"):
+        cached = ladder.sample_dataset(rung, folder)  # no load_raw from the user
+        image, target = cached[3]  # any index serves the cached sample 0, finished afresh
+        assert image.shape == whole[0].shape == (3, 8, 8) and target == folder[0][1] == 10
+        assert torch.equal(image, folder[0][0])
+    assert ladder.transform_names(folder) == "CenterCrop,ToTensor"
+
+
+def test_an_image_folder_with_its_own_getitem_is_not_cut_behind_its_back(tmp_path: Path) -> None:
+    import torchvision.transforms as T
+    from torchvision.datasets import ImageFolder
+
+    class Mine(ImageFolder):
+        def __getitem__(self, index: int) -> Any:
+            return super().__getitem__(index)
+
+    make_image_folder(tmp_path, images=2, classes=1, size=16)
+    with pytest.raises(
+        ladder.RungUnavailable, match=r"rung raw_sample needs a dataset with load_raw.*; Mine has not"
+    ):
+        ladder.sample_dataset("raw_sample", Mine(str(tmp_path), transform=T.ToTensor()))

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import csv
+import json
+import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -17,7 +20,7 @@ from harness.storage import rows as results
 from harness.storage.atomic import atomic_write_text
 from harness.storage.sweep import create_sweep
 from tests.conftest import TINY_WORKLOAD
-from tests.fixtures.workloads import read_indices
+from tests.fixtures.workloads import read_indices, stuck_pids
 
 
 def points_of(extra: str, workload: str = TINY_WORKLOAD, measure: str = ""):
@@ -153,3 +156,55 @@ def test_an_emulated_point_steps_on_one_host_thread_and_gives_the_threads_back(
     run_point(point, tmp_path)
     assert seen and set(seen) == {1}
     assert torch.get_num_threads() == 2  # given back to the process (the next inline point)
+
+
+def test_a_worker_stuck_in_getitem_is_a_failed_row_its_workers_ended_and_the_sweep_goes_on(
+    tmp_path: Path,
+) -> None:
+    """A read that never returns (one index of the data set): after limits.batch_timeout_s
+    without a batch, the point's rung is a failed row naming the limit, its worker processes
+    are gone (none left to outlive the harness), and the next point is measured."""
+    import psutil
+
+    from harness.backends.inline import run_inline
+
+    log = tmp_path / "log"
+    log.mkdir()
+    workload = TINY_WORKLOAD.replace("dataset: fake_cifar", "dataset: tests.fixtures.workloads:stuck_dataset")
+    args = [{"size": 16, "stuck": stuck, "log": str(log)} for stuck in (3, -1)]
+    workload = workload.replace("{size: 48, image_size: 8, resize: null}", json.dumps(args))
+    points = points_of("loader: {num_workers: 2}\nlimits: {batch_timeout_s: 2}\n", workload)
+    stuck, fine = sorted(points, key=lambda p: p.workload.dataset_args["stuck"], reverse=True)
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    outcomes = run_inline([stuck, fine], tmp_path)
+    assert [(o.ok, o.failed) for o in outcomes] == [(0, 1), (1, 0)]
+    (row,) = results.read_rows(tmp_path / "points" / stuck.id / "rank0.csv")
+    assert row["status"] == "failed"
+    assert row["error"] == (
+        "LoaderTimeout: no batch from the DataLoader for 2 s: a worker stuck in __getitem__? "
+        "(a read that never returns; limits.batch_timeout_s in the spec sets the wait, 0 for none)"
+    )
+    (worker,) = stuck_pids(log)
+    assert not psutil.pid_exists(worker)
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
+
+
+def test_a_running_point_says_where_it_is_at_each_interval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A progress line per interval (30 s; here 0.05 s) while the point runs: which rung and
+    repeat, and for how long."""
+    from harness.execution import progress
+
+    monkeypatch.setattr(progress, "PROGRESS_S", 0.05)
+    workload = TINY_WORKLOAD.replace(
+        "model: linear", "model: tests.fixtures.workloads:slow_model\n  model_args: {delay: 0.1}"
+    )
+    (point,) = points_of("", workload, measure="measure: {warmup_steps: 1, steps: 3, repeats: 2}")
+    with caplog.at_level(logging.INFO, logger="harness.execution.progress"):
+        run_point(point, tmp_path)
+    lines = [r.getMessage() for r in caplog.records if r.name == "harness.execution.progress"]
+    assert lines, "no progress line while the point ran"
+    pattern = rf"point {point.id} rank 0: rung full, repeat [12]/2, \d+ s into the rung, \d+ s into the point"
+    assert all(re.fullmatch(pattern, line) for line in lines), lines
+    assert any("repeat 2/2" in line for line in lines)

@@ -103,9 +103,9 @@ def test_each_rank_of_a_script_keeps_its_output_in_its_point_folder(
     (point,) = points([])
     run_point(point, tmp_path)
     out, err = layout.script_logs(layout.point_dir(tmp_path, point.id), 0)
-    assert out.read_text() == "DATALOADER 0 False False False 2 False 2\nrank 0: trained\n"
+    assert out.read_text() == "DATALOADER 0 False False False 2 False 2\nrank 0: training\n"
     # ...and still on the console (the job's log), as it comes.
-    assert "rank 0: trained" in capfd.readouterr().out
+    assert "rank 0: training" in capfd.readouterr().out
 
 
 def test_a_sequence_of_the_scripts_own_flags_is_one_point_each(tmp_path: Path) -> None:
@@ -128,9 +128,9 @@ def test_a_sequence_of_the_scripts_own_flags_is_one_point_each(tmp_path: Path) -
         ("kill", "the script was killed by SIGKILL (status -9) before the probe had measured the point"),
         (
             "break",
-            "the script's loop left harness.probe.measure early (after 3 batches; the point's "
-            "rungs need at least 16: a step limit of the script's (a --test-nsteps) must be at "
-            "least 16): iterate it to its end",
+            "the script's loop left harness.probe.measure early (after 3 batches of the 17 it "
+            "receives, as its loader's len() says; a step limit of the script's (a --test-nsteps) "
+            "must be at least 17): iterate it to its end",
         ),
     ],
 )
@@ -282,7 +282,7 @@ def test_two_local_ranks_of_a_script_name_the_slow_one_and_only_it(tmp_path: Pat
     for point in plan.points:  # each rank's own output, in the point's folder
         for rank in (0, 1):
             out, _ = layout.script_logs(layout.point_dir(sweep, point.id), rank)
-            assert out.read_text().endswith(f"\nrank {rank}: trained\n")
+            assert out.read_text().endswith(f"\nrank {rank}: training\n")
     slow = rows[(rows["point_id"] == plan.points[1].id)].set_index("rank")
     # Rank 1 read 2 samples × 100 ms per step: it waited at least that, rank 0 did not.
     assert slow.loc[1, "loading_time"] >= 0.2 > slow.loc[0, "loading_time"]

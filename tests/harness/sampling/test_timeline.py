@@ -242,3 +242,23 @@ def test_a_timeline_written_before_runs_were_numbered_is_run_0(tmp_path: Path) -
     path.write_text("\n".join(line.rsplit(",", 1)[0] for line in lines) + "\n")  # no run column
     rows = run_of(path, "full/0")
     assert [r["run"] for r in rows] == ["0"] * (len(lines) - 1) + ["1"] * (len(rows) - len(lines) + 1)
+
+
+def test_a_timeline_the_disk_refuses_is_a_warning_said_once_not_the_end_of_the_point(
+    tmpfs: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tests.conftest import remount_read_only
+
+    sampler = RankSampler(hz=0.001, gpu=False)
+    with sampler:
+        sampler.sample()
+    timeline = TimelineFile(tmpfs / timeline_name(0))
+    remount_read_only(tmpfs)
+    with caplog.at_level(logging.WARNING):
+        timeline.write(sampler)
+        timeline.write(sampler)  # after the next rung: not said again
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        f"the timeline {tmpfs}/samples-rank0.csv is not written (Read-only file system); "
+        "the point goes on without it"
+    ]

@@ -1,0 +1,77 @@
+"""How many batches a point yields to the loop that drives it: the length a script's loader
+reports under the harness (`len(loader)`), so that code sized by it lands where the script
+expects (an LR schedule of `len(loader) * epochs` steps, "the last batch of the epoch").
+
+A rung and repeat yields its warmup and its window (`loop.window`): the spec's warmup, at
+least the loader's stock, then up to DRAIN_FACTOR × stock more until the stock is used up,
+and `steps` measured batches. The drain's length is decided while it runs, so the count here is
+its longest; the probe fills what a rung did not take (a short drain, a failed or skipped
+rung) with untimed batches after the last window, and one more untimed batch closes the loop:
+the last window's clock stops when the loop asks for the batch after its last, so the loop's
+last batch (where scripts validate and checkpoint) is never inside a window.
+
+Torch-free: `harness plan` says the count before anything runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from harness.config import rungs as rung_names
+from harness.config.plan import Point
+from harness.config.settings import DRAIN_FACTOR
+
+__all__ = [
+    "CLOSING",
+    "DRAIN_FACTOR",
+    "batches_before_run",
+    "batches_per_loop",
+    "longest_warmup",
+    "stock",
+    "unit_batches",
+]
+
+CLOSING = 1
+"""The untimed batch after the last window (see the module's docstring)."""
+
+
+def stock(point: Point, rung: str) -> int:
+    """Batches the rung's loader can hold ready: num_workers × prefetch_factor for a rung that
+    reads through the DataLoader (ladder.LoaderStream.stock), none for a cached batch."""
+    if not rung_names.is_sample_level(rung) or not point.loader.num_workers:
+        return 0
+    return point.loader.num_workers * (point.loader.prefetch_factor or 0)
+
+
+def longest_warmup(point: Point, rung: str) -> int:
+    """The most batches `loop._warm_up` takes for this rung."""
+    held = stock(point, rung)
+    return max(point.measure.warmup_steps, held) + DRAIN_FACTOR * held
+
+
+def unit_batches(point: Point, rung: str) -> int:
+    """The most batches one (rung, repeat) yields: its longest warmup and its window."""
+    return longest_warmup(point, rung) + point.measure.steps
+
+
+def batches_per_loop(point: Point, done: Collection[tuple[str, int]] = ()) -> int:
+    """The batches the probe yields to the script's loop for this point, exactly: every
+    (rung, repeat) not in `done` at its longest, and the closing batch. `point` as it runs:
+    with the script's own num_workers and prefetch_factor where it keeps them (the probe's
+    effective point); before the script runs, `batches_before_run`."""
+    return CLOSING + sum(
+        unit_batches(point, rung)
+        for repeat in range(point.measure.repeats)
+        for rung in point.rungs
+        if (rung, repeat) not in done
+    )
+
+
+def batches_before_run(point: Point) -> int | None:
+    """What `harness plan` can say of a point before its script runs: the count, or None where
+    it depends on the script's own num_workers or prefetch_factor (Point.script_keeps), which
+    only the probe learns (its sample-level rungs' stock)."""
+    own = {"num_workers", "prefetch_factor"} & set(point.script_keeps)
+    if own and any(rung_names.is_sample_level(rung) for rung in point.rungs):
+        return None
+    return batches_per_loop(point)

@@ -1,0 +1,304 @@
+"""What each point of a plan costs, known before it runs: its warmup, its window, its time.
+
+**Warmup.** The timed loop (harness/execution/loop.py) runs at least `warmup_steps` steps
+before a sample-level rung's window, and at least the workers' stock (num_workers ×
+prefetch_factor batches made before the step asks for them), then on, up to DRAIN_FACTOR ×
+stock more, until the stock is used up. A batch-level rung (device_batch, host_batch) repeats
+one batch: its warmup is `warmup_steps`. So `prefetch_factor: 1000000` is a warmup of
+millions of steps, which the spec's `2+15 steps` never said.
+
+**Time.** Only where the spec gives a train step's time (model `emulated`: `step_ms`, a
+sleep the loader can only lengthen) is a point's least duration known; elsewhere the plan says
+the per-step time is unknown, and what per-step time the point's limit would need.
+
+**Refused or warned** (the refusals are certain, the warnings are not):
+
+- A point whose least duration is past its limit (`slurm.time`) is refused: the emulated
+  step is a lower bound and the steps are counted, so the point would be killed before it ends.
+  With no per-step time, a point that fits its limit only at under FAST_STEP_S a step is
+  warned about: that is implausible for a train step, but not known.
+- `num_workers` past REFUSE_WORKERS_PER_CORE × the rank's cores is refused: 512 workers on a
+  2-core node took 9 GB in 40 s (each worker a process with its copy of the dataset and its
+  batches) and measure only the time-sharing. Past WARN_WORKERS_PER_CORE × the cores, a
+  warning: labs measure oversubscription on purpose (jobs/dlojz_dataloader.yaml: 40 on 8).
+- `measure.budget_minutes` bounds the repeats after the first round, never a window: a first
+  round known to outlast it is refused (the budget cannot hold); with no per-step time, one
+  that fits only at under FAST_STEP_S a step is warned about.
+
+Torch-free, as `harness plan` must answer at once on a login node.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from harness.backends.slurm import time_seconds
+from harness.config import rungs as rung_names
+from harness.config.plan import Plan, Point
+from harness.config.settings import DRAIN_FACTOR
+from harness.config.spec import Spec, SpecError
+from harness.config.yaml_lines import load_yaml_with_lines
+from harness.workloads.registry import EMULATED_STEP_MS
+
+WARN_WORKERS_PER_CORE = 2
+REFUSE_WORKERS_PER_CORE = 16
+FAST_STEP_S = 1e-3
+"""A train step (forward, backward, optimizer step: tens of kernels of ~10 µs each on a GPU, a
+Python loop around them) under a millisecond is not to be expected: below it, a warning."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PointCost:
+    point: Point
+    stock: int | None
+    """Batches the workers hold ready (num_workers × prefetch_factor); None where a script
+    workload keeps its own loader settings."""
+    warmup: tuple[int, int | None]
+    """Steps before a sample-level rung's window: at least, at most (None: not known)."""
+    steps: tuple[int, int | None]
+    """Train steps of all its rungs and repeats (the first round): at least, at most."""
+    step_s: float | None
+    """The train step's least time where the spec gives it (emulated step_ms), else None."""
+    seconds: float | None
+    """Least duration: its train steps, and the loader-capacity passes (each at least its
+    window's time), at step_s a step."""
+
+
+def point_cost(point: Point) -> PointCost:
+    m = point.measure
+    loader = point.loader
+    keeps = {"num_workers", "prefetch_factor"} & set(point.script_keeps)
+    stock = None if keeps else (loader.num_workers * (loader.prefetch_factor or 0))
+    least_warm = max(m.warmup_steps, stock or 0)
+    warmup = (least_warm, None if stock is None else least_warm + DRAIN_FACTOR * stock)
+    least, capacity_windows = 0, 0
+    most: int | None = 0
+    for rung in point.rungs:
+        sample = rung_names.is_sample_level(rung)
+        least += m.repeats * ((warmup[0] if sample else m.warmup_steps) + m.steps)
+        high = warmup[1] if sample else m.warmup_steps
+        most = None if most is None or high is None else most + m.repeats * (high + m.steps)
+        capacity_windows += m.repeats if sample and _capacity(point) else 0
+    step_s = _step_seconds(point)
+    seconds = None if step_s is None else step_s * (least + capacity_windows * m.steps)
+    return PointCost(
+        point=point,
+        stock=stock,
+        warmup=warmup,
+        steps=(least, most),
+        step_s=step_s,
+        seconds=seconds,
+    )
+
+
+def _capacity(point: Point) -> bool:
+    """The loader alone after each sample-level rung (runner._capacity's rule)."""
+    wanted = point.measure.loader_capacity
+    return bool(set(rung_names.BOUND_RUNGS) & set(point.rungs)) if wanted == "auto" else bool(wanted)
+
+
+def _step_seconds(point: Point) -> float | None:
+    w = point.workload
+    if w.script is not None or w.model != "emulated":
+        return None
+    return float(dict(w.model_args).get("step_ms", EMULATED_STEP_MS)) / 1000
+
+
+def point_limit_s(spec: Spec) -> int:
+    """A point's time limit: its job's, `slurm.time` (one array task runs all its rungs and
+    repeats). The one place to change where the limit is declared elsewhere."""
+    return time_seconds(spec.slurm.time)
+
+
+def rank_cores(spec: Spec) -> tuple[int, str]:
+    """The cores one rank is given, and where the figure comes from."""
+    cfg = spec.slurm
+    if cfg.cpus_per_task is not None:
+        return cfg.cpus_per_task, "slurm.cpus_per_task"
+    here = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    ranks = cfg.tasks_per_node
+    share = max(1, here // ranks)
+    return share, f"this machine's {here} / {ranks} rank(s): slurm.cpus_per_task not given"
+
+
+def judge(plan: Plan) -> list[str]:
+    """The plan's warnings; raises SpecError (one line, the field's line) on a refusal."""
+    costs = [point_cost(p) for p in plan.points]
+    warnings = _workers(plan)
+    limit = point_limit_s(plan.spec)
+    for cost in costs:
+        _against_limit(plan.spec, cost, limit)
+    warnings += _unknown_against_limit(costs, limit)
+    warnings += _against_budget(plan.spec, costs)
+    return warnings
+
+
+def _workers(plan: Plan) -> list[str]:
+    cores, source = rank_cores(plan.spec)
+    workers = sorted({p.loader.num_workers for p in plan.points if "num_workers" not in p.script_keeps})
+    absurd = [n for n in workers if n > REFUSE_WORKERS_PER_CORE * cores]
+    if absurd:
+        raise _refusal(
+            plan.spec,
+            "loader.num_workers",
+            f"{absurd[-1]} is not allowed with {cores} core(s) a rank ({source}): past "
+            f"{REFUSE_WORKERS_PER_CORE} workers a core they measure only the time-sharing, and each is "
+            "a process with its copy of the dataset and its batches (512 workers on 2 cores took 9 GB "
+            f"in 40 s); at most {REFUSE_WORKERS_PER_CORE * cores} here, or give the rank more cores",
+        )
+    many = [n for n in workers if n > WARN_WORKERS_PER_CORE * cores]
+    if not many:
+        return []
+    return [
+        f"loader.num_workers {', '.join(map(str, many))}: more than {WARN_WORKERS_PER_CORE} workers "
+        f"a core on {cores} core(s) a rank ({source}); they time-share the cores (more memory, "
+        "rarely more batches)"
+    ]
+
+
+def _against_limit(spec: Spec, cost: PointCost, limit: int) -> None:
+    p, least = cost.point, cost.steps[0]
+    if cost.seconds is not None and cost.seconds > limit:
+        field, why = _dominant(cost)
+        raise _refusal(
+            spec,
+            field,
+            f"point {p.index} ({p.id}) takes at least {duration(cost.seconds)}: {least:,} train steps "
+            f"of at least {_ms(cost.step_s)} (step_ms){why}, and its limit is {duration(limit)} "
+            f"(slurm.time): it would be killed before it ends; lower {field} or raise slurm.time",
+        )
+
+
+def _unknown_against_limit(costs: Sequence[PointCost], limit: int) -> list[str]:
+    """One warning for the points of unknown step time that fit their limit only at an
+    implausible pace, named by the longest."""
+    fast = [c for c in costs if c.seconds is None and limit / c.steps[0] < FAST_STEP_S]
+    if not fast:
+        return []
+    worst = max(fast, key=lambda c: c.steps[0])
+    others = f" (and {len(fast) - 1} other point(s))" if len(fast) > 1 else ""
+    return [
+        f"point {worst.point.index} ({worst.point.id}){others}: its {worst.steps[0]:,} train steps or "
+        f"more fit its {duration(limit)} limit (slurm.time) only at under {_ms(limit / worst.steps[0])} "
+        "a step; the spec gives no per-step time to tell (model: emulated has one)"
+    ]
+
+
+def _dominant(cost: PointCost) -> tuple[str, str]:
+    """The field to lower: the warmup's source where it outweighs the window."""
+    m = cost.point.measure
+    if cost.warmup[0] <= m.steps:
+        return "measure.steps", ""
+    if (cost.stock or 0) > m.warmup_steps:
+        loader = cost.point.loader
+        return "loader.prefetch_factor", (
+            f", each warmup at least {cost.warmup[0]:,} (the workers' stock, num_workers "
+            f"{loader.num_workers} × prefetch_factor {loader.prefetch_factor}, is used up before the window)"
+        )
+    return "measure.warmup_steps", ""
+
+
+def _against_budget(spec: Spec, costs: Sequence[PointCost]) -> list[str]:
+    budget = spec.measure.budget_minutes
+    if budget is None or not costs:
+        return []
+    first = spec.measure.repeats
+    known = [c for c in costs if c.seconds is not None]
+    worst = max(known, key=lambda c: c.seconds or 0.0) if known else None
+    if worst is not None and worst.seconds is not None and worst.seconds > budget * 60:
+        p = worst.point
+        raise _refusal(
+            spec,
+            "measure.budget_minutes",
+            f"{budget:g} cannot bound point {p.index} ({p.id}): the budget only decides whether to "
+            f"measure more repeats after the first {first}, never cuts a window, and the first "
+            f"{first} take at least {duration(worst.seconds)} ({worst.steps[0]:,} train steps of at "
+            f"least {_ms(worst.step_s)}, step_ms); lower measure.steps or raise the budget",
+        )
+    unknown = [c for c in costs if c.seconds is None]
+    longest = max(unknown, key=lambda c: c.steps[0]) if unknown else None
+    if longest is not None and budget * 60 / longest.steps[0] < FAST_STEP_S:
+        return [
+            f"measure.budget_minutes {budget:g} bounds the repeats after the first {first}, never "
+            f"a window: point {longest.point.index}'s first {first} ({longest.steps[0]:,} train "
+            f"steps) fit it only at under {_ms(budget * 60 / longest.steps[0])} a step"
+        ]
+    return []
+
+
+def _refusal(spec: Spec, field: str, message: str) -> SpecError:
+    """The field's line in the spec file, where the spec is the file as written (an override
+    has no line)."""
+    line = None
+    if spec.path is not None and spec.path.is_file() and spec.path.read_text() == spec.text:
+        line = load_yaml_with_lines(spec.text).line_of(field)
+    file = str(spec.path) if spec.path is not None else None
+    return SpecError(message, file=file, line=line, field=field)
+
+
+def duration(seconds: float) -> str:
+    """1.2 s, 5.8 min, 3 h 20 min, 12 days."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{round(seconds / 60, 1):g} min"
+    if seconds < 86400 * 2:
+        hours, minutes = divmod(round(seconds / 60), 60)
+        return f"{hours} h {minutes} min"
+    return f"{seconds / 86400:,.0f} days"
+
+
+def _ms(seconds: float | None) -> str:
+    """A step's time in its unit: 1.5 s, 40 ms, 0.4 µs, 2 ns."""
+    if seconds is None:
+        return "?"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def sweep_lines(plan: Plan) -> list[str]:
+    """What `harness plan` says under its table: the steps in all, and the duration, known or
+    not (and the per-step time a point's limit would need)."""
+    costs = [point_cost(p) for p in plan.points]
+    least = sum(c.steps[0] for c in costs)
+    highs = [c.steps[1] for c in costs]
+    most = None if any(h is None for h in highs) else sum(h or 0 for h in highs)
+    span = f"{least:,}" if most == least else f"{least:,} to {most:,}" if most else f"{least:,} or more"
+    m = plan.spec.measure
+    lines = [f"steps: {span} train steps in all (warmups until the workers' stock is used up)"]
+    if m.adaptive:
+        lines[0] += f"; repeats: auto measures more where undecided, up to {m.max_repeats} a point"
+    limit = point_limit_s(plan.spec)
+    if all(c.seconds is not None for c in costs):
+        total = sum(c.seconds or 0.0 for c in costs)
+        longest = max(c.seconds or 0.0 for c in costs)
+        lines.append(
+            f"duration: at least {duration(total)} one point after another (inline, local); the "
+            f"longest point at least {duration(longest)} of its {duration(limit)} limit (slurm.time); "
+            "from the emulated step (step_ms), which the loader can only lengthen"
+        )
+    else:
+        worst = max(c.steps[0] for c in costs)
+        lines.append(
+            f"duration: unknown per-step time (only model: emulated gives one); the longest "
+            f"point's {worst:,} train steps fit its {duration(limit)} limit (slurm.time) at under "
+            f"{_ms(limit / worst)} a step"
+        )
+    if m.budget_minutes is not None:
+        lines.append(
+            f"budget: {m.budget_minutes:g} min a point bounds the repeats after the first "
+            f"{m.repeats}, never a window"
+        )
+    return lines
+
+
+def warmup_cell(cost: PointCost) -> str:
+    """The sample-level rungs' warmup (a batch-level rung's is warmup_steps): 5, 5-13, 5+."""
+    if not any(rung_names.is_sample_level(r) for r in cost.point.rungs):
+        return str(cost.point.measure.warmup_steps)
+    low, high = cost.warmup
+    return str(low) if high == low else f"{low}-{high}" if high is not None else f"{low}+"
