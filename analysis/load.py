@@ -10,9 +10,7 @@ which is most of the time for a sweep of 10,000 points (see benchmarks/analysis_
 
 from __future__ import annotations
 
-import csv
 import glob
-import io
 import json
 import logging
 import os
@@ -24,12 +22,12 @@ from typing import Any
 import pandas as pd
 
 from harness.storage.layout import ROW_FILE
+from harness.storage.reading import UnreadableFile, read_json, read_row_file, read_text
 from harness.storage.rows import BOOL_COLUMNS, NUMBER_COLUMNS, ROW_COLUMNS
 
 log = logging.getLogger(__name__)
 
 TEXT_COLUMNS = tuple(c for c in ROW_COLUMNS if c not in BOOL_COLUMNS + NUMBER_COLUMNS)
-REQUIRED_COLUMNS = ("point_id", "rung", "status", "training_time")
 # Added by the loader: where a row came from. `sweep_dir` tells apart two sweeps with the same
 # id under two spec names; `source` names the file in messages.
 ADDED_COLUMNS = ("sweep_dir", "source")
@@ -115,39 +113,9 @@ def sweep_dir_of(row_file: Path) -> Path:
     return row_file.parent
 
 
-class BadFile(Exception):
-    """What is wrong with a row file, in words a user can act on."""
-
-
-def read_row_file(path: Path) -> tuple[list[str], list[list[str]]]:
-    """The header and rows of one rank file; BadFile says what is wrong with it."""
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise BadFile(f"unreadable ({type(e).__name__}: {e.strerror or e})") from e
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise BadFile(f"unreadable (not UTF-8 text: byte 0x{data[e.start]:02x} at offset {e.start})") from e
-    if not text.strip():
-        raise BadFile("empty file")
-    reader = csv.reader(io.StringIO(text), strict=True)
-    try:
-        header = next(reader)
-        body = list(reader)
-    except csv.Error as e:
-        raise BadFile(f"unreadable (line {reader.line_num}: {e}; a torn or hand-edited file)") from e
-    missing = [c for c in REQUIRED_COLUMNS if c not in header]
-    if missing:
-        raise BadFile(f"missing columns {', '.join(missing)}")
-    for number, row in enumerate(body, start=2):
-        if len(row) != len(header):
-            raise BadFile(
-                f"line {number} has {len(row)} fields, the header {len(header)} (a torn or hand-edited file)"
-            )
-    if not body:
-        raise BadFile("a header and no rows")
-    return header, body
+# The one reader of rank files (harness/storage/reading.py): what status and resume count as
+# done is what the report reads. BadFile keeps its old name for notebooks.
+BadFile = UnreadableFile
 
 
 def load_results(paths: Iterable[str | Path]) -> Loaded:
@@ -157,8 +125,8 @@ def load_results(paths: Iterable[str | Path]) -> Loaded:
     for path in files:
         try:
             header, body = read_row_file(path)
-        except BadFile as e:
-            problems.append(f"{path}: {e}; skipped")
+        except UnreadableFile as e:
+            problems.append(f"{e}; skipped")
             continue
         extra = [str(sweep_dir_of(path)), str(path)]
         by_header.setdefault(tuple(header), []).extend(row + extra for row in body)
@@ -171,12 +139,23 @@ def load_results(paths: Iterable[str | Path]) -> Loaded:
     ]
     rows = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
     rows = _typed(rows)
-    bad = rows["status"].eq("ok") & rows["training_time"].isna()
-    if bad.any():
-        for source in rows.loc[bad, "source"].unique():
-            problems.append(f"{source}: a row with status ok has no training_time; row skipped")
-        rows = rows[~bad].reset_index(drop=True)
-    return Loaded(rows=rows, problems=problems, files=len(files))
+    return Loaded(rows=_measured(rows, problems), problems=problems, files=len(files))
+
+
+MEASURED_COLUMNS = ("training_time", "samples")
+"""What every ok row holds: a row without one (a blank or torn cell) measured nothing usable."""
+
+
+def _measured(rows: pd.DataFrame, problems: list[str]) -> pd.DataFrame:
+    """The rows, less the ok rows that lack one of MEASURED_COLUMNS (each file said once)."""
+    ok = rows["status"].eq("ok")
+    bad = pd.Series(False, index=rows.index)
+    for column in MEASURED_COLUMNS:
+        blank = ok & rows[column].isna()
+        for source in rows.loc[blank & ~bad, "source"].unique():
+            problems.append(f"{source}: a row with status ok has no {column}; row skipped")
+        bad |= blank
+    return rows[~bad].reset_index(drop=True) if bad.any() else rows
 
 
 # Columns renamed since the first versions: old result folders still load.
@@ -266,19 +245,21 @@ class SweepPlan:
 
 def load_plan(sweep_dir: Path, problems: list[str] | None = None) -> SweepPlan | None:
     path = sweep_dir / "plan.json"
-    try:
-        data = json.loads(path.read_bytes())
-        points = tuple(p for p in data["points"] if isinstance(p, dict) and "id" in p)
-    except FileNotFoundError:
+    if not path.exists():
         return None
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    try:
+        listed = read_json(path, dict).get("points")
+        if not isinstance(listed, list):
+            raise UnreadableFile(path, "no list of points (written by another version of the harness)")
+    except UnreadableFile as e:
         if problems is not None:
-            problems.append(f"{path}: unreadable ({type(e).__name__}: {e}); the plan is not checked")
+            problems.append(f"{e}; the plan is not checked")
         return None
+    points = tuple(p for p in listed if isinstance(p, dict) and "id" in p)
     try:
-        spec_text = (sweep_dir / "spec.yaml").read_text()
-    except (OSError, UnicodeDecodeError):
-        spec_text = ""
+        spec_text = read_text(sweep_dir / "spec.yaml")
+    except UnreadableFile:
+        spec_text = ""  # the spec is only shown; a sweep without one still reports
     return SweepPlan(sweep_dir=sweep_dir, spec_text=spec_text, points=points)
 
 

@@ -120,8 +120,10 @@ def render(table: pd.DataFrame, fmt: str) -> str:
             shown[column] = [("" if pd.isna(v) else spec.format(v)) for v in shown[column]]
     if "batch_size" in shown:
         shown["batch_size"] = shown["batch_size"].map(lambda v: "" if pd.isna(v) else int(v))
+    # A blank cell is NaN, and stays NaN through astype(str) on pandas 3: shown as "" in every format.
+    shown = shown.astype(object).where(shown.notna(), "")
     if fmt == "terminal":
-        return simple_table(list(shown.columns), shown.astype(str).to_numpy().tolist())
+        return simple_table(list(shown.columns), [[str(c) for c in row] for row in shown.to_numpy().tolist()])
     return tabulate(shown, headers="keys", tablefmt=FORMATS[fmt], showindex=False, disable_numparse=True)
 
 

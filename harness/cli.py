@@ -31,6 +31,7 @@ from harness.config.sbatch_safe import UnsafePath, refuse_unsafe_results
 from harness.config.spec import SlurmConfig, Spec, SpecError, load_spec
 from harness.extras import MissingExtra
 from harness.storage.atomic import CannotWrite
+from harness.storage.reading import UnreadableFile
 
 log = logging.getLogger("harness")
 
@@ -60,6 +61,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SpecError, UsageError, MissingExtra, UnsafePath) as e:
         print(f"harness: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except UnreadableFile as e:  # a sweep's file torn, unreadable or of another version
+        print(f"harness: {e}", file=sys.stderr)
+        return EXIT_FAILED_POINTS
     except CannotWrite as e:  # a full, read-only or forbidden disk: one line, what is kept
         from harness.storage.sweep import kept_line
 
@@ -140,6 +144,12 @@ def _add_slurm_verbs(verbs: Verbs) -> None:
     )
     resume.add_argument("sweep", type=Path)
     resume.add_argument("--wait", action="store_true", help=wait_help + " (Slurm sweeps)")
+    resume.add_argument(
+        "--failed",
+        action="store_true",
+        help="also run again the points with failed units (their failed rows kept aside, "
+        "in rank<k>.csv.failed-<time>)",
+    )
     resume.set_defaults(func=cmd_resume)
 
     sbatch = verbs.add_parser("sbatch", help="write a standalone sbatch script for the sweep")
@@ -479,18 +489,21 @@ def cmd_resume(args: argparse.Namespace) -> int:
     """Run again the points without complete results and without a live job, as `status`
     advises: resubmitted for a Slurm sweep, run here for an inline or local one."""
     from harness.backends.follow import counts, wait_for_orphaned_jobs
-    from harness.backends.status import SCHEDULED, sweep_status
+    from harness.backends.status import SCHEDULED, sweep_status, to_resume
     from harness.config.spec import parse_spec
+    from harness.storage.reading import read_sweep_spec
     from harness.storage.sweep import load_info
 
     sweep_dir = _open_sweep(args.sweep)
     backend = load_info(sweep_dir).backend
-    spec = parse_spec((sweep_dir / "spec.yaml").read_text(), file=str(sweep_dir / "spec.yaml"))
+    spec = parse_spec(read_sweep_spec(sweep_dir), file=str(sweep_dir / "spec.yaml"))
     statuses = sweep_status(sweep_dir)
     if backend not in SCHEDULED:
         statuses = wait_for_orphaned_jobs(statuses, sweep_dir)
     active = [st for st in statuses if st.active]
-    todo = [st.point for st in statuses if st.needs_resubmit]
+    todo, moved = to_resume(statuses, sweep_dir, failed=args.failed)
+    for line in moved:
+        print(line)
     if active:
         print(f"{len(active)} point(s) with a live job ({counts(active)}): left alone")
     if not todo and not active and spec.measure.adaptive:

@@ -18,7 +18,7 @@ from typing import Any
 from harness.backends.slurm import LIVE, StateClass, classify, job_list
 from harness.config.plan import Point
 from harness.storage import layout
-from harness.storage import rows as results
+from harness.storage.reading import UnreadableFile, read_point, set_aside_units, set_aside_unreadable
 from harness.storage.sweep import latest_job_entries, live_owner, load_info, load_points, process_alive
 
 # A job neither queued nor in accounting this long after its submission was cancelled before
@@ -61,6 +61,8 @@ class PointStatus:
     error: str
     reason: str = ""
     """Why a queued job waits (squeue's JobHeldUser, Resources...), or which process runs it."""
+    unreadable: tuple[UnreadableFile, ...] = ()
+    """Its rank files that exist and cannot be read (torn): their units count as missing."""
 
     @property
     def complete(self) -> bool:
@@ -83,6 +85,8 @@ class PointStatus:
             return _LIVE_WORD[kind]
         if kind is StateClass.ENDED_BAD:
             return _ENDED_WORD.get(self.state.split()[0], "cancelled")
+        if self.unreadable:
+            return "torn"
         return "not run" if self.units_done == 0 else "partial"
 
     @property
@@ -125,9 +129,9 @@ def sweep_status(sweep_dir: Path, states: Mapping[str, object] | None = None) ->
     out = []
     for point in load_points(sweep_dir):
         path = layout.point_dir(sweep_dir, point.id)
-        units = results.completed_units(path, info.world_size)
+        found = read_point(path, info.world_size)
         wanted = {(r, k) for r in point.rungs for k in range(point.measure.repeats)}
-        failed, error = _failures(path)
+        error = found.error or "; ".join(f"{e.path.name}: {e.what}" for e in found.unreadable)
         entry = entries.get(point.id)
         job = entry["job_id"] if entry else ""
         state, reason = "-", ""
@@ -148,10 +152,11 @@ def sweep_status(sweep_dir: Path, states: Mapping[str, object] | None = None) ->
                 job_id=job,
                 state=state,
                 reason=reason,
-                units_done=len(units & wanted),
+                units_done=len(found.units & wanted),
                 units_total=len(wanted),
-                failed_units=failed,
+                failed_units=len(found.failed & wanted),
                 error=error,
+                unreadable=found.unreadable,
             )
         )
     return out
@@ -162,7 +167,10 @@ def _unseen_state(job: str, entry: Mapping[str, Any], states: Mapping[str, objec
     its array (accounting has caught up), else a submission not yet seen."""
     array = job.split("_")[0] + "_"
     known = "_" in job and any(other.startswith(array) for other in states)
-    age = (datetime.now() - datetime.fromisoformat(entry["submitted"])).total_seconds()
+    try:
+        age = (datetime.now() - datetime.fromisoformat(str(entry.get("submitted")))).total_seconds()
+    except ValueError:  # an entry without its time: accounting has had time to catch up
+        age = float("inf")
     return "NEVER_STARTED" if known or age > ACCOUNTING_LAG_S else "SUBMITTED"
 
 
@@ -172,7 +180,11 @@ def advice(
     """What to do about the points not done, a line each; what it advises is what the named
     commands do (`harness resume` runs exactly the points counted in its line, which comes
     last, and only with `resume`)."""
-    lines: list[str] = []
+    lines = [
+        f"{e}: its units count as missing; harness resume moves it aside and measures them again"
+        for st in statuses
+        for e in st.unreadable
+    ]
     for word, what in (
         ("held", "held: release them with: scontrol release {ids} (harness resume leaves them alone)"),
         (
@@ -193,20 +205,6 @@ def advice(
     return lines
 
 
-def _failures(point_path: Path) -> tuple[int, str]:
-    count, error = 0, ""
-    for path in sorted(point_path.glob("rank*.csv")):
-        try:
-            rows = results.read_rows(path)
-        except OSError:
-            continue
-        for row in rows:
-            if row.get("status") == "failed":
-                count += 1
-                error = error or row.get("error", "")
-    return count, error
-
-
 def _log_tail(sweep_dir: Path, job_id: str) -> str:
     """The last line of the job's stderr that says something, for a job that left no row."""
     # submitit's layout, <sweep>/slurm/<job id>/<job id>_<task>_log.err, or flat for a
@@ -217,3 +215,32 @@ def _log_tail(sweep_dir: Path, job_id: str) -> str:
         if meaningful:
             return f"{meaningful[-1][:300]} (see {log_file})"
     return ""
+
+
+def to_resume(
+    statuses: Sequence[PointStatus], sweep_dir: Path, *, failed: bool = False
+) -> tuple[list[Point], list[str]]:
+    """The points `harness resume` runs: those without complete results and without a live job
+    (status's count), and with `failed` (`resume --failed`) the points with failed units too.
+
+    Before they run, what would stand in the way is moved aside, never deleted: a rank file that
+    cannot be read (rank<k>.csv.torn-<time>), and with `failed` the rows of the failed units
+    (rank<k>.csv.failed-<time>; the ok rows stay). Their units are then missing, and measured
+    again once each. Returns the points, and a line for the console on each thing moved."""
+    world_size = load_info(sweep_dir).world_size
+    todo: list[Point] = []
+    lines: list[str] = []
+    for st in statuses:
+        retry = failed and st.failed_units > 0 and not st.active
+        if not (st.needs_resubmit or retry):
+            continue
+        path = layout.point_dir(sweep_dir, st.point.id)
+        lines += set_aside_unreadable(path, world_size)
+        if retry:
+            units = read_point(path, world_size).failed
+            moved = set_aside_units(path, world_size, units, "failed")
+            lines.append(
+                f"point {st.point.id}: {moved} failed row(s) moved aside to rank<k>.csv.failed-<time>"
+            )
+        todo.append(st.point)
+    return todo, lines

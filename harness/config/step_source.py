@@ -14,7 +14,6 @@ the ranks wait for one another at every all-reduce, so the slowest sets the pace
 
 from __future__ import annotations
 
-import csv
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.storage import layout
+from harness.storage.reading import UnreadableFile
 from harness.storage.rows import read_rows
 
 RUNG = "device_batch"
@@ -115,7 +115,7 @@ def device_batch_steps(sweep: Path) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
     for point_path in sorted((sweep / "points").iterdir()):
         slowest: dict[str, float] = {}
-        for path in sorted(point_path.glob("rank*.csv")):
+        for path in sorted(p for p in point_path.glob("rank*.csv") if layout.ROW_FILE.match(p.name)):
             if not layout.ROW_FILE.match(path.name):
                 continue
             for row in _rows(path):
@@ -133,7 +133,7 @@ def device_batch_steps(sweep: Path) -> dict[str, list[float]]:
 def _rows(path: Path) -> list[dict[str, str]]:
     try:
         return read_rows(path)
-    except (OSError, csv.Error):
+    except UnreadableFile:
         return []  # a half-copied file: its point simply has no rows to offer
 
 

@@ -37,7 +37,7 @@ from harness.execution.train_step import (
 from harness.execution.waiting import watched
 from harness.sampling.host import job_memory_limit_bytes, process_tree_memory_bytes
 from harness.sampling.timeline import Phase, RankSampler, TimelineFile, timeline_name
-from harness.storage import layout
+from harness.storage import layout, reading
 from harness.storage import rows as results
 from harness.storage.atomic import CannotWrite, clean_temporaries, named
 from harness.workloads.build import (
@@ -248,7 +248,7 @@ def open_point(point: Point, sweep_dir: Path, env: DistEnv, skip_done: bool = Tr
     writer = results.RankWriter(point_path, env.rank)
     done: set[tuple[str, int]] = set()
     if skip_done and writer.path.exists():
-        writer.rows = [dict(r) for r in results.read_rows(writer.path)]
+        writer.rows = reading.rows_or_set_aside(writer.path)  # a torn file: its units measured again
         done = results.completed_units(point_path, env.world_size)
     return OpenPoint(
         point=point,

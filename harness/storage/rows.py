@@ -19,7 +19,7 @@ from typing import Any
 
 from harness.config import settings
 from harness.config.settings import SETTING_COLUMNS
-from harness.storage import layout
+from harness.storage import layout, reading
 from harness.storage.atomic import atomic_write_text
 
 IDENTITY_COLUMNS: tuple[str, ...] = (
@@ -227,23 +227,15 @@ class RankWriter:
 
 
 def read_rows(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="") as f:
-        return list(csv.DictReader(f))
+    """The rows of a rank file through the one tolerant reader (harness/storage/reading.py):
+    reading.UnreadableFile, one line, when it is torn or unreadable."""
+    return reading.read_rows(path)
 
 
 def completed_units(point_path: Path, world_size: int) -> set[tuple[str, int]]:
-    """The (rung, repeat) pairs that every rank has a final row for (ok, failed or skipped)."""
-    per_rank: list[set[tuple[str, int]]] = []
-    for rank in range(world_size):
-        path = layout.rank_file(point_path, rank)
-        if not path.exists():
-            return set()
-        try:
-            rows = read_rows(path)
-        except (OSError, csv.Error):
-            return set()
-        per_rank.append({(r["rung"], int(r["repeat"])) for r in rows if r.get("rung")})
-    return set.intersection(*per_rank) if per_rank else set()
+    """The (rung, repeat) pairs that every rank has a final row for (ok, failed or skipped); a
+    rank file that cannot be read has none."""
+    return reading.read_point(point_path, world_size).units
 
 
 def point_complete(point_path: Path, rungs: Sequence[str], repeats: int, world_size: int) -> bool:

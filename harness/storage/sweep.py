@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.config.plan import Plan, Point
-from harness.storage import layout
+from harness.storage import layout, reading
 from harness.storage import rows as results
 from harness.storage.atomic import CannotWrite, atomic_write_text, named
 
@@ -106,7 +106,21 @@ def _write_sweep_files(plan: Plan, sweep_dir: Path, backend: str, world_size: in
 
 
 def load_info(sweep_dir: Path) -> SweepInfo:
-    return SweepInfo(**json.loads((sweep_dir / "sweep.json").read_text()))
+    """sweep.json; UnreadableFile (one line) when it is missing, torn or of another version.
+    Keys a newer harness added are left alone: what this one needs is backend and world_size."""
+    path = sweep_dir / "sweep.json"
+    data = reading.read_json(path, dict)
+    backend, world_size = data.get("backend"), data.get("world_size")
+    if not isinstance(backend, str) or not backend:
+        raise reading.another_version(path, f"backend is {backend!r}, not a backend's name")
+    if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:
+        raise reading.another_version(path, f"world_size is {world_size!r}, not a number of ranks")
+    return SweepInfo(
+        spec=str(data.get("spec", "")),
+        backend=backend,
+        world_size=world_size,
+        created=str(data.get("created", "")),
+    )
 
 
 def record_jobs(
@@ -117,7 +131,7 @@ def record_jobs(
     `process`: the job ids are pids of this machine (the local backend's jobs); each entry then
     stamps its process (see process_alive)."""
     path = sweep_dir / "jobs.json"
-    entries = json.loads(path.read_text()) if path.exists() else []
+    entries = reading.read_json(path, list) if path.exists() else []
     now = datetime.now().isoformat(timespec="seconds")
     for p, j in zip(points, job_ids, strict=True):
         entry = {"point_id": p.id, "point_index": p.index, "job_id": j, "backend": backend, "submitted": now}
@@ -137,7 +151,16 @@ def latest_job_entries(sweep_dir: Path) -> dict[str, dict[str, Any]]:
     path = sweep_dir / "jobs.json"
     if not path.exists():
         return {}
-    return {e["point_id"]: e for e in json.loads(path.read_text())}
+    entries: dict[str, dict[str, Any]] = {}
+    for n, entry in enumerate(reading.read_json(path, list)):
+        if not isinstance(entry, dict) or not all(isinstance(entry.get(k), (str, int)) for k in JOB_KEYS):
+            raise reading.another_version(path, f"entry {n} lacks one of {', '.join(JOB_KEYS)}")
+        entries[str(entry["point_id"])] = {**entry, "job_id": str(entry["job_id"])}
+    return entries
+
+
+JOB_KEYS = ("point_id", "job_id")
+"""What every jobs.json entry holds (record_jobs)."""
 
 
 def open_sweep(path: Path) -> Path:
@@ -168,10 +191,26 @@ def plan_csv(plan: Plan) -> str:
 def load_points(sweep_dir: Path) -> list[Point]:
     """The sweep's points as planned, with the repeats that adaptive repeats added since
     (repeats.json): what `status` counts, `resume` runs and a job measures."""
-    data = json.loads((sweep_dir / "plan.json").read_text())
-    points = [Point.from_json(p) for p in data["points"]]
+    points = planned_points(sweep_dir)
     more = wanted_repeats(sweep_dir)
     return [with_repeats(p, more[p.id]) if more.get(p.id, 0) > p.measure.repeats else p for p in points]
+
+
+def planned_points(sweep_dir: Path) -> list[Point]:
+    """plan.json's points; UnreadableFile (one line) when it is torn or of another version."""
+    path = sweep_dir / "plan.json"
+    listed = reading.read_json(path, dict).get("points")
+    if not isinstance(listed, list):
+        raise reading.another_version(path, "no list of points")
+    points = []
+    for n, data in enumerate(listed):
+        try:
+            points.append(Point.from_json(data))
+        except KeyError as e:
+            raise reading.another_version(path, f"point {n} has no {e.args[0]!r}") from e
+        except (TypeError, ValueError, AttributeError) as e:
+            raise reading.another_version(path, f"point {n}: {e}") from e
+    return points
 
 
 REPEATS_FILE = "repeats.json"
@@ -181,7 +220,14 @@ than the plan's first round (harness/backends/adaptive.py)."""
 
 def wanted_repeats(sweep_dir: Path) -> dict[str, int]:
     path = sweep_dir / REPEATS_FILE
-    return {str(k): int(v) for k, v in json.loads(path.read_text()).items()} if path.exists() else {}
+    if not path.exists():
+        return {}
+    try:
+        return {str(k): int(v) for k, v in reading.read_json(path, dict).items()}
+    except (TypeError, ValueError) as e:
+        if isinstance(e, reading.UnreadableFile):
+            raise
+        raise reading.another_version(path, f"a repeat count that is not a number ({e})") from e
 
 
 def want_repeats(sweep_dir: Path, wanted: Mapping[str, int]) -> None:

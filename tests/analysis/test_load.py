@@ -57,25 +57,33 @@ def test_rows_know_their_sweep_folder_and_file(real_sweep: Path) -> None:
     assert all(Path(s).parent.parent.parent == real_sweep for s in rows["source"])
 
 
+HEADER = b"point_id,point_index,rung,repeat,status,training_time\n"
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
         (b"", "empty file"),
-        (b"\xff\xfe\x00garbage", "unreadable (not UTF-8 text: byte 0xff at offset 0)"),
         (
-            b'point_id,rung,status,training_time\n"p,full,ok,1.0\n',
+            b"\xff\xfe\x00garbage",
+            "unreadable (not UTF-8 text: byte 0xff at offset 0; a torn or hand-edited file)",
+        ),
+        (
+            HEADER + b'"p,0,full,0,ok,1.0\n',
             "unreadable (line 2: unexpected end of data; a torn or hand-edited file)",
         ),
+        (HEADER + b"p,0,full,0,ok\n", "torn (line 2 has 5 fields, the header 6; a torn or hand-edited file)"),
         (
-            b"point_id,rung,status,training_time\np,full,ok\n",
-            "line 2 has 3 fields, the header 4 (a torn or hand-edited file)",
+            HEADER + b"p,0,full,,ok,1.0\n",
+            "torn (line 2: repeat is '', not a whole number; a torn or hand-edited file)",
         ),
-        (b"point_id,rung,status,training_time\n", "a header and no rows"),
-        (b"sweep_id,point_id\ns,p\n", "missing columns rung, status, training_time"),
         (
-            b"point_id,rung,status,training_time\np,full,ok,fast\n",
-            "a row with status ok has no training_time; row skipped",
+            HEADER + b"p,0,full,0,o,1.0\n",
+            "torn (line 2: status is 'o', not one of ok, failed, skipped; a torn or hand-edited file)",
         ),
+        (HEADER, "a header and no rows"),
+        (b"sweep_id,point_id\ns,p\n", "missing columns point_index, rung, repeat, status, training_time"),
+        (HEADER + b"p,0,full,0,ok,fast\n", "a row with status ok has no training_time; row skipped"),
     ],
 )
 def test_each_kind_of_bad_file_is_named_with_what_is_wrong(

@@ -48,7 +48,7 @@ def test_a_corrupt_plan_is_reported_and_the_tables_still_print(tmp_path: Path) -
     (sweep / "plan.json").write_text("{")
     report = build_report([sweep])
     assert report.text.startswith("node n1\njobid")
-    assert f"{sweep / 'plan.json'}: unreadable (JSONDecodeError" in report.text
+    assert f"{sweep / 'plan.json'}: unreadable (not JSON: line 1 column 2: " in report.text
 
 
 def test_the_html_report_is_one_self_contained_page(real_sweep: Path) -> None:

@@ -67,7 +67,9 @@ def test_report_lists_failures_and_unreadable_files(tmp_path: Path) -> None:
         f"{torn}: unreadable (line 2: unexpected end of data; a torn or hand-edited file); skipped"
         in report.text
     )
-    assert f"{other}: missing columns rung, status, training_time; skipped" in report.text
+    assert (
+        f"{other}: missing columns point_index, rung, repeat, status, training_time; skipped" in report.text
+    )
     assert f"{tmp_path / 'missing'}: no such file or folder" in report.text
     assert report.failed_points == 1 and report.problems == 3
     assert "good" in report.text

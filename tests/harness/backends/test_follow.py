@@ -158,7 +158,8 @@ def finish(sweep_dir: Path, index: int) -> None:
     point = load_points(sweep_dir)[index]
     path = layout.point_dir(sweep_dir, point.id)
     path.mkdir(parents=True, exist_ok=True)
-    (path / "rank0.csv").write_text("rung,repeat,status\nfull,0,ok\n")
+    header = "point_id,point_index,rung,repeat,status,training_time"
+    (path / "rank0.csv").write_text(f"{header}\n{point.id},{point.index},full,0,ok,1.0\n")
 
 
 def test_waiting_asks_the_scheduler_less_and_less_often(sweep: Path) -> None:

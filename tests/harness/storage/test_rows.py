@@ -7,7 +7,7 @@ from harness.storage import rows as results
 
 def row(rung: str, repeat: int, rank: int = 0, status: str = "ok") -> results.RungRow:
     values = {c: "" for c in results.ROW_COLUMNS}
-    values.update(rung=rung, repeat=repeat, rank=rank, status=status)
+    values.update(point_id="p", point_index=0, rung=rung, repeat=repeat, rank=rank, status=status)
     return results.RungRow.from_cells(values)
 
 
