@@ -489,6 +489,8 @@ def check_refusal(ended: Ended, args: str) -> tuple[str, str] | None:
     machine (no GPU, no data here: `check_warning`)."""
     if ended.checked and ended.returncode == 0:
         return None
+    if ended.returncode == 2 and ended.error_line.startswith("harness.probe:"):
+        return "workload.script", ended.error_line  # the probe's own refusal (ranks of its own)
     if ended.returncode == 2 and not ended.reached and not ended.timed_out:
         return "workload.args", f"the script refused its flags ({args}): {ended.error_line}"
     if ended.error_line.startswith("ValueError") and _DATALOADER in ended.last_frame.replace("\\", "/"):
