@@ -26,7 +26,7 @@ from typing import TypeAlias
 
 from harness.backends.registry import BACKENDS
 from harness.config.overrides import OVERRIDE_SHAPE
-from harness.config.plan import Plan, expand
+from harness.config.plan import Plan, Point, expand
 from harness.config.sbatch_safe import UnsafePath, refuse_unsafe_results
 from harness.config.spec import SpecError, load_spec
 from harness.exits import EXIT_BAD_INPUT, EXIT_FAILED_POINTS, EXIT_INTERRUPTED, EXIT_OK, UsageError
@@ -259,33 +259,34 @@ def _load_plan(spec_path: Path, overrides: Sequence[str] = ()) -> Plan:
         raise UsageError(f"{spec_path}: no points to run: every combination is excluded")
     for warning in judge(plan):  # what a point costs: refused (SpecError) or said here
         log.warning("%s: %s", spec_path, warning)
-    _check_scripts(spec_path, plan)
     return plan
 
 
 def _check_scripts(spec_path: Path, plan: Plan) -> None:
-    """A script workload's flags, before anything is written or submitted: the script runs
-    once per distinct `args` up to its first harness.probe call, where the probe stops it
-    (imports, argument parsing; a few seconds). argparse's refusal (exit 2) is bad input; any
-    other failure (a login node without the GPU or the data the script wants) is only said."""
-    from harness.execution.script import check_script
+    """A script workload's flags and loaders, before anything is written or submitted: the
+    script runs once per distinct command line, in a scratch folder, up to its loop's
+    probe.measure, where the probe stops it (check_script; a few seconds, never training).
+    What no point could survive is bad input (check_refusal); any other failure (a login node
+    without the GPU or the data the script wants) is only said."""
+    from concurrent.futures import ThreadPoolExecutor
 
-    seen: set[tuple[str, ...]] = set()
+    from harness.execution.script import check_refusal, check_script, check_warning, command
+
+    firsts: dict[tuple[str, ...], Point] = {}
     for point in plan.points:
-        w = point.workload
-        key = (w.script or "", *w.args)
-        if w.script is None or key in seen:
-            continue
-        seen.add(key)
-        ended = check_script(point)
-        if ended.returncode == 2 and not ended.reached:
-            raise SpecError(
-                f"the script refused its flags ({' '.join(w.args)}): {ended.last_line}",
-                file=str(spec_path),
-                field="workload.args",
-            )
-        if not ended.reached:
-            log.warning("%s: the script's check run: %s", spec_path, ended.reason())
+        if point.workload.script is not None:
+            firsts.setdefault(tuple(command(point)), point)
+    if not firsts:
+        return
+    log.info("checking the script's %d command line(s) up to probe.measure", len(firsts))
+    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+        checked = list(pool.map(check_script, firsts.values()))
+    for argv, ended in zip(firsts, checked, strict=True):
+        refusal = check_refusal(ended, " ".join(argv[2:]))
+        if refusal is not None:
+            raise SpecError(refusal[1], file=str(spec_path), field=refusal[0])
+        if warning := check_warning(ended):
+            log.warning("%s: the script's check run (%s): %s", spec_path, " ".join(argv[2:]), warning)
 
 
 def _job_name(plan: Plan) -> str:
@@ -319,6 +320,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from harness.plan_table import plan_table
 
     plan = _load_plan(args.spec, args.overrides)
+    _check_scripts(args.spec, plan)
     print(plan_table(plan))
     for note in plan.notes:
         print(f"note: {note}")
@@ -349,6 +351,8 @@ def _new_sweep(args: argparse.Namespace, backend_name: str, *, wait: bool, fmt: 
     # Before anything is written: a login node without PyTorch, for a backend that runs here.
     require_torch_here(BACKENDS[backend_name], "run")
     plan = _load_plan(args.spec, args.overrides)
+    if not BACKENDS[backend_name].here:  # run here, the script's own run says it at once
+        _check_scripts(args.spec, plan)
     backend = make_backend(backend_name, plan.spec)
     check_backend(backend, plan, args.spec)
     return new_sweep(plan, backend, args.results, wait=wait, fmt=fmt)
@@ -400,6 +404,7 @@ def cmd_sbatch(args: argparse.Namespace) -> int:
     if args.portable:
         return _portable_sbatch(args)
     plan = _load_plan(args.spec, args.overrides)
+    _check_scripts(args.spec, plan)
     _check_sbatch_parameters(plan)
     sweep_dir = create_sweep(
         plan, args.results.resolve(), backend="sbatch", world_size=plan.spec.slurm.world_size

@@ -49,6 +49,7 @@ import copy as copying
 import json
 import logging
 import multiprocessing
+import os
 import sys
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
@@ -219,6 +220,8 @@ def measure(
     if epochs < 1 or (steps is not None and steps < 1):
         raise ValueError(f"epochs and steps must be >= 1 (got epochs={epochs}, steps={steps})")
     job = _job()
+    if job is not None and job.check:
+        _checked(job)
     count = batch_samples or batches.count_samples
     target = torch.device(device)
     _state["device"] = target
@@ -409,8 +412,9 @@ def _sync(device: torch.device | None) -> None:
 
 
 def _job() -> ProbeJob | None:
-    """This process's job (None alone). `harness plan`'s check run stops here, and a process
-    the harness did not start as the point's rank is refused (_own_ranks)."""
+    """This process's job (None alone). A process the harness did not start as the point's
+    rank is refused (_own_ranks). `harness plan`'s check run goes on through the loaders and
+    stops at `measure` (_checked)."""
     job = ProbeJob.from_environ()
     if job is None:
         return None
@@ -418,9 +422,6 @@ def _job() -> ProbeJob | None:
     if refused:
         _refuse(job, refused)
     job.report("reached")
-    if job.check:
-        sys.stdout.flush()
-        raise SystemExit(0)  # `harness plan`'s check run: the script parsed its flags, reached the probe
     return job
 
 
@@ -720,3 +721,25 @@ def _effective_point(job: ProbeJob, recorded: _Recorded, non_blocking: bool | No
 
 def _batch_size(point: Any, recorded: _Recorded) -> int:
     return int(point.workload.batch_size or recorded.batch_size or 1)
+
+
+def _checked(job: ProbeJob) -> None:
+    """`harness plan`'s check run ends here, at the script's loop: it parsed its flags and
+    built its loaders (probe.loader's with the point's settings), and it neither trains nor
+    validates nor saves. os._exit: no `finally` or atexit of the script's runs (a checkpoint)."""
+    job.report("reached")
+    job.report("checked")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _say_imported() -> None:
+    """Under the harness, tell the job that the script imports the probe: a script that ends
+    without reaching it is then told apart from one that lacks the probe's lines."""
+    job = ProbeJob.from_environ()
+    if job is not None:
+        job.report("imported")
+
+
+_say_imported()

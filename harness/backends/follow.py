@@ -22,6 +22,7 @@ from typing import TextIO
 from tabulate import tabulate
 
 from harness.backends.status import PointStatus, advice, scheduler_view, sweep_status
+from harness.storage import rows as results
 from harness.storage.sweep import live_owner, load_info
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ def status_table(statuses: Sequence[PointStatus]) -> str:
             "slurm state": st.state_text,
             "status": st.progress,
             "results": f"{st.units_done}/{st.units_total}",
-            "error": st.error[:160],
+            "error": results.short_error(st.error),
         }
         for st in statuses
     ]

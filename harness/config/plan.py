@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.config import settings
+from harness.config import script_flags, settings
 from harness.config.settings import (
     WITHOUT_WORKERS,
     Limits,
@@ -54,6 +54,15 @@ class Point:
     def settings(self) -> dict[str, Any]:
         """Flat field -> value, the columns of plan.csv and of every row."""
         return {**asdict(self.workload), **asdict(self.loader)}
+
+    def flag_args(self) -> list[str]:
+        """With a script workload, its own flags for the settings the spec names
+        (workload.flags; harness/config/script_flags.py): what follows its `args`."""
+        w = self.workload
+        values = {k: v for k, v in asdict(self.loader).items() if k not in self.script_keeps}
+        if w.batch_size is not None:
+            values["batch_size"] = w.batch_size
+        return script_flags.arguments(w.flags, values)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -192,12 +201,17 @@ def expand(spec: Spec) -> Plan:
 
 def _script_notes(points: list[Point]) -> list[str]:
     keeps = points[0].script_keeps if points else ()
-    if not keeps:
-        return []
-    return [
-        f"the script keeps its own {', '.join(keeps)} (the spec's loader section does not name "
-        "them; where the script gives none, PyTorch's defaults): the rows record what ran"
-    ]
+    notes = []
+    if keeps:
+        notes.append(
+            f"the script keeps its own {', '.join(keeps)} (the spec's loader section does not name "
+            "them; where the script gives none, PyTorch's defaults): the rows record what ran"
+        )
+    if points and points[0].workload.flags:
+        mapped = ", ".join(f"{k} {v}" for k, v in points[0].workload.flags.items())
+        notes.append(f"the script's flags carry the point's settings ({mapped}); each point's flags:")
+        notes += [f"  {p.index} {p.id}: {' '.join(p.flag_args()) or '(none)'}" for p in points]
+    return notes
 
 
 def _dimensions(spec: Spec) -> list[list[dict[str, Any]]]:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from typing import Any
 
-from harness.config import rungs
+from harness.config import rungs, script_flags
 from harness.workloads import registry
 
 REQUIRED: Any = MISSING
@@ -268,6 +268,16 @@ class WorkloadSettings:
         allowed="a list of strings",
         doc="the script's own command-line arguments",
         cell=" ".join,
+        id_at_default=False,
+    )
+    flags: Mapping[str, Any] = setting(
+        {},
+        check=lambda v: script_flags.problem(v, FLAGGABLE, FLAGGABLE_BOOLEANS) is None,
+        allowed="a mapping of settings (batch_size and the loader's) to the script's flags: \"--x\" "
+        '(a boolean as --x/--no-x), "--x=" (--x=4, --x=true) or {true: --x, false: null}',
+        doc="the script's own flags for the point's settings: the script's args get the values the "
+        'spec names (README, "Your own training script")',
+        in_row=False,
         id_at_default=False,
     )
 
@@ -544,6 +554,12 @@ WORKLOAD_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(WorkloadSetting
 LOADER_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(LoaderSettings) if rule_of(f).in_row)
 SETTING_COLUMNS: tuple[str, ...] = (*WORKLOAD_COLUMNS, *LOADER_COLUMNS)
 """The settings every row carries, as columns, in declaration order."""
+
+FLAGGABLE: tuple[str, ...] = ("batch_size", *LOADER_COLUMNS)
+"""The settings a spec may map to a script's own flags (workload.flags)."""
+FLAGGABLE_BOOLEANS: tuple[str, ...] = tuple(
+    f.name for f in fields(LoaderSettings) if isinstance(default_of(f), bool)
+)
 
 
 def identity(section: Any) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.config import rungs as rung_names
-from harness.config import sbatch_safe, settings, step_source
+from harness.config import sbatch_safe, script_flags, settings, step_source
 from harness.config.expect import Expectation, parse_expect
 from harness.config.overrides import Override, OverrideError, apply_overrides, dump_merged, parse_override
 from harness.config.settings import REQUIRED, Limits, Measure, ProfileSpec, SamplerConfig, SlurmConfig
@@ -324,12 +324,27 @@ def _loader_named(raw: Any, sequence: tuple[SequenceStep, ...]) -> frozenset[str
     return frozenset(named)
 
 
-SCRIPT_FIELDS = ("script", "args", "batch_size")
+SCRIPT_FIELDS = ("script", "args", "batch_size", "flags")
 """What a spec may give beside `workload.script`: the script owns its dataset, model and step."""
 
 
 def _is_script(c: _Checker, raw: Any) -> bool:
-    return c.mapping(raw, "workload").get("script") is not None
+    given = c.mapping(raw, "workload")
+    _check_flags(c, given)
+    return given.get("script") is not None
+
+
+def _check_flags(c: _Checker, given: Mapping[str, Any]) -> None:
+    """`workload.flags`, with a script only; an unknown setting or a flag that is none, named
+    (harness/config/script_flags.py)."""
+    if "flags" not in given:
+        return
+    if given.get("script") is None:
+        raise c.fail("workload.flags", "only with workload.script: the flags are your script's own")
+    found = script_flags.problem(given["flags"], settings.FLAGGABLE, settings.FLAGGABLE_BOOLEANS)
+    if found is not None:
+        key, what = found
+        raise c.fail(f"workload.flags.{key}" if key else "workload.flags", what)
 
 
 def _script_workload(c: _Checker, given: Mapping[str, Any], spec_path: Path) -> dict[str, tuple[Any, ...]]:
@@ -366,6 +381,7 @@ def _script_workload(c: _Checker, given: Mapping[str, Any], spec_path: Path) -> 
         )
     values["workload.script"] = (str(found),)
     values["workload.args"] = (list(values["workload.args"][0]),)
+    values["workload.flags"] = (script_flags.normalised(values["workload.flags"][0]),)
     return values
 
 

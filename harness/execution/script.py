@@ -9,15 +9,18 @@ rank's DistEnv) and `HARNESS_PROBE`, which tells `harness.probe` in the script w
 
 What the script leaves undone is a failed row here, for every unit (rung, repeat) the rank has
 no row for, with the script's exit status (or the signal that killed it), whether it reached
-the probe, and the tail of its stderr; the sweep goes on. The script's stdout and stderr pass
-through to the job's own (its log).
+the probe, and the end of its stderr with its error line whole; the sweep goes on. The
+script's stdout and stderr pass on to the job's own (its log) and into the point's folder
+(script-rank<k>.out/.err).
 
-Torch-free at import: `harness plan` uses `check_script` (the script's flags, parsed by the
-script itself up to its first probe call) before anything runs.
+Torch-free at import: `harness plan` and `harness submit` use `check_script` (the script run in
+a scratch folder up to its loop's probe.measure: its flags, its loaders) before anything runs.
 """
 
 from __future__ import annotations
 
+import codecs
+import contextlib
 import json
 import logging
 import os
@@ -43,11 +46,18 @@ log = logging.getLogger(__name__)
 
 PROBE_VARIABLE = "HARNESS_PROBE"
 """What the point is, for `harness.probe` in the script's process (ProbeJob as JSON)."""
-STDERR_LINES = 6
-"""Lines of the script's stderr kept for a failed row (a traceback's last frames and error)."""
+STDERR_LINES = 60
+"""Lines of the end of the script's stderr kept while it runs: enough to hold a traceback's
+last frames, its error line and the warnings some libraries print after it, at exit."""
 ERROR_CHARS = 500
-CHECK_TIMEOUT_S = 120
-"""`harness plan`'s check run: the script's imports and argument parsing, up to the probe."""
+"""About the most characters of the script's stderr a failed row keeps: its error line whole
+(see error_excerpt), and the lines before it that fit."""
+LINE_CHARS = 1000
+"""An error line longer than this keeps its first and its last characters (a tensor's repr)."""
+TRACEBACK = "Traceback (most recent call last):"
+CHECK_TIMEOUT_S = 60
+"""`harness plan`'s check run (check_script): the script's imports, flags and loaders, up to
+its loop; a script still going after this long is stopped."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -62,7 +72,8 @@ class ProbeJob:
     report_path: Path | None = None
     """Where the probe writes how far it got ("reached", "done"), for the failed rows' words."""
     check: bool = False
-    """`harness plan`'s check run: the probe exits (status 0) at the script's first probe call."""
+    """`harness plan`'s check run: the probe exits (status 0) where the script's loop reaches
+    probe.measure, once its loaders are built (check_script)."""
 
     def to_json(self) -> str:
         return json.dumps(
@@ -95,7 +106,8 @@ class ProbeJob:
         )
 
     def report(self, word: str) -> None:
-        """Say a milestone ("reached", "done", "left:N") once, for run_script's failed rows."""
+        """Say a milestone ("imported", "reached", "done", "left:N") once, for run_script's
+        failed rows."""
         if self.report_path is None:
             return
         said = self.report_path.read_text().split() if self.report_path.exists() else []
@@ -110,6 +122,7 @@ class Ended:
 
     returncode: int
     stderr_tail: str
+    """The end of its stderr as a row keeps it (error_excerpt): lines joined with " | "."""
     reached: bool
     """The script called the probe (its loader or its measure)."""
     done: bool
@@ -119,11 +132,25 @@ class Ended:
     settings: Mapping[str, Any] | None = None
     """The settings the probe said the point ran with (batch_size and the loader's), for the
     failed rows; None where the script did not get that far."""
+    error_line: str = ""
+    """The line that says what went wrong: the exception of the last traceback in its stderr,
+    else its last line (argparse's `error:` line)."""
+    last_frame: str = ""
+    """Where that exception was raised: its traceback's last 'File "...", line N' line."""
+    imported: bool = True
+    """The script imported harness.probe (which says so as it is imported)."""
+    checked: bool = False
+    """`harness plan`'s check run reached probe.measure, where the probe stopped it."""
+    needs: int | None = None
+    """The batches the point's loop receives, as its loader's len() says (loop_length)."""
+    timed_out: bool = False
+    """It was stopped at the time limit it was given (`harness plan`'s check run)."""
 
     @property
     def last_line(self) -> str:
-        """The last line of the script's stderr (argparse's `error:` line, an exception)."""
-        return self.stderr_tail.rsplit(" | ", 1)[-1]
+        """The line of the script's stderr that says what went wrong (argparse's `error:`
+        line, an exception's), whole."""
+        return self.error_line
 
     def status(self) -> str:
         if self.returncode < 0:
@@ -135,29 +162,82 @@ class Ended:
         return f"exited with status {self.returncode}"
 
     def reason(self) -> str:
-        """Why units of the point have no row, in one line for the rows' error column."""
+        """Why units of the point have no row, in one line for the rows' error column: what
+        happened, then the end of the script's stderr, its error line whole."""
         if self.returncode == 0 and self.left_after is not None:
             return (
                 f"the script's loop left harness.probe.measure early (after {self.left_after} "
-                "batches): iterate it to its end (no break) so that every rung is measured"
+                f"batches{self._needed()}): iterate it to its end (no break) so that every rung "
+                "is measured"
             )
-        if not self.reached:
-            where = "without reaching harness.probe (does its loop iterate probe.measure?)"
-        elif not self.done:
-            where = "before the probe had measured the point"
-        else:
-            where = "after the probe"
-        text = f"the script {self.status()} {where}"
+        text = f"the script {self.status()} {self._where()}"
         if self.stderr_tail:
             text += f"; stderr: {self.stderr_tail}"
-        return text[:ERROR_CHARS]
+        return text
+
+    def _needed(self) -> str:
+        if self.needs is None:
+            return ""
+        return (
+            f" of the {self.needs} it receives, as its loader's len() says; a step limit of the "
+            f"script's (a --test-nsteps) must be at least {self.needs}"
+        )
+
+    def _where(self) -> str:
+        """Where it ended, with a hint only where one applies: a script that ended well
+        without the probe lacks its lines; one that failed says why in its stderr."""
+        if self.reached:
+            return "before the probe had measured the point" if not self.done else "after the probe"
+        if self.returncode != 0:
+            return "without reaching harness.probe"
+        if not self.imported:
+            return (
+                'without importing harness.probe (its lines are missing: README, "Your own training script")'
+            )
+        return "without reaching harness.probe (does its loop iterate probe.measure?)"
+
+
+def error_excerpt(lines: Sequence[str], limit: int = ERROR_CHARS) -> tuple[str, str, str]:
+    """(excerpt, error line) of the end of a script's stderr. The error line is the exception
+    of the last traceback (warnings printed after it, at exit, do not hide it), else the last
+    line; the excerpt is the lines before it that fit in `limit`, then it, whole: a row's
+    error ends with the line that says what went wrong (rows.short_error shows it so). The
+    third is the traceback's last frame ('File "...", line N, in f'), or ""."""
+    raw = [line.rstrip() for line in lines if line.strip()]
+    if not raw:
+        return "", "", ""
+    key, frame = len(raw) - 1, ""
+    if TRACEBACK in raw:
+        start = len(raw) - 1 - raw[::-1].index(TRACEBACK)
+        # Its frames are indented ("  File ...", the code, "^^^"): the first line that is not
+        # says the exception.
+        key = next((i for i in range(start + 1, len(raw)) if not raw[i][0].isspace()), key)
+        frames = [line.strip() for line in raw[start:key] if line.strip().startswith('File "')]
+        frame = frames[-1] if frames else ""
+    shown = [line.strip() for line in raw]
+    error = _shortened(shown[key])
+    kept, before, size = [error], key - 1, len(error)
+    while before >= 0 and size + len(shown[before]) + 3 <= limit:
+        kept.insert(0, shown[before])
+        size += len(shown[before]) + 3
+        before -= 1
+    return " | ".join(kept), error, frame
+
+
+def _shortened(line: str) -> str:
+    if len(line) <= LINE_CHARS:
+        return line
+    half = LINE_CHARS // 2
+    return f"{line[:half]} … {line[-half:]}"
 
 
 def command(point: Point) -> list[str]:
-    """`python SCRIPT ARGS...` with the harness's own interpreter (its environment)."""
+    """`python SCRIPT ARGS... FLAGS...` with the harness's own interpreter (its environment):
+    the spec's `args`, then the script's own flags for the settings the spec names
+    (`workload.flags`: Point.flag_args), so that a later flag wins, as argparse does."""
     if point.workload.script is None:
         raise ValueError(f"point {point.id} has no script")
-    return [sys.executable, point.workload.script, *point.workload.args]
+    return [sys.executable, point.workload.script, *point.workload.args, *point.flag_args()]
 
 
 def script_environment(job: ProbeJob, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -177,6 +257,8 @@ def script_environment(job: ProbeJob, base: Mapping[str, str] | None = None) -> 
         MASTER_PORT=str(env.master_port or free_port()),
     )
     environ[PROBE_VARIABLE] = job.to_json()
+    # Its output is passed on through pipes: unbuffered, it comes as it is written, in order.
+    environ.setdefault("PYTHONUNBUFFERED", "1")
     cpus = environ.get("SLURM_CPUS_PER_TASK", "")
     if cpus.isdigit() and "OMP_NUM_THREADS" not in environ:
         # As a built-in point's job does (job._threads_from_allocation): threads for the
@@ -227,8 +309,15 @@ def run_script(point: Point, sweep_dir: Path, *, env: DistEnv, skip_done: bool =
             script=script,
             report_path=Path(tmp) / "report",
         )
-        log.info("point %s rank %d: %s", point.id, env.rank, " ".join(command(point)[1:]))
-        ended = run_process(command(point), script_environment(job), job.report_path)
+        logs = layout.script_logs(point_path, env.rank)
+        log.info(
+            "point %s rank %d: %s (its output also in %s)",
+            point.id,
+            env.rank,
+            " ".join(command(point)[1:]),
+            logs[0].with_suffix(".{out,err}"),
+        )
+        ended = run_process(command(point), script_environment(job), job.report_path, logs=logs)
     return account(point, sweep_dir, env, ended)
 
 
@@ -239,47 +328,83 @@ def run_process(
     *,
     timeout: float | None = None,
     echo: bool = True,
+    logs: tuple[Path, Path] | None = None,
+    cwd: Path | None = None,
 ) -> Ended:
-    """Run the script; its stderr goes on to ours (`echo`), and its last lines are kept."""
+    """Run the script; its stdout and stderr go on to ours (`echo`) and to `logs` (its rank's
+    files: stdout, stderr), as they come, and the end of its stderr is kept."""
     tail: deque[str] = deque(maxlen=STDERR_LINES)
-    with subprocess.Popen(
-        list(argv), env=dict(environ), stderr=subprocess.PIPE, text=True, errors="replace"
-    ) as p:
-        assert p.stderr is not None
-        reader = threading.Thread(target=_tee, args=(p.stderr, tail, echo), daemon=True)
-        reader.start()
+    timed_out = False
+    with contextlib.ExitStack() as stack:
+        out, err = (
+            (stack.enter_context(path.open("a", encoding="utf-8")) for path in logs) if logs else (None, None)
+        )
+        p = stack.enter_context(
+            subprocess.Popen(
+                list(argv), env=dict(environ), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
+        )
+        assert p.stdout is not None and p.stderr is not None
+        readers = [
+            threading.Thread(
+                target=_tee, args=(p.stdout, sys.stdout if echo else None, out, None), daemon=True
+            ),
+            threading.Thread(
+                target=_tee, args=(p.stderr, sys.stderr if echo else None, err, tail), daemon=True
+            ),
+        ]
+        for reader in readers:
+            reader.start()
         try:
             returncode = p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             p.kill()
-            returncode = p.wait()
+            returncode, timed_out = p.wait(), True
         except BaseException:
             # Interrupted (Ctrl-C, a job's signal): the script must not outlive its point.
             p.terminate()
             raise
-        reader.join(timeout=10)
+        for reader in readers:
+            reader.join(timeout=10)
     words = report_path.read_text().split() if report_path and report_path.exists() else []
+    excerpt, error_line, frame = error_excerpt(tail)
     return Ended(
         returncode=returncode,
-        stderr_tail=" | ".join(line.strip() for line in tail if line.strip())[-ERROR_CHARS:],
+        stderr_tail=excerpt,
+        error_line=error_line,
+        last_frame=frame,
         reached="reached" in words,
         done="done" in words,
         left_after=next((int(w.split(":")[1]) for w in words if w.startswith("left:")), None),
         settings=next((json.loads(w[9:]) for w in reversed(words) if w.startswith("settings:")), None),
+        imported="imported" in words,
+        checked="checked" in words,
+        timed_out=timed_out,
     )
 
 
-def _tee(stream: IO[str], tail: deque[str], echo: bool) -> None:
-    for line in stream:
-        if echo:
-            sys.stderr.write(line)
-        if line.strip():
-            tail.append(line.rstrip())
-    sys.stderr.flush()
+def _tee(stream: IO[bytes], console: IO[str] | None, file: IO[str] | None, tail: deque[str] | None) -> None:
+    """Pass a stream on as it comes (a progress bar's `\\r` updates too, not only whole
+    lines), keeping its last lines in `tail`: each as a terminal shows it (after its last
+    `\\r`)."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pending = ""
+    for chunk in iter(lambda: stream.read1(1 << 16), b""):  # type: ignore[attr-defined]
+        text = decoder.decode(chunk)
+        for sink in (console, file):
+            if sink is not None:
+                sink.write(text)
+                sink.flush()
+        if tail is not None:
+            *lines, pending = (pending + text).split("\n")
+            tail.extend(line.rsplit("\r", 1)[-1] for line in lines if line.strip())
+    if tail is not None and pending.strip():
+        tail.append(pending.rsplit("\r", 1)[-1])
 
 
 def account(point: Point, sweep_dir: Path, env: DistEnv, ended: Ended) -> PointOutcome:
     """This rank's rows once the script has ended: a failed row for each unit it has none for."""
+    from harness.execution.loop_length import batches_per_loop
     from harness.execution.runner import PointOutcome, open_point
     from harness.storage import rows as results
 
@@ -291,6 +416,7 @@ def account(point: Point, sweep_dir: Path, env: DistEnv, ended: Ended) -> PointO
         for rung in point.rungs
         if (rung, repeat) not in written
     ]
+    ended = replace(ended, needs=batches_per_loop(as_run(point, ended.settings)))
     if missing or ended.returncode != 0:
         log.error("point %s rank %d: %s", point.id, env.rank, ended.reason())
     opened.rows.device = ""
@@ -318,11 +444,17 @@ def as_run(point: Point, settings: Mapping[str, Any] | None) -> Point:
 
 
 def check_script(point: Point, *, timeout: float = CHECK_TIMEOUT_S) -> Ended:
-    """Run the script with the point's flags until its first probe call, where the probe
-    exits with status 0: its imports and argument parsing (argparse exits 2 on a bad flag)."""
+    """Run the script as a rank of the point would, in a scratch folder, until its loop
+    reaches probe.measure, where the probe stops it (`checked`): its imports, its flags
+    (argparse exits 2 on a bad one) and every loader it builds before its loop, probe.loader's
+    with the point's settings. It never trains, validates or saves: what it writes to relative
+    paths before its loop lands in the scratch folder, deleted after; it is stopped after
+    `timeout` seconds."""
     with tempfile.TemporaryDirectory(prefix="harness-check-") as tmp:
+        scratch = Path(tmp) / "cwd"
+        scratch.mkdir()
         job = ProbeJob(
-            sweep_dir=Path(tmp),
+            sweep_dir=Path(tmp) / "sweep",
             point=point,
             env=DistEnv(local_world_size=1),
             skip_done=True,
@@ -330,6 +462,67 @@ def check_script(point: Point, *, timeout: float = CHECK_TIMEOUT_S) -> Ended:
             report_path=Path(tmp) / "report",
             check=True,
         )
+        argv = [*command(point)[:2], *absolute_paths(command(point)[2:], Path.cwd())]
         return run_process(
-            command(point), script_environment(job), job.report_path, timeout=timeout, echo=False
+            argv, script_environment(job), job.report_path, timeout=timeout, echo=False, cwd=scratch
         )
+
+
+def absolute_paths(args: Sequence[str], base: Path) -> list[str]:
+    """The arguments with those that name an existing file or folder relative to `base` (the
+    working directory a point's run has: `--data data/images`, `--data=data/images`) made
+    absolute, for a run from another folder."""
+    out = []
+    for arg in args:
+        flag, equals, value = arg.partition("=") if arg.startswith("-") else ("", "", arg)
+        if value and not Path(value).is_absolute() and (base / value).exists():
+            value = str(base / value)
+        out.append(f"{flag}{equals}{value}")
+    return out
+
+
+def check_refusal(ended: Ended, args: str) -> tuple[str, str] | None:
+    """(field, one line) where the check run says that no point with these flags can run:
+    argparse's refusal, a DataLoader's refusal of the settings (its ValueError, raised where
+    the loaders are built, before any data is read), a script that never imports the probe or
+    ends without reaching probe.measure. None where it passed, or failed for a reason of this
+    machine (no GPU, no data here: `check_warning`)."""
+    if ended.checked and ended.returncode == 0:
+        return None
+    if ended.returncode == 2 and ended.error_line.startswith("harness.probe:"):
+        return "workload.script", ended.error_line  # the probe's own refusal (ranks of its own)
+    if ended.returncode == 2 and not ended.reached and not ended.timed_out:
+        return "workload.args", f"the script refused its flags ({args}): {ended.error_line}"
+    if ended.error_line.startswith("ValueError") and _DATALOADER in ended.last_frame.replace("\\", "/"):
+        return (
+            "workload.args",
+            f"a DataLoader of the script refused the settings ({args}): {ended.error_line}",
+        )
+    if not ended.imported and (ended.returncode == 0 or ended.timed_out):
+        ran = f"for {CHECK_TIMEOUT_S} s" if ended.timed_out else "to its end"
+        return "workload.script", (
+            f"the script never imports harness.probe (its check run went {ran} without it, "
+            'and was stopped): add the probe\'s lines (README, "Your own training script")'
+        )
+    if ended.returncode == 0:
+        return "workload.script", (
+            f"the script ended (status 0) before its loop reached harness.probe.measure ({args}): "
+            "the loop to measure must iterate probe.measure(loader, device)"
+        )
+    return None
+
+
+_DATALOADER = "torch/utils/data/"
+
+
+def check_warning(ended: Ended) -> str:
+    """What a check run that neither passed nor was refused says (a login node without the
+    GPU or the data the script wants), in one line; "" where it passed."""
+    if ended.checked and ended.returncode == 0:
+        return ""
+    if ended.timed_out:
+        return (
+            f"it did not reach probe.measure within {CHECK_TIMEOUT_S} s and was stopped (its data "
+            "may be slow to open here); the points run it in full"
+        )
+    return ended.reason()

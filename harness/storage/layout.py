@@ -4,6 +4,7 @@ results/<spec name>/<sweep id>/
   spec.yaml  plan.csv  plan.json  sweep.json  jobs.json
   owner.json                       only while an inline or local sweep runs (the process's pid)
   points/<point id>/rank<k>.csv  meta-rank<k>.json  samples-rank<k>.csv  profile/
+                   script-rank<k>.out  script-rank<k>.err   a script point's output, per rank
 
 Torch-free: the analysis reads the same layout.
 """
@@ -37,6 +38,11 @@ def point_dir(sweep_dir: Path, point_id: str) -> Path:
 
 def rank_file(point_path: Path, rank: int) -> Path:
     return point_path / f"rank{rank}.csv"
+
+
+def script_logs(point_path: Path, rank: int) -> tuple[Path, Path]:
+    """A script point's rank's stdout and stderr (appended to by each run of the point)."""
+    return point_path / f"script-rank{rank}.out", point_path / f"script-rank{rank}.err"
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -241,3 +241,16 @@ def completed_units(point_path: Path, world_size: int) -> set[tuple[str, int]]:
 def point_complete(point_path: Path, rungs: Sequence[str], repeats: int, world_size: int) -> bool:
     wanted = {(rung, rep) for rung in rungs for rep in range(repeats)}
     return wanted <= completed_units(point_path, world_size)
+
+
+def short_error(error: str, width: int = 160) -> str:
+    """A row's error for a one-line display (`harness status`): whole where it fits; else what
+    happened (its first words) and its last line, whole, for a script's error column ends with
+    the line that says what went wrong (script.error_excerpt): `RuntimeError: ...`, not its
+    first 160 characters."""
+    if len(error) <= width or " | " not in error:
+        return error
+    first, last = error.split(" | ", 1)[0], error.rsplit(" | ", 1)[-1]
+    if "; stderr: " in first:
+        return f"{first.split('; stderr: ', 1)[0]}; stderr: … {last}"
+    return f"{first} … {last}"

@@ -234,12 +234,13 @@ def test_a_loop_that_breaks_tells_the_job_how_far_it_got(harnessed) -> None:  # 
     assert milestones(job) == ["reached", "left:6"]
 
 
-def test_the_plans_check_run_stops_at_the_first_probe_call(harnessed) -> None:  # type: ignore[no-untyped-def]
-    job = harnessed(script_point(), check=True)
-    with pytest.raises(SystemExit) as stopped:
-        probe.loader(Numbers(), batch_size=2)
-    assert stopped.value.code == 0
-    assert milestones(job) == ["reached"]
+def test_the_plans_check_run_builds_the_points_loader_and_goes_on_to_the_loop(harnessed) -> None:  # type: ignore[no-untyped-def]
+    """It stops at probe.measure (os._exit: tests/harness/execution/test_script.py runs it),
+    so that the loaders the script builds after probe.loader are checked too."""
+    job = harnessed(script_point("{num_workers: 0, drop_last: true}"), check=True)
+    loader = probe.loader(Numbers(), batch_size=2)
+    assert loader.drop_last is True  # the point's settings, as the point's run builds it
+    assert milestones(job)[0] == "reached"
     assert not job.sweep_dir.exists()  # nothing measured, nothing written
 
 
@@ -250,11 +251,16 @@ LADDER = "[device_batch, host_batch, processed_sample, raw_sample, full]"
 
 
 def course_point(
-    out: Path, *args: str, loader: str = "{num_workers: 1}", rungs: str = LADDER, repeats: int = 3
+    out: Path,
+    *args: str,
+    loader: str = "{num_workers: 1}",
+    rungs: str = LADDER,
+    repeats: int = 3,
+    steps: int = 3,
 ) -> Point:
     spec = parse_spec(
         f"name: course\nworkload: {{script: {COURSE}, args: {['--out', str(out), *args]}}}\n"
-        f"measure: {{warmup_steps: 1, steps: 3, repeats: {repeats}}}\nrungs: {rungs}\nloader: {loader}\n"
+        f"measure: {{warmup_steps: 1, steps: {steps}, repeats: {repeats}}}\nrungs: {rungs}\nloader: {loader}\n"
     )
     (point,) = expand(spec).points
     return point
@@ -436,3 +442,41 @@ def test_ddp_ranks_get_as_many_batches_each_and_stop_together(tmp_path: Path) ->
     last = batches_per_loop(plan.points[0]) - 1
     assert [(out / f"validations-rank{r}").read_text() for r in (0, 1)] == [f"0 {last}\n"] * 2
     assert not list(out.glob("after-loop-rank*"))
+
+
+# --- known costs injected into such a script: the ladder's verdict names them --------------------
+
+
+@pytest.mark.parametrize(
+    ("injected", "rungs", "named"),
+    [
+        # Per sample 50 ms of reading (4 a batch, no workers): 200 ms a batch against a step of
+        # 50 ms of sleep (a GPU's step: the thread blocked, no core used). The raw samples
+        # served from memory cost nothing: the drop lands between raw_sample and full.
+        (("--read-ms", "50"), "[host_batch, raw_sample, full]", ["raw data loading"]),
+        # The same cost in the transform: the drop lands between processed_sample and raw_sample.
+        (("--transform-ms", "50"), "[host_batch, processed_sample, raw_sample, full]", ["transforms"]),
+        # Nothing injected: a read of a 200-byte tensor and a normalisation, far under the step.
+        ((), "[host_batch, processed_sample, raw_sample, full]", []),
+    ],
+    ids=["slow-read", "slow-transform", "nothing"],
+)
+def test_a_cost_injected_into_a_real_shaped_script_is_named_by_the_ladder(
+    tmp_path: Path, injected: tuple[str, ...], rungs: str, named: list[str]
+) -> None:
+    """Issue 25's criterion: a script with an LR schedule sized by len(loader), end-of-epoch
+    validation and a checkpoint, measured under the ladder with 3 repeats: every row is ok, and
+    the verdict names the stage where the cost was put (and none where none was)."""
+    from analysis.load import load_results
+    from analysis.verdict import ladder_verdicts
+    from harness.execution.runner import run_point
+
+    out = tmp_path / "out"
+    out.mkdir()
+    args = ("--step-ms", "50", "--num-workers", "0", *injected)
+    point = course_point(out, *args, loader="{num_workers: 0}", rungs=rungs, repeats=3, steps=4)
+    outcome = run_point(point, tmp_path / "sweep", env=DistEnv(hostname="node-a"))
+    assert outcome.failed == 0 and outcome.skipped == 0, [r.error for r in outcome.rows]
+    (verdict,) = ladder_verdicts(load_results([tmp_path / "sweep"]).rows)
+    assert verdict.stages == named, verdict.sentence
+    assert (out / "checkpoint-rank0.pt").is_file() and not (out / "after-loop-rank0").exists()

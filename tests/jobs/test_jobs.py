@@ -11,8 +11,10 @@ from analysis.aggregate import summarize
 from analysis.load import load_results
 from analysis.tables import loader_tables
 from harness.backends.inline import run_inline
+from harness.backends.local import run_local
 from harness.config.plan import expand
 from harness.config.spec import load_spec, parse_spec
+from harness.storage import layout
 from harness.storage.sweep import create_sweep
 from harness.workloads.make_data import make_image_folder, make_image_shards, make_webdataset_shards
 
@@ -47,6 +49,7 @@ def shrunk(path: Path, tmp_path: Path) -> str:
     text = re.sub(r"measure: \{[^}]*\}", "measure: {warmup_steps: 1, steps: 2}", path.read_text())
     text = text.replace("/dev/shm/harness-data", str(tmp_path / "shm" / "harness-data"))
     text = text.replace("--data, data/course-images", f"--data, {tmp_path / 'course-images'}")
+    text = text.replace("results/imagenet-checkpoints", str(tmp_path / "checkpoints"))
     return text.replace("root: data/harness-data", f"root: {tmp_path / 'harness-data'}")
 
 
@@ -71,3 +74,30 @@ def test_cpu_variants_run_end_to_end(path: Path, tmp_path: Path) -> None:
     if plan.spec.sequence:
         # one row per cumulative step, in the sequence's order
         assert list(table["sequence_step"]) == [s.name for s in plan.spec.sequence]
+
+
+def test_the_imagenet_example_runs_inline_and_as_two_local_ranks(tmp_path: Path) -> None:
+    """pytorch/examples' shape under the harness with no change but the probe's lines: its LR
+    schedule sized by len(loader), its validation and its checkpoint every epoch, its own
+    DataLoader flags mapped to each point's settings (its DATALOADER line prints the point's),
+    inline and as 2 DDP ranks; every row ok."""
+    text = shrunk(JOBS / "imagenet_script-cpu.yaml", tmp_path).replace('"256"', '"64"')
+    spec_file = str(JOBS / "imagenet_script-cpu.yaml")
+    inline = expand(parse_spec(text.replace("num_workers: [0, 1, 2]", "num_workers: [0, 2]"), file=spec_file))
+    sweep = create_sweep(inline, tmp_path / "results")
+    run_inline(inline.points, sweep)
+    two = expand(parse_spec(text.replace("num_workers: [0, 1, 2]", "num_workers: 1"), file=spec_file))
+    local = create_sweep(two, tmp_path / "results", backend="local", world_size=2)
+    assert run_local(two.points, local, two.spec.slurm) == []
+    rows = load_results([sweep, local]).rows
+    assert set(rows["status"]) == {"ok"} and len(rows) == 2 * 4 + 2 * 4  # points × rungs, ranks × rungs
+    assert sorted(set(rows["world_size"])) == [1, 2]
+    for folder, point, expected in (
+        (sweep, inline.points[0], "DATALOADER 0 False False False 2 False"),
+        (sweep, inline.points[1], "DATALOADER 2 True False False 2 False"),
+        (local, two.points[0], "DATALOADER 1 True False False 2 False"),
+    ):
+        out, _ = layout.script_logs(layout.point_dir(folder, point.id), 0)
+        assert out.read_text().splitlines()[0] == expected
+        assert " * Acc@1 " in out.read_text()  # validated, every epoch
+    assert (tmp_path / "checkpoints" / "checkpoint.pth.tar").is_file()

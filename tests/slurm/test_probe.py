@@ -39,3 +39,26 @@ slurm: {{nodes: 1, tasks_per_node: 2, gpus_per_node: 2, cpus_per_task: 1, time: 
     assert set(rows["script"]) == {str(SCRIPT)}
     # The report: the course's table (one row per point) and the ladder of each point.
     assert "num_workers" in out.stdout and out.stdout.count("caching ladder, node") == 2
+
+
+def test_the_imagenet_example_as_an_array_task_of_two_ranks(tmp_path: Path) -> None:
+    """jobs/imagenet_train.py (pytorch/examples' shape) on the cluster, as it is: every row ok,
+    each rank's output in its point's folder, its DATALOADER line the point's own."""
+    text = (REPO / "jobs" / "imagenet_script-cpu.yaml").read_text()
+    text = text.replace("script: imagenet_train.py", f"script: {REPO / 'jobs' / 'imagenet_train.py'}")
+    text = text.replace('"256"', '"64"').replace("results/imagenet-checkpoints", str(tmp_path / "ckpt"))
+    text = text.replace("{warmup_steps: 2, steps: 12, repeats: 3}", "{warmup_steps: 1, steps: 3}")
+    text = text.replace("num_workers: [0, 1, 2]", "num_workers: 1")
+    spec = tmp_path / "imagenet.yaml"
+    spec.write_text(text)
+    out = harness("submit", str(spec), "--wait", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    sweep = sweep_of(out, tmp_path)
+    rows = load_results([sweep]).rows
+    assert set(rows["status"]) == {"ok"} and len(rows) == 2 * 4  # ranks × rungs
+    assert set(rows["world_size"]) == {2}
+    (point,) = (sweep / "points").iterdir()
+    first = (point / "script-rank0.out").read_text().splitlines()[0]
+    assert first == "DATALOADER 1 True False False 2 False"
+    assert (point / "script-rank1.err").is_file()
+    assert (tmp_path / "ckpt" / "checkpoint.pth.tar").is_file()

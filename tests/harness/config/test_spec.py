@@ -443,7 +443,7 @@ def test_a_script_refuses_the_fields_it_owns(tmp_path: Path) -> None:
         SpecError,
         match=re.escape(
             "spec.yaml:4: workload.model: not allowed with workload.script: the script owns its "
-            "dataset, model and training step; beside script give args, batch_size (and loader: settings)"
+            "dataset, model and training step; beside script give args, batch_size, flags (and loader: settings)"
         ),
     ):
         load_spec(spec_path)

@@ -92,6 +92,22 @@ def test_the_scripts_own_loop_measures_every_rung_with_the_points_loader(tmp_pat
     assert (layout.point_dir(sweep, point.id) / "samples-rank0.csv").is_file()
 
 
+def test_each_rank_of_a_script_keeps_its_output_in_its_point_folder(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    (point,) = points(["--fail", "during"])
+    run_point(point, tmp_path)
+    out, err = layout.script_logs(layout.point_dir(tmp_path, point.id), 0)
+    assert out.name == "script-rank0.out" and err.name == "script-rank0.err"
+    assert "RuntimeError: the step blew up at batch 2" in err.read_text()
+    (point,) = points([])
+    run_point(point, tmp_path)
+    out, err = layout.script_logs(layout.point_dir(tmp_path, point.id), 0)
+    assert out.read_text() == "DATALOADER 0 False False False 2 False 2\nrank 0: training\n"
+    # ...and still on the console (the job's log), as it comes.
+    assert "rank 0: training" in capfd.readouterr().out
+
+
 def test_a_sequence_of_the_scripts_own_flags_is_one_point_each(tmp_path: Path) -> None:
     found = points(
         [],
@@ -110,7 +126,12 @@ def test_a_sequence_of_the_scripts_own_flags_is_one_point_each(tmp_path: Path) -
         ("no-probe", "the script exited with status 0 without reaching harness.probe"),
         ("during", "the script exited with status 1 before the probe had measured the point"),
         ("kill", "the script was killed by SIGKILL (status -9) before the probe had measured the point"),
-        ("break", "the script's loop left harness.probe.measure early (after 3 batches)"),
+        (
+            "break",
+            "the script's loop left harness.probe.measure early (after 3 batches of the 17 it "
+            "receives, as its loader's len() says; a step limit of the script's (a --test-nsteps) "
+            "must be at least 17): iterate it to its end",
+        ),
     ],
 )
 def test_a_script_that_fails_leaves_failed_rows_that_say_how(tmp_path: Path, fail: str, words: str) -> None:
@@ -128,9 +149,62 @@ def test_a_script_that_fails_leaves_failed_rows_that_say_how(tmp_path: Path, fai
     ]
     assert all(r["status"] == "failed" and r["error"].startswith(words) for r in rows)
     if fail == "before":
-        assert rows[0]["error"].endswith("stderr: cannot open the data set: disk on fire")
+        # It failed, saying why: no hint about its loop.
+        assert rows[0]["error"] == (
+            "the script exited with status 3 without reaching harness.probe; "
+            "stderr: cannot open the data set: disk on fire"
+        )
     if fail == "during":
         assert "RuntimeError: the step blew up at batch 2" in rows[0]["error"]
+
+
+LONG_ERROR = (
+    "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:534] "
+    f"Connection closed by peer [10.0.0.7]:{'5' * 200} (the end)"
+)
+
+
+def test_a_failed_row_keeps_the_scripts_error_whole_to_its_last_line(tmp_path: Path) -> None:
+    """Warnings before it, a message of 300 characters and a warning after the traceback (at
+    exit): the row ends with the exception's line, whole, after what fits of the traceback."""
+    (point,) = points(["--fail", "long"])
+    run_point(point, tmp_path)
+    (row,) = rows_of(tmp_path, point)
+    assert row["error"].startswith(
+        "the script exited with status 1 before the probe had measured the point; stderr: "
+    )
+    assert row["error"].endswith(" | " + LONG_ERROR)
+    assert '; stderr: raise RuntimeError(f"' in row["error"]  # its code line fits beside it
+    assert "destroy_process_group" not in row["error"]
+
+
+def test_status_shows_what_happened_and_the_scripts_error_line_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness import cli
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(script_spec(["--fail", "long"]))
+    assert cli.main(["run", str(spec), "--results", str(tmp_path / "results")]) == 1
+    (sweep,) = (tmp_path / "results" / "script").iterdir()
+    capsys.readouterr()
+    cli.main(["status", str(sweep)])
+    out = capsys.readouterr().out
+    assert (
+        "the script exited with status 1 before the probe had measured the point; stderr: … " + LONG_ERROR
+    ) in out
+
+
+def test_a_script_without_the_probe_is_told_to_add_its_lines(tmp_path: Path) -> None:
+    plain = tmp_path / "plain.py"
+    plain.write_text("print('trained for an epoch')\n")
+    (point,) = expand(parse_spec(script_spec([]).replace(str(SCRIPT), str(plain)))).points
+    run_point(point, tmp_path)
+    (row,) = rows_of(tmp_path, point)
+    assert row["error"] == (
+        "the script exited with status 0 without importing harness.probe (its lines are "
+        'missing: README, "Your own training script")'
+    )
 
 
 def test_the_sweep_goes_on_after_a_failed_script(tmp_path: Path) -> None:
@@ -205,6 +279,10 @@ def test_two_local_ranks_of_a_script_name_the_slow_one_and_only_it(tmp_path: Pat
     assert [(s.point_id, s.who) for s in stragglers] == [
         (plan.points[1].id, f"rank 1 on {rows['hostname'][0]}")
     ]
+    for point in plan.points:  # each rank's own output, in the point's folder
+        for rank in (0, 1):
+            out, _ = layout.script_logs(layout.point_dir(sweep, point.id), rank)
+            assert out.read_text().endswith(f"\nrank {rank}: training\n")
     slow = rows[(rows["point_id"] == plan.points[1].id)].set_index("rank")
     # Rank 1 read 2 samples × 100 ms per step: it waited at least that, rank 0 did not.
     assert slow.loc[1, "loading_time"] >= 0.2 > slow.loc[0, "loading_time"]
@@ -243,3 +321,157 @@ def test_plan_refuses_the_flags_the_script_refuses(
     )
     spec.write_text(script_spec(["--read-ms", "1"]))
     assert cli.main(["plan", str(spec)]) == 0
+
+
+def plan_of(tmp_path: Path, spec_text: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """`harness plan` from tmp_path/work (the working directory): its status and stderr."""
+    from harness import cli
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(spec_text)
+    capsys.readouterr()
+    code = cli.main(["plan", str(spec)])
+    return code, capsys.readouterr().err.strip()
+
+
+@pytest.fixture
+def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "work"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    return folder
+
+
+def test_plan_checks_the_script_in_a_scratch_folder_and_stops_it_at_its_loop(
+    tmp_path: Path, work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What it writes before its loop lands in a scratch folder; it never trains nor saves."""
+    (work / "data").mkdir()
+    (work / "data" / "x").write_text("")  # an existing path in args is the working directory's
+    spec = script_spec(["--log-file", "train.log", "--checkpoint", "ckpt.pt", "--log-file=data/x"])
+    code, err = plan_of(tmp_path, spec, capsys)
+    assert code == 0, err
+    assert sorted(p.name for p in work.rglob("*")) == ["data", "x"]
+    assert (work / "data" / "x").read_text() == (
+        f"started --log-file train.log --checkpoint ckpt.pt --log-file={work}/data/x\n"
+    )
+
+
+def test_plan_refuses_a_loader_the_script_builds_after_the_first_probe_call(
+    tmp_path: Path, work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = plan_of(tmp_path, script_spec(["--val-workers", "0", "--val-persistent"]), capsys)
+    assert code == 2
+    assert err == (
+        f"harness: {tmp_path / 'spec.yaml'}: workload.args: a DataLoader of the script refused the "
+        "settings (--val-workers 0 --val-persistent): "
+        "ValueError: persistent_workers option needs num_workers > 0"
+    )
+
+
+def test_plan_refuses_a_script_that_never_imports_the_probe_and_keeps_its_checkpoint_out(
+    tmp_path: Path, work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plain = tmp_path / "main.py"  # ImageNet's main.py before the probe: it trains, then saves
+    plain.write_text("open('checkpoint.pth.tar', 'w').write('weights')\n")
+    code, err = plan_of(tmp_path, script_spec([]).replace(str(SCRIPT), str(plain)), capsys)
+    assert code == 2 and list(work.iterdir()) == []
+    assert err == (
+        f"harness: {tmp_path / 'spec.yaml'}: workload.script: the script never imports "
+        "harness.probe (its check run went to its end without it, and was stopped): add the "
+        'probe\'s lines (README, "Your own training script")'
+    )
+
+
+def test_plan_refuses_a_script_that_ends_before_its_loop_reaches_the_probe(
+    tmp_path: Path, work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = plan_of(tmp_path, script_spec(["--fail", "no-probe"]), capsys)
+    assert code == 2
+    assert err.endswith(
+        "workload.script: the script ended (status 0) before its loop reached "
+        "harness.probe.measure (--fail no-probe): the loop to measure must iterate "
+        "probe.measure(loader, device)"
+    )
+
+
+def test_run_runs_the_script_once_per_point_and_rank_with_no_check_run_before(
+    tmp_path: Path, work: Path
+) -> None:
+    from harness import cli
+
+    starts = tmp_path / "starts.log"
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(script_spec(["--log-file", str(starts)]))
+    assert cli.main(["run", str(spec), "--results", str(tmp_path / "results")]) == 0
+    assert len(starts.read_text().splitlines()) == 1
+
+
+FLAGS = (
+    "{num_workers: --num-workers, persistent_workers: --persistent-workers, pin_memory: --pin-memory, "
+    "non_blocking: --non-blocking, prefetch_factor: --prefetch-factor, drop_last: --drop-last, "
+    "batch_size: --batch-size}"
+)
+
+
+def flagged_spec(
+    loader: str = "{num_workers: [0, 1], persistent_workers: true, pin_memory: true, drop_last: true}",
+) -> str:
+    return script_spec([], extra=f"loader: {loader}\n").replace(
+        "args: []}", f"args: [], batch_size: 4, flags: {FLAGS}}}"
+    )
+
+
+def test_a_script_whose_flags_are_mapped_prints_each_points_own_settings(tmp_path: Path) -> None:
+    """The course's DATALOADER line prints the point's values for the settings the spec names
+    (prefetch_factor, null without workers, and non_blocking, not named: the script's own)."""
+    found = list(expand(parse_spec(flagged_spec())).points)
+    assert [p.flag_args() for p in found] == [
+        ["--num-workers", "0", "--no-persistent-workers", "--pin-memory", "--drop-last", "--batch-size", "4"],
+        ["--num-workers", "1", "--persistent-workers", "--pin-memory", "--drop-last", "--batch-size", "4"],
+    ]
+    lines = []
+    for point in found:
+        assert run_point(point, tmp_path).ok == 1
+        out, _ = layout.script_logs(layout.point_dir(tmp_path, point.id), 0)
+        lines.append(out.read_text().splitlines()[0])
+        (row,) = rows_of(tmp_path, point)
+        assert (row["num_workers"], row["pin_memory"], row["batch_size"]) == (lines[-1][11], "True", "4")
+    assert lines == ["DATALOADER 0 False True False 2 True 4", "DATALOADER 1 True True False 2 True 4"]
+
+
+def test_plan_shows_each_points_flags(tmp_path: Path, work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness import cli
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(flagged_spec("{num_workers: [0, 1]}"))
+    assert cli.main(["plan", str(spec)]) == 0
+    out = capsys.readouterr().out
+    (first, second) = expand(parse_spec(flagged_spec("{num_workers: [0, 1]}"))).points
+    assert "note: the script's flags carry the point's settings (num_workers --num-workers, " in out
+    assert f"note:   0 {first.id}: --num-workers 0 --batch-size 4\n" in out
+    assert f"note:   1 {second.id}: --num-workers 1 --batch-size 4\n" in out
+
+
+@pytest.mark.parametrize(
+    ("flags", "field", "words"),
+    [
+        (
+            "{workers: -j}",
+            "workload.flags.workers",
+            "'workers' is not a setting; allowed: batch_size, num_workers, persistent_workers, "
+            "pin_memory, non_blocking, prefetch_factor, drop_last",
+        ),
+        (
+            "{num_workers: j}",
+            "workload.flags.num_workers",
+            "'j' is not a flag; expected a string starting with -",
+        ),
+    ],
+)
+def test_a_flag_mapping_names_settings_and_flags(flags: str, field: str, words: str) -> None:
+    from harness.config.spec import SpecError
+
+    with pytest.raises(SpecError) as refused:
+        parse_spec(script_spec([]).replace("args: []}", f"args: [], flags: {flags}}}"))
+    assert refused.value.field == field and str(refused.value).endswith(words)
