@@ -13,8 +13,9 @@ the per-step time is unknown, and what per-step time the point's limit would nee
 
 **Refused or warned** (the refusals are certain, the warnings are not):
 
-- A point whose least duration is past its limit (`slurm.time`) is refused: the emulated
-  step is a lower bound and the steps are counted, so the point would be killed before it ends.
+- A point whose least duration is past its limit (`limits.point_minutes`, else `slurm.time`)
+  is refused: the emulated step is a lower bound and the steps are counted, so the point
+  would be killed before it ends.
   With no per-step time, a point that fits its limit only at under FAST_STEP_S a step is
   warned about: that is implausible for a train step, but not known.
 - `num_workers` past REFUSE_WORKERS_PER_CORE × the rank's cores is refused: 512 workers on a
@@ -106,10 +107,13 @@ def _step_seconds(point: Point) -> float | None:
     return float(dict(w.model_args).get("step_ms", EMULATED_STEP_MS)) / 1000
 
 
-def point_limit_s(spec: Spec) -> int:
-    """A point's time limit: its job's, `slurm.time` (one array task runs all its rungs and
-    repeats). The one place to change where the limit is declared elsewhere."""
-    return time_seconds(spec.slurm.time)
+def point_limit_s(spec: Spec) -> tuple[int, str]:
+    """A point's time limit and the setting it comes from: `limits.point_minutes` where the
+    spec gives it, else its job's, `slurm.time` (one array task runs all its rungs and
+    repeats; harness/backends/limit.py applies the same rule to a job)."""
+    if spec.limits.point_minutes is not None:
+        return round(spec.limits.point_minutes * 60), "limits.point_minutes"
+    return time_seconds(spec.slurm.time), "slurm.time"
 
 
 def rank_cores(spec: Spec) -> tuple[int, str]:
@@ -127,10 +131,10 @@ def judge(plan: Plan) -> list[str]:
     """The plan's warnings; raises SpecError (one line, the field's line) on a refusal."""
     costs = [point_cost(p) for p in plan.points]
     warnings = _workers(plan)
-    limit = point_limit_s(plan.spec)
+    limit, source = point_limit_s(plan.spec)
     for cost in costs:
-        _against_limit(plan.spec, cost, limit)
-    warnings += _unknown_against_limit(costs, limit)
+        _against_limit(plan.spec, cost, limit, source)
+    warnings += _unknown_against_limit(costs, limit, source)
     warnings += _against_budget(plan.spec, costs)
     return warnings
 
@@ -158,7 +162,7 @@ def _workers(plan: Plan) -> list[str]:
     ]
 
 
-def _against_limit(spec: Spec, cost: PointCost, limit: int) -> None:
+def _against_limit(spec: Spec, cost: PointCost, limit: int, source: str) -> None:
     p, least = cost.point, cost.steps[0]
     if cost.seconds is not None and cost.seconds > limit:
         field, why = _dominant(cost)
@@ -167,11 +171,11 @@ def _against_limit(spec: Spec, cost: PointCost, limit: int) -> None:
             field,
             f"point {p.index} ({p.id}) takes at least {duration(cost.seconds)}: {least:,} train steps "
             f"of at least {_ms(cost.step_s)} (step_ms){why}, and its limit is {duration(limit)} "
-            f"(slurm.time): it would be killed before it ends; lower {field} or raise slurm.time",
+            f"({source}): it would be killed before it ends; lower {field} or raise {source}",
         )
 
 
-def _unknown_against_limit(costs: Sequence[PointCost], limit: int) -> list[str]:
+def _unknown_against_limit(costs: Sequence[PointCost], limit: int, source: str) -> list[str]:
     """One warning for the points of unknown step time that fit their limit only at an
     implausible pace, named by the longest."""
     fast = [c for c in costs if c.seconds is None and limit / c.steps[0] < FAST_STEP_S]
@@ -181,7 +185,7 @@ def _unknown_against_limit(costs: Sequence[PointCost], limit: int) -> list[str]:
     others = f" (and {len(fast) - 1} other point(s))" if len(fast) > 1 else ""
     return [
         f"point {worst.point.index} ({worst.point.id}){others}: its {worst.steps[0]:,} train steps or "
-        f"more fit its {duration(limit)} limit (slurm.time) only at under {_ms(limit / worst.steps[0])} "
+        f"more fit its {duration(limit)} limit ({source}) only at under {_ms(limit / worst.steps[0])} "
         "a step; the spec gives no per-step time to tell (model: emulated has one)"
     ]
 
@@ -272,20 +276,20 @@ def sweep_lines(plan: Plan) -> list[str]:
     lines = [f"steps: {span} train steps in all (warmups until the workers' stock is used up)"]
     if m.adaptive:
         lines[0] += f"; repeats: auto measures more where undecided, up to {m.max_repeats} a point"
-    limit = point_limit_s(plan.spec)
+    limit, source = point_limit_s(plan.spec)
     if all(c.seconds is not None for c in costs):
         total = sum(c.seconds or 0.0 for c in costs)
         longest = max(c.seconds or 0.0 for c in costs)
         lines.append(
             f"duration: at least {duration(total)} one point after another (inline, local); the "
-            f"longest point at least {duration(longest)} of its {duration(limit)} limit (slurm.time); "
+            f"longest point at least {duration(longest)} of its {duration(limit)} limit ({source}); "
             "from the emulated step (step_ms), which the loader can only lengthen"
         )
     else:
         worst = max(c.steps[0] for c in costs)
         lines.append(
             f"duration: unknown per-step time (only model: emulated gives one); the longest "
-            f"point's {worst:,} train steps fit its {duration(limit)} limit (slurm.time) at under "
+            f"point's {worst:,} train steps fit its {duration(limit)} limit ({source}) at under "
             f"{_ms(limit / worst)} a step"
         )
     if m.budget_minutes is not None:

@@ -103,6 +103,21 @@ def test_a_window_past_the_limit_is_refused() -> None:
     )
 
 
+def test_the_points_own_limit_is_the_one_judged_where_the_spec_gives_it() -> None:
+    # limits.point_minutes is the limit the backends apply (harness/backends/limit.py): the
+    # plan judges against it, and names it, in place of slurm.time.
+    plan = plan_of(
+        "limits: {point_minutes: 10}\n", with_measure("{warmup_steps: 5, steps: 7000, repeats: 3}")
+    )
+    with pytest.raises(SpecError) as error:
+        judge(plan)
+    assert str(error.value) == (
+        f"<spec>: measure.steps: point 0 ({plan.points[0].id}) takes at least 14 min: 21,015 train "
+        "steps of at least 40 ms (step_ms), and its limit is 10 min (limits.point_minutes): it would "
+        "be killed before it ends; lower measure.steps or raise limits.point_minutes"
+    )
+
+
 def test_a_budget_that_cannot_bound_a_window_is_refused_where_the_step_is_known() -> None:
     measure = "{warmup_steps: 5, steps: 1000000000, repeats: auto, budget_minutes: 0.1}"
     plan = plan_of('slurm: {time: "10000-00:00:00"}\n', with_measure(measure))

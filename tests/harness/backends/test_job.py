@@ -34,12 +34,14 @@ def test_a_job_runs_its_point_on_this_task_and_says_how_it_went(tmp_path: Path) 
     assert [(r["rung"], r["status"]) for r in rows] == [("processed_sample", "ok"), ("full", "ok")]
 
 
-def test_a_job_at_its_time_limit_is_requeued_with_its_point_and_goes_on_where_it_stopped(
+def test_a_checkpointed_job_is_requeued_with_its_point_and_goes_on_where_it_stopped(
     tmp_path: Path,
 ) -> None:
     point = two_rung_point()
     job = PointJob(str(tmp_path))
-    # What submitit calls when Slurm signals the time limit: the same job, the same point.
+    # What submitit calls when it checkpoints a job (a preemption): the same job, the same point.
+    # A point past its own time limit is not requeued: harness/backends/limit.py ends it with
+    # failed rows (tests/harness/backends/test_limit.py).
     requeued = job.checkpoint(point.to_json())
     assert isinstance(requeued, submitit.helpers.DelayedSubmission)
     assert requeued.function is job and requeued.args == (point.to_json(),)
