@@ -52,6 +52,9 @@ from harness.workloads.registry import PIPELINE_FIELDS
 
 log = logging.getLogger(__name__)
 
+ERROR_CHARS = 500
+"""The longest error a row keeps (its head and its tail)."""
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PointOutcome:
@@ -514,5 +517,9 @@ def one_line(e: BaseException) -> str:
     if "Original Traceback" in message:
         lines = [line.strip() for line in message.splitlines() if line.strip()]
         message = f"{lines[0].rstrip('.')}: {lines[-1]}"
-    text = " ".join(message.split())
-    return f"{type(e).__name__}: {text}"[:500]
+    text = f"{type(e).__name__}: {' '.join(message.split())}"
+    # Cut in the middle, never at the end: a gloo error's path comes first and its cause (the
+    # peer that closed, the rank that timed out) last.
+    if len(text) <= ERROR_CHARS:
+        return text
+    return f"{text[: ERROR_CHARS // 3]} ... {text[-ERROR_CHARS * 2 // 3 :]}"
