@@ -57,7 +57,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
+from torch.utils.data import DataLoader, IterableDataset, RandomSampler, SequentialSampler
 
 from harness.config.plan import Point, resolve_loader
 from harness.config.settings import LOADER_COLUMNS, LoaderSettings
@@ -690,7 +690,11 @@ def _from_dataloader(source: Any) -> _Recorded:
             f"harness.probe.measure needs the script's DataLoader (made by probe.loader or "
             f"torch's DataLoader) under the harness; got {type(source).__name__}"
         )
-    own_sampler = not isinstance(source.sampler, (RandomSampler, SequentialSampler))
+    # A stream (IterableDataset) takes no sampler: the one DataLoader gives it is PyTorch's
+    # internal _InfiniteConstantSampler, not the script's.
+    own_sampler = not isinstance(source.dataset, IterableDataset) and not isinstance(
+        source.sampler, (RandomSampler, SequentialSampler)
+    )
     kwargs: dict[str, Any] = {"collate_fn": source.collate_fn, "worker_init_fn": source.worker_init_fn}
     kwargs.update({k: getattr(source, k) for k in _POINT_OWNS if hasattr(source, k)})
     if own_sampler and source.batch_size is not None:

@@ -224,6 +224,27 @@ def test_a_dataloader_the_script_built_itself_is_measured_too(harnessed) -> None
     assert (row["status"], row["samples"], row["batch_size"]) == ("ok", "15", "5")
 
 
+class Stream(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
+    """A stream of 20 samples, as webdataset, HF streaming, Mosaic or LitData give them."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return ({"x": torch.full((3,), float(i)), "y": i} for i in range(20))
+
+
+def test_a_dataloader_the_script_built_over_a_stream_is_measured(harnessed) -> None:  # type: ignore[no-untyped-def]
+    # PyTorch gives a stream's DataLoader its internal _InfiniteConstantSampler: it was taken
+    # for the script's own sampler and every rung failed (issue 27).
+    job = harnessed(script_point(loader="{num_workers: 0}", rungs="[host_batch, full]"))
+    built = DataLoader(Stream(), batch_size=4)
+    served = list(probe.measure(built, "cpu", keep_running=True))
+    assert served and {len(b["y"]) for b in served} == {4}
+    rows = rows_of(job)
+    assert [(r["rung"], r["status"], r["error"]) for r in rows] == [
+        ("host_batch", "ok", ""),
+        ("full", "ok", ""),
+    ]
+
+
 def test_a_loop_that_breaks_tells_the_job_how_far_it_got(harnessed) -> None:  # type: ignore[no-untyped-def]
     job = harnessed(script_point(rungs="[host_batch, full]"))
     loader = probe.loader(Numbers(), batch_size=2)
