@@ -87,6 +87,18 @@ def leaves(batch: Any, path: str = "batch") -> list[tuple[str, torch.Tensor]]:
     return []
 
 
+def _per_sample_lists(batch: Any, path: str) -> list[tuple[str, int]]:
+    """The lists (or tuples) of dicts in `batch`, with their paths and lengths: a dict per
+    sample. Only containers are walked, not the dicts' own values (a sample's fields)."""
+    if isinstance(batch, (tuple, list)):
+        if batch and all(isinstance(v, Mapping) for v in batch):
+            return [(path, len(batch))]
+        return [found for i, v in enumerate(batch) for found in _per_sample_lists(v, f"{path}[{i}]")]
+    if isinstance(batch, Mapping):
+        return [found for k, v in batch.items() for found in _per_sample_lists(v, f"{path}[{k!r}]")]
+    return []
+
+
 def _tensors(batch: Any) -> list[torch.Tensor]:
     """Every tensor in `batch` (as `leaves`, without the paths)."""
     if isinstance(batch, torch.Tensor):
@@ -107,6 +119,21 @@ def count_samples(batch: Any) -> int:
     tokens. Where the tensors disagree (a detection batch: images of B, boxes of N per
     image), the count is ambiguous and the user says how to count (`workload.batch_samples`).
     """
+    # A list of per-sample dicts (torchvision detection's targets, after its reference collate
+    # `tuple(zip(*batch))`) is the batch's own count: a dict per sample. Its tensors' first
+    # dimension (3 boxes) is not, nor are its sibling images' (3 channels). PyTorch's
+    # default_collate never leaves a list of dicts (it makes one dict of stacked values).
+    per_sample = _per_sample_lists(batch, "batch")
+    if per_sample:
+        lengths = {n for _, n in per_sample}
+        if len(lengths) == 1:
+            return lengths.pop()
+        shown = ", ".join(f"{path}: {n}" for path, n in per_sample[:4])
+        raise BatchError(
+            f"the batch's lists of per-sample dicts disagree on the number of samples ({shown}); "
+            'give workload.batch_samples: "package.module:function" (a batch in, its number of '
+            "samples out)"
+        )
     # Once per step, in the loop: the leading dimensions first, without the paths (building
     # them cost ~30 us a batch on a 2-core machine); the paths only for an error message.
     firsts = {t.shape[0] for t in _tensors(batch) if t.dim() >= 1}

@@ -70,13 +70,37 @@ def test_samples_are_the_leading_dimension_the_tensors_share() -> None:
 
 
 def test_an_ambiguous_count_names_the_tensors_and_the_hook() -> None:
-    detection = (torch.zeros(2, 3, 8, 8), [{"boxes": torch.zeros(5, 4)}, {"boxes": torch.zeros(1, 4)}])
-    with pytest.raises(
-        BatchError, match=r"disagree .*batch\[0\]: 2, batch\[1\]\[0\]\['boxes'\]: 5.*workload.batch_samples"
-    ):
-        count_samples(detection)
+    stacked = (torch.zeros(2, 3, 8, 8), torch.zeros(5, 4))
+    with pytest.raises(BatchError, match=r"disagree .*batch\[0\]: 2, batch\[1\]: 5.*workload.batch_samples"):
+        count_samples(stacked)
     with pytest.raises(BatchError, match="no tensor of at least one dimension"):
         count_samples({"name": "x"})
+
+
+def detection_batch(boxes: list[int]) -> tuple[tuple[torch.Tensor, ...], tuple[dict[str, torch.Tensor], ...]]:
+    """torchvision's detection reference collate, `tuple(zip(*batch))`: a tuple of per-sample
+    images and a tuple of per-sample target dicts."""
+    samples = [(torch.zeros(3, 8, 8), {"boxes": torch.zeros(n, 4), "labels": torch.zeros(n)}) for n in boxes]
+    return tuple(zip(*samples, strict=True))  # type: ignore[return-value]
+
+
+def test_a_detection_batch_counts_its_samples_not_their_boxes_or_channels() -> None:
+    # Every image holding 3 boxes: every tensor's first dimension is 3 (channels, boxes,
+    # labels), and 3 was counted for a batch of 8 (issue 27).
+    assert count_samples(detection_batch([3] * 8)) == 8
+    assert count_samples(detection_batch([2, 5, 1, 3])) == 4
+    # Stacked images beside the per-sample targets (the old test's batch): 2 samples.
+    assert (
+        count_samples((torch.zeros(2, 3, 8, 8), [{"boxes": torch.zeros(5, 4)}, {"boxes": torch.zeros(1, 4)}]))
+        == 2
+    )
+    # A plain list of per-sample dicts (collate_fn=lambda samples: samples).
+    assert count_samples([{"x": torch.zeros(4)} for _ in range(5)]) == 5
+    # Lists of per-sample dicts of different lengths: refused, naming them.
+    with pytest.raises(
+        BatchError, match=r"lists of per-sample dicts disagree .*batch\[0\]: 2, batch\[1\]: 3.*batch_samples"
+    ):
+        count_samples(([{"a": 1}, {"a": 2}], [{"b": 1}, {"b": 2}, {"b": 3}]))
 
 
 def test_leaves_are_named_by_their_path() -> None:
