@@ -12,7 +12,8 @@ from typing import Any
 
 from tabulate import tabulate
 
-from harness.config.plan import Plan
+from harness.config.plan import Plan, Point
+from harness.execution.loop_length import batches_before_run
 from harness.plan_cost import point_cost, sweep_lines, warmup_cell
 
 
@@ -28,6 +29,8 @@ def plan_table(plan: Plan) -> str:
         row.update({k: settings[k] for k in varying})
         row["rungs"] = " ".join(p.rungs)
         row["warmup"] = warmup_cell(point_cost(p))
+        if p.workload.script is not None:
+            row["len(loader)"] = _loop_length(p)
         if adjusted:
             row["adjusted"] = "; ".join(p.adjustments)
         rows.append(row)
@@ -43,3 +46,10 @@ def plan_table(plan: Plan) -> str:
     )
     table = tabulate(rows, headers="keys", tablefmt="simple", disable_numparse=True)
     return "\n".join([head, table, *sweep_lines(plan)])
+
+
+def _loop_length(point: Point) -> str:
+    """The batches each `probe.measure` loop of the script receives (its loader's len()), or
+    where the script's own settings decide it, that the probe says it at the start."""
+    count = batches_before_run(point)
+    return f"{count:,}" if count is not None else "the script's (its own num_workers/prefetch_factor)"

@@ -3,8 +3,11 @@ with the settings that vary, its rungs, and what was adjusted for PyTorch."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
+from harness.execution.loop_length import batches_per_loop
 from harness.plan_table import plan_table
 from tests.conftest import TINY_WORKLOAD
 
@@ -67,3 +70,23 @@ def test_the_head_line_counts_repeats_and_steps_from_the_spec() -> None:
         head
         == "long: 1 point(s) × 1 rung(s) × 3 repeat(s), 40 measured steps each after a warmup (its column)"
     )
+
+
+def test_a_script_point_says_how_many_batches_its_loop_receives(tmp_path: Path) -> None:
+    # What the script's loader reports as len() under the harness: its LR schedule and its
+    # "last batch of the epoch" are sized by it, so the plan says it before anything runs.
+    script = tmp_path / "train.py"
+    script.write_text("")
+    text = (
+        f"name: s\nworkload: {{script: {script}}}\nmeasure: {{warmup_steps: 2, steps: 5, repeats: 3}}\n"
+        "loader: {num_workers: [1, 2], prefetch_factor: 2}\nrungs: [host_batch, full]\n"
+    )
+    plan = expand(parse_spec(text))
+    lines = plan_table(plan).splitlines()
+    assert cells(lines[1])[-1] == "len(loader)"
+    assert [cells(line)[-1] for line in lines[3:5]] == [f"{batches_per_loop(p):,}" for p in plan.points]
+    assert batches_per_loop(plan.points[0]) < batches_per_loop(plan.points[1])  # the workers' stock
+    # The script's own prefetch_factor decides the stock: the probe says it at the start.
+    own = expand(parse_spec(text.replace(", prefetch_factor: 2", "")))
+    assert "the script's (its own num_workers/prefetch_factor)" in plan_table(own).splitlines()[4]
+    assert "len(loader)" not in table_of("")[1]
