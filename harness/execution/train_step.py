@@ -19,6 +19,7 @@ from torch import nn
 
 from harness.execution import batches
 from harness.workloads.contract import Normalization
+from harness.workloads.emulated import EmulatedAccelerator
 
 log = logging.getLogger(__name__)
 _said_cpu_fallback = False  # "auto -> cpu" is said once per process, not once per point
@@ -172,6 +173,8 @@ class TrainStep:
         parts: StepParts = StepParts(),  # frozen, so one shared default is safe
     ) -> None:
         self.device, self.parts = device, parts
+        self.stand_in = model if isinstance(model, EmulatedAccelerator) else None
+        """The emulated accelerator, whose own loss serves any batch when the spec gives none."""
         self.non_blocking = non_blocking
         self.set_to_none = set_to_none
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
@@ -318,7 +321,7 @@ class TrainStep:
         if self.user_step is not None:
             self._run_user_step(on_device)
             return
-        if self.parts.loss is None and not _pair(on_device):
+        if self.parts.loss is None and self.stand_in is None and not _pair(on_device):
             raise StepError(
                 f"the default loss (cross-entropy) needs batches (inputs, targets); this batch is a "
                 f'{_described(on_device)}: give workload.loss: "package.module:factory" '
@@ -339,6 +342,8 @@ class TrainStep:
 
     def _loss(self, output: Any, batch: Any) -> torch.Tensor:
         if self.parts.loss is None:
+            if self.stand_in is not None:
+                return self.stand_in.loss(output, batch)
             return self.criterion(output, batch[1])
         loss = self.parts.loss(output, batch)
         if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
