@@ -2,7 +2,7 @@
 
 The tables hold import paths, not objects, so that validating a spec does not import torch
 until a factory is actually needed. What a built-in accepts is kept here as data too
-(BUILTIN_PARAMETERS, UINT8_DATASETS), so that `harness plan` and `submit` check a spec's
+(BUILTIN_PARAMETERS, UINT8_DATASETS, BYTES_DATASETS), so that `harness plan` and `submit` check a spec's
 arguments without importing torch or torchvision (seconds on a login node); a test holds the
 data equal to the real signatures. A user's own factory is imported to be checked.
 """
@@ -64,6 +64,9 @@ BUILTIN_PARAMETERS: dict[str, tuple[tuple[str, bool], ...]] = {
 
 UINT8_DATASETS: frozenset[str] = frozenset({"fake_cifar", "image_folder", "image_shards"})
 """The built-in datasets that have a to_uint8() method (what gpu_normalize needs)."""
+
+BYTES_DATASETS: frozenset[str] = frozenset({"image_folder", "image_shards"})
+"""The built-in datasets with read_bytes() and decode() (what the raw_bytes rung needs)."""
 
 FACTORY_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 

@@ -67,6 +67,8 @@ def test_the_builtins_accepted_arguments_are_their_real_signatures(name: str) ->
     )
     if table is registry.DATASETS:
         assert (name in registry.UINT8_DATASETS) == hasattr(factory, "to_uint8")
+        file_backed = hasattr(factory, "read_bytes") and hasattr(factory, "decode")
+        assert (name in registry.BYTES_DATASETS) == file_backed
 
 
 def test_a_builtin_is_checked_with_the_words_of_its_real_signature() -> None:
