@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from harness.execution import batches
+from harness.naming import type_name
 from harness.workloads.contract import Normalization
 from harness.workloads.emulated import EmulatedAccelerator
 
@@ -227,7 +228,7 @@ class TrainStep:
         except Exception as e:
             raise StepError(f"step {name!r} failed to build: {type(e).__name__}: {e}") from e
         if not callable(made):
-            raise StepError(f"step {name!r} returned {type(made).__name__}, not a callable step_fn(batch)")
+            raise StepError(f"step {name!r} returned {type_name(made)}, not a callable step_fn(batch)")
         return made
 
     def to_device(self, batch: Any) -> Any:
@@ -256,14 +257,14 @@ class TrainStep:
                 f"collate {collate!r}" if collate else "PyTorch's default collate of the dataset's samples"
             )
             raise StepError(
-                f"the batch holds no tensor ({type(batch).__name__}): {maker} must return tensors "
+                f"the batch holds no tensor ({type_name(batch)}): {maker} must return tensors "
                 "(in a tensor, tuple, list, dict or dataclass, or a type with .to(device)) for the "
                 "step to compute on"
             )
         if self.normalize is not None and not _pair(batch):
             raise StepError(
                 f"gpu_normalize needs batches (uint8 images, targets); this batch is a "
-                f"{type(batch).__name__}: set gpu_normalize: false"
+                f"{type_name(batch)}: set gpu_normalize: false"
             )
 
     def __call__(self, batch: Any) -> None:
@@ -350,7 +351,7 @@ class TrainStep:
             shown = (
                 f"a tensor of shape {tuple(loss.shape)}"
                 if isinstance(loss, torch.Tensor)
-                else type(loss).__name__
+                else type_name(loss)
             )
             raise StepError(
                 f"loss {self.parts.names.get('loss', '')!r} returned {shown}, not a scalar tensor: "
@@ -425,8 +426,8 @@ def _pair(batch: Any) -> bool:
 
 def _described(batch: Any) -> str:
     if isinstance(batch, Mapping):
-        return f"{type(batch).__name__} of {', '.join(map(str, list(batch)[:6]))}"
-    return type(batch).__name__
+        return f"{type_name(batch)} of {', '.join(map(str, list(batch)[:6]))}"
+    return type_name(batch)
 
 
 def _shapes(batch: Any) -> Any:

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from harness.naming import type_name
 from harness.workloads import registry
 
 DEFAULT_STEP_MS = registry.EMULATED_STEP_MS
@@ -74,7 +75,7 @@ def features(inputs: Any) -> torch.Tensor:
     inputs that agree with the first on the number of samples (a mask, a token type)."""
     found = [f for x in inputs for f in _pooled_inputs(x)]
     if not found:
-        given = ", ".join(type(x).__name__ for x in inputs)
+        given = ", ".join(type_name(x) for x in inputs)
         raise TypeError(
             f"the emulated model found no tensor in its inputs ({given}): "
             "give it a tensor, a dict of tensors or a list of per-sample tensors"
