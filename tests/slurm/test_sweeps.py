@@ -176,13 +176,16 @@ def test_a_standalone_sbatch_script_runs_the_same_points(tmp_path: Path) -> None
     assert len(list((sweep / "points").iterdir())) == 4
 
 
-def test_a_signalled_point_requeues_and_goes_on_with_the_rungs_it_had_not_finished(tmp_path: Path) -> None:
-    """Slurm sends USR2 before the time limit (--signal); submitit then requeues the job. The
-    signal is sent here by hand, as Slurm would, so the test does not wait for a limit."""
-    spec = tmp_path / "requeue.yaml"
+def test_a_signalled_point_is_not_requeued_and_resume_failed_measures_the_rest(tmp_path: Path) -> None:
+    """Slurm sends USR2 before the time limit (--signal). A point past its limit is not
+    requeued (one that hangs would hang again, max_num_timeout times over: issue 26): its units
+    not done are failed rows naming the limit, its finished rung is kept, and `harness resume
+    --failed` measures the rest. The signal is sent here by hand, as Slurm would, so the test
+    does not wait for a limit."""
+    spec = tmp_path / "limit.yaml"
     spec.write_text(
         """\
-name: requeue
+name: limit
 workload: {dataset: fake_cifar, dataset_args: {size: 64}, model: "tests.fixtures.workloads:slow_model",
            model_args: {delay: 0.25}, batch_size: 4, device: cpu}
 measure: {warmup_steps: 0, steps: 40}
@@ -202,24 +205,34 @@ slurm: {tasks_per_node: 2, gpus_per_node: 2, cpus_per_task: 1, time: "00:10:00"}
     time.sleep(2)  # well inside the second rung
     subprocess.run(["scancel", "--signal=USR2", entry["job_id"]], check=True)
     wait_until_idle(entry["job_id"], timeout=300)
-    # -D lists every run of the job: the requeued one, then the one that completed.
+    # -D lists every run of the job: one, not requeued.
     runs = subprocess.run(
         ["sacct", "-X", "-P", "-n", "-D", "-o", "State", "-j", entry["job_id"]],
         capture_output=True,
         text=True,
     ).stdout.split()
-    assert runs == ["REQUEUED", "COMPLETED"]
+    assert runs == ["COMPLETED"]
     rows = load_results([sweep]).rows
-    assert sorted(zip(rows["rung"], rows["rank"], strict=True)) == [
-        ("full", 0),
-        ("full", 1),
+    ok, failed = rows[rows["status"] == "ok"], rows[rows["status"] == "failed"]
+    assert sorted(zip(ok["rung"], ok["rank"], strict=True)) == [
         ("processed_sample", 0),
         ("processed_sample", 1),
     ]
-    assert (rows["status"] == "ok").all()
-    # The first rung was measured once, before the requeue: its rows were kept, not redone.
-    first = rows[rows["rung"] == "processed_sample"]["finished_at"].max()
-    assert first < rows[rows["rung"] == "full"]["started_at"].min()
+    assert sorted(zip(failed["rung"], failed["rank"], strict=True)) == [("full", 0), ("full", 1)]
+    limit = f"point {entry['point_id']} exceeded its limit of 600 s (slurm.time)"
+    assert all(limit in error for error in failed["error"]), list(failed["error"])
+    first = ok["finished_at"].max()
+    out = harness("resume", str(sweep), "--failed", "--wait", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    rows = load_results([sweep]).rows
+    assert sorted(zip(rows["rung"], rows["rank"], rows["status"], strict=True)) == [
+        ("full", 0, "ok"),
+        ("full", 1, "ok"),
+        ("processed_sample", 0, "ok"),
+        ("processed_sample", 1, "ok"),
+    ]
+    # The first rung was measured once, before the signal: its rows were kept, not redone.
+    assert rows[rows["rung"] == "processed_sample"]["finished_at"].max() == first
 
 
 def test_a_portable_script_of_sbatch_folder_runs_from_the_clones_root(tmp_path: Path) -> None:
