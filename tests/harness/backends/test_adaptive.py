@@ -141,7 +141,7 @@ def test_fixed_repeats_are_never_extended_and_raised_ones_count_as_missing(tmp_p
 def test_passes_interleave_the_points_one_repeat_at_a_time() -> None:
     plan = expand(parse_spec(spec_text("p", "repeats: auto")))
     a, b = plan.points
-    batches = passes(plan.points, {a.id: 5, b.id: 4})
+    batches = passes(plan.points, {a.id: [3, 4], b.id: [3]})  # the repeat numbers each lacks
     assert [[(p.id, p.measure.repeats) for p in batch] for batch in batches] == [
         [(a.id, 4), (b.id, 4)],
         [(a.id, 5)],
