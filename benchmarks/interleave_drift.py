@@ -20,8 +20,9 @@ For each order the B/A ratio of samples/s is judged by the harness's noise model
 interleaved order also paired by pass (the i-th runs of A and B measured side by side), which
 is what the paired judgement of a point's rungs does. Prints one line per trial and order, then
 for each order and method: the median error of the ratio against the truth (B's work over
-A's), the right calls and the wrong ones (a difference called that is not there, or the
-wrong way; undecided is neither). About a minute on 2 cores.
+A's), the right calls (the truth's judgement, its interval holding the true ratio) and the wrong
+ones (any other call: a difference that is not there, or one called far larger than it is;
+undecided is neither). About a minute on 2 cores.
 """
 
 from __future__ import annotations
@@ -126,10 +127,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if order_name == "interleaved":
                     methods["paired"] = noise.paired_ratio(runs["A"], runs["B"])
                 for method, est in methods.items():
+                    # A call is right when it is the truth's and its interval holds the true
+                    # ratio: "lower by 50 %" where B is 7 % slower is a wrong call.
                     verdict = est.judge()
-                    wrong = verdict not in (truth, noise.UNDECIDED)
+                    holds = est.low is not None and est.high is not None and est.low <= true_ratio <= est.high
+                    right = verdict == truth and holds
+                    wrong = verdict != noise.UNDECIDED and not right
                     tally.setdefault(f"{title} | {order_name}, {method}", []).append(
-                        (abs(est.estimate / true_ratio - 1), verdict == truth, wrong)
+                        (abs(est.estimate / true_ratio - 1), right, wrong)
                     )
                     print(f"  trial {trial}: {order_name:12s} {method:11s} {_said(est)}")
     print(f"\nof {args.trials} trial(s): the median error of B/A against the truth; right / wrong calls")
