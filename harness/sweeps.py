@@ -160,10 +160,29 @@ def run_points(
     from harness.backends.adaptive import passes
 
     batches = passes(points, lacking(points, sweep_dir))
+    whole = {p.id: p for p in points}
+    failing: list[Point] = []  # every unit failed in the last pass: the rest at once, next pass
+    given_up: set[str] = set()
     for k, batch in enumerate(batches, 1):
+        given_up |= {p.id for p in failing}
+        batch = [p for p in batch if p.id not in given_up]
         if len(batches) > 1:
             log.info("pass %d/%d: one repeat of %d point(s)", k, len(batches), len(batch))
-        backend.run(batch, sweep_dir, announce=announce or _quiet)
+        backend.run([*batch, *failing], sweep_dir, announce=announce or _quiet)
+        failing = [whole[p.id] for p in batch if _failed_wholly(sweep_dir, p)]
+    if failing:
+        backend.run(failing, sweep_dir, announce=announce or _quiet)
+
+
+def _failed_wholly(sweep_dir: Path, point: Point) -> bool:
+    """Every unit of the point so far has a failed row (a workload that does not build, no
+    device): a point run again per pass would fail as many times."""
+    from harness.storage import layout
+    from harness.storage.reading import read_point
+    from harness.storage.sweep import load_info
+
+    rows = read_point(layout.point_dir(sweep_dir, point.id), load_info(sweep_dir).world_size)
+    return bool(rows.units) and rows.failed == rows.units
 
 
 def lacking(points: Sequence[Point], sweep_dir: Path) -> dict[str, list[int]]:

@@ -8,6 +8,7 @@ from harness.backends.registry import BACKENDS
 from harness.cli import main
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
+from harness.storage.rows import read_rows
 from harness.storage.sweep import create_sweep
 from tests.conftest import TINY_WORKLOAD
 
@@ -108,3 +109,26 @@ def test_a_sweep_interrupted_mid_pass_resumes_measuring_each_missing_unit_once(
     assert resume_sweep(sweep, wait=True) == 0
     # Each missing unit once, still in passes: the next repeat each point lacks, in turn.
     assert _units_in_order(sweep) == [(0, 0), (1, 0), (0, 1), (0, 2), (1, 1), (1, 2)]
+
+
+def test_a_point_that_cannot_start_is_tried_twice_not_once_a_pass(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A dataset that does not build: each point fails as it starts. Its first pass, then its
+    other repeats at once: a failed row for every unit, as before passes, for two tries, not
+    one per repeat."""
+    from harness.sweeps import measure
+
+    broken = REPEATED.replace("repeats: 3", "repeats: 4").replace(
+        "dataset: fake_cifar", 'dataset: "tests.fixtures.workloads:broken_dataset"'
+    )
+    plan = expand(parse_spec(broken.replace("  dataset_args: {size: 48, image_size: 8, resize: null}\n", "")))
+    sweep = create_sweep(plan, tmp_path, backend="inline")
+    with caplog.at_level("ERROR", logger="harness.execution.runner"):
+        assert measure(BACKENDS["inline"](plan.spec), plan.points, sweep, lambda ids: None)
+    for point in plan.points:
+        rows = read_rows(sweep / "points" / point.id / "rank0.csv")
+        assert sorted(int(r["repeat"]) for r in rows) == [0, 1, 2, 3]
+        assert {r["status"] for r in rows} == {"failed"}
+        assert all(r["error"].endswith("failed to build: ValueError: no such bucket") for r in rows)
+        assert sum(point.id in m for m in caplog.messages) == 2
