@@ -65,6 +65,7 @@ from harness.execution import batches, ladder
 from harness.execution.loop import Clocked, one_step
 from harness.execution.loop_length import CLOSING, batches_per_loop
 from harness.execution.script import ProbeJob
+from harness.naming import type_name
 
 __all__ = [
     "Settings",
@@ -688,7 +689,7 @@ def _from_dataloader(source: Any) -> _Recorded:
     if not isinstance(source, DataLoader):
         raise TypeError(
             f"harness.probe.measure needs the script's DataLoader (made by probe.loader or "
-            f"torch's DataLoader) under the harness; got {type(source).__name__}"
+            f"torch's DataLoader) under the harness; got {type_name(source)}"
         )
     # A stream (IterableDataset) takes no sampler: the one DataLoader gives it is PyTorch's
     # internal _InfiniteConstantSampler, not the script's.

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.config import script_flags, settings
+from harness.config import rung_support, script_flags, settings
 from harness.config.settings import (
     WITHOUT_WORKERS,
     Limits,
@@ -195,8 +195,20 @@ def expand(spec: Spec) -> Plan:
     return Plan(
         spec=spec,
         points=tuple(points),
-        notes=(*spec.notes, *notes, *_exclude_notes(excluded, exclude_hits), *_script_notes(points)),
+        notes=(
+            *spec.notes,
+            *notes,
+            *_exclude_notes(excluded, exclude_hits),
+            *_script_notes(points),
+            *rung_support.plan_notes(_datasets(points), spec.rungs),
+        ),
     )
+
+
+def _datasets(points: list[Point]) -> list[str | None]:
+    """The points' datasets, each once, in order; None for a script's (its own, unseen here)."""
+    named = (None if p.workload.script is not None else p.workload.dataset for p in points)
+    return list(dict.fromkeys(named))
 
 
 def _script_notes(points: list[Point]) -> list[str]:

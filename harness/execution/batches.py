@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from harness.naming import type_name
+
 
 class BatchError(ValueError):
     """A batch the harness cannot count or copy; the message says what to give instead."""
@@ -143,7 +145,7 @@ def count_samples(batch: Any) -> int:
     if not sized:
         raise BatchError(
             "cannot count the samples of a batch with no tensor of at least one dimension "
-            f'({type(batch).__name__}); give workload.batch_samples: "package.module:function" '
+            f'({type_name(batch)}); give workload.batch_samples: "package.module:function" '
             "(a batch in, its number of samples out)"
         )
     firsts = {t.shape[0] for _, t in sized}

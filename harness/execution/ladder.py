@@ -27,6 +27,7 @@ from torch.utils.data import (
 from harness.config import rungs as rung_names
 from harness.config.settings import LoaderSettings
 from harness.execution import batches
+from harness.naming import type_name
 from harness.workloads.contract import (
     BytesDataset,
     SplitDataset,
@@ -130,7 +131,7 @@ def make_loader(
     if isinstance(dataset, IterableDataset):
         if parts.sampler is not None or parts.batch_sampler is not None:
             raise ValueError(
-                f"{type(dataset).__name__} is an IterableDataset (a stream): it orders and shards "
+                f"{type_name(dataset)} is an IterableDataset (a stream): it orders and shards "
                 "its samples itself, so it takes no sampler or batch_sampler (PyTorch's rule)"
             )
         return DataLoader(dataset, batch_size=batch_size, drop_last=loader.drop_last, **settings)
@@ -254,7 +255,7 @@ def _no_batch(loader: DataLoader[Any]) -> str:
     """Why an epoch ended before its first batch, in the words of what the user can change."""
     if isinstance(loader.dataset, IterableDataset):
         return (
-            f"the stream yields no batch: {type(loader.dataset).__name__} ended before a first batch "
+            f"the stream yields no batch: {type_name(loader.dataset)} ended before a first batch "
             f"(batch_size {loader.batch_size}, drop_last {loader.drop_last}) on this rank; a stream "
             "sharded between ranks and workers needs at least one sample per reader"
         )
@@ -381,7 +382,7 @@ def sample_dataset(rung: str, dataset: Dataset[Any]) -> Dataset[Any]:
         if cut.read is None or cut.decode is None:
             raise RungUnavailable(
                 f"rung raw_bytes needs a file-backed dataset with read_bytes(index) and "
-                f"decode(bytes), map-style; {type(dataset).__name__} has not"
+                f"decode(bytes), map-style; {type_name(dataset)} has not"
             )
         decode, transform = cut.decode, cut.transform
         return stage(cut.read, lambda data: transform(decode(data)) if transform else decode(data))
@@ -407,7 +408,7 @@ def cached_value_bytes(rung: str, dataset: Dataset[Any]) -> int | None:
 
 def _cut(rung: str, dataset: Any) -> _Cut:
     """How this dataset splits loading from transforming (contract.py), or RungUnavailable."""
-    name = type(dataset).__name__
+    name = type_name(dataset)
     if isinstance(dataset, IterableDataset):
         if not isinstance(dataset, SplitStream):
             raise RungUnavailable(
@@ -450,7 +451,7 @@ def _transform_cut(
         transform = getattr(dataset, "transform_sample", getattr(dataset, "transform", None))
         raise RungUnavailable(
             f"rung {rung} needs a transform that is a torchvision Compose; "
-            f"{type(dataset).__name__}'s is {type(transform).__name__}"
+            f"{type_name(dataset)}'s is {type_name(transform)}"
         )
     if not 1 <= k < len(steps):
         raise RungUnavailable(
@@ -464,7 +465,7 @@ def _transform_cut(
 def _first(iterator: Iterator[Any] | Iterable[Any], stream: Any) -> Any:
     for item in iterator:
         return item
-    raise RuntimeError(f"the stream {type(stream).__name__} yields no sample in this reader (rank or worker)")
+    raise RuntimeError(f"the stream {type_name(stream)} yields no sample in this reader (rank or worker)")
 
 
 def _on_input(transform: Callable[[Any], Any]) -> Callable[[Any], Any]:

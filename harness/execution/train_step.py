@@ -18,7 +18,9 @@ import torch
 from torch import nn
 
 from harness.execution import batches
+from harness.naming import type_name
 from harness.workloads.contract import Normalization
+from harness.workloads.emulated import EmulatedAccelerator
 
 log = logging.getLogger(__name__)
 _said_cpu_fallback = False  # "auto -> cpu" is said once per process, not once per point
@@ -172,6 +174,8 @@ class TrainStep:
         parts: StepParts = StepParts(),  # frozen, so one shared default is safe
     ) -> None:
         self.device, self.parts = device, parts
+        self.stand_in = model if isinstance(model, EmulatedAccelerator) else None
+        """The emulated accelerator, whose own loss serves any batch when the spec gives none."""
         self.non_blocking = non_blocking
         self.set_to_none = set_to_none
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
@@ -224,7 +228,7 @@ class TrainStep:
         except Exception as e:
             raise StepError(f"step {name!r} failed to build: {type(e).__name__}: {e}") from e
         if not callable(made):
-            raise StepError(f"step {name!r} returned {type(made).__name__}, not a callable step_fn(batch)")
+            raise StepError(f"step {name!r} returned {type_name(made)}, not a callable step_fn(batch)")
         return made
 
     def to_device(self, batch: Any) -> Any:
@@ -253,14 +257,14 @@ class TrainStep:
                 f"collate {collate!r}" if collate else "PyTorch's default collate of the dataset's samples"
             )
             raise StepError(
-                f"the batch holds no tensor ({type(batch).__name__}): {maker} must return tensors "
+                f"the batch holds no tensor ({type_name(batch)}): {maker} must return tensors "
                 "(in a tensor, tuple, list, dict or dataclass, or a type with .to(device)) for the "
                 "step to compute on"
             )
         if self.normalize is not None and not _pair(batch):
             raise StepError(
                 f"gpu_normalize needs batches (uint8 images, targets); this batch is a "
-                f"{type(batch).__name__}: set gpu_normalize: false"
+                f"{type_name(batch)}: set gpu_normalize: false"
             )
 
     def __call__(self, batch: Any) -> None:
@@ -318,7 +322,7 @@ class TrainStep:
         if self.user_step is not None:
             self._run_user_step(on_device)
             return
-        if self.parts.loss is None and not _pair(on_device):
+        if self.parts.loss is None and self.stand_in is None and not _pair(on_device):
             raise StepError(
                 f"the default loss (cross-entropy) needs batches (inputs, targets); this batch is a "
                 f'{_described(on_device)}: give workload.loss: "package.module:factory" '
@@ -339,13 +343,15 @@ class TrainStep:
 
     def _loss(self, output: Any, batch: Any) -> torch.Tensor:
         if self.parts.loss is None:
+            if self.stand_in is not None:
+                return self.stand_in.loss(output, batch)
             return self.criterion(output, batch[1])
         loss = self.parts.loss(output, batch)
         if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
             shown = (
                 f"a tensor of shape {tuple(loss.shape)}"
                 if isinstance(loss, torch.Tensor)
-                else type(loss).__name__
+                else type_name(loss)
             )
             raise StepError(
                 f"loss {self.parts.names.get('loss', '')!r} returned {shown}, not a scalar tensor: "
@@ -420,8 +426,8 @@ def _pair(batch: Any) -> bool:
 
 def _described(batch: Any) -> str:
     if isinstance(batch, Mapping):
-        return f"{type(batch).__name__} of {', '.join(map(str, list(batch)[:6]))}"
-    return type(batch).__name__
+        return f"{type_name(batch)} of {', '.join(map(str, list(batch)[:6]))}"
+    return type_name(batch)
 
 
 def _shapes(batch: Any) -> Any:

@@ -12,6 +12,7 @@ from torch import nn
 from torch.utils.data import Dataset, IterableDataset
 
 from harness.config.plan import WorkloadSettings
+from harness.naming import type_name
 from harness.workloads import registry
 
 
@@ -29,7 +30,7 @@ def build_dataset(settings: WorkloadSettings) -> Dataset[Any]:
         return dataset  # a stream: no length to check, its end is found by reading it
     if not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__"):
         raise WorkloadError(
-            f"dataset {settings.dataset!r} returned {type(dataset).__name__}, which is neither "
+            f"dataset {settings.dataset!r} returned {type_name(dataset)}, which is neither "
             "map-style (__getitem__ and __len__) nor a torch.utils.data.IterableDataset (a stream: "
             "subclass it, with __iter__)"
         )
@@ -49,9 +50,7 @@ def build_model(settings: WorkloadSettings, num_classes: int) -> nn.Module:
     except Exception as e:
         raise WorkloadError(f"model {settings.model!r} failed to build: {type(e).__name__}: {e}") from e
     if not isinstance(model, nn.Module):
-        raise WorkloadError(
-            f"model {settings.model!r} returned {type(model).__name__}, not a torch.nn.Module"
-        )
+        raise WorkloadError(f"model {settings.model!r} returned {type_name(model)}, not a torch.nn.Module")
     return model
 
 
@@ -77,5 +76,5 @@ def build_callable(settings: WorkloadSettings, field: str, what: str, *args: Any
     except Exception as e:
         raise WorkloadError(f"{field} {name!r} failed to build: {type(e).__name__}: {e}") from e
     if not callable(made):
-        raise WorkloadError(f"{field} {name!r} returned {type(made).__name__}, not a callable {what}")
+        raise WorkloadError(f"{field} {name!r} returned {type_name(made)}, not a callable {what}")
     return made

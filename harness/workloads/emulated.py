@@ -9,20 +9,26 @@ with them and understate what the loader can do. `step_ms` can be taken from a s
 measured `device_batch` on the real GPU node (see harness/config/step_source.py).
 
 A tiny pooled linear head after the sleep gives the loss, backward, optimizer and DDP's
-gradient all-reduce something real to work on, whatever the input's shape.
+gradient all-reduce something real to work on, whatever the input's shape or structure: one
+tensor, a dict of tensors passed as keywords (a Hugging Face `BatchEncoding`), or a list of
+per-sample tensors (torchvision detection's images). So the stand-in serves every pipeline,
+and its loss (`EmulatedAccelerator.loss`) needs no targets it could not use.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from harness.naming import type_name
 from harness.workloads import registry
 
 DEFAULT_STEP_MS = registry.EMULATED_STEP_MS
@@ -40,9 +46,57 @@ class EmulatedAccelerator(nn.Module):
         self.step_s = step_ms / 1000
         self.head = nn.Linear(POOLED, num_classes)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, *inputs: Any, **named: Any) -> torch.Tensor:
+        """Called as the harness calls any model (model(x), model(batch[0]), model(**batch)) or
+        as a user's step calls it: the sleep comes first, whatever the inputs hold."""
         time.sleep(self.step_s)
-        return self.head(pooled(x))
+        return self.head(features((*inputs, *named.values())))
+
+    def loss(self, output: torch.Tensor, batch: Any) -> torch.Tensor:
+        """The step's loss when the spec gives none: cross-entropy against the batch's targets
+        where it has class indices (batch[1], one per sample), else the head's mean square, a
+        loss only there to give backward, the optimizer and the all-reduce their work (a
+        detection batch's target dicts or a text batch's labels mean nothing to this head)."""
+        targets = batch[1] if isinstance(batch, (tuple, list)) and len(batch) >= 2 else None
+        if (
+            isinstance(targets, torch.Tensor)
+            and targets.dim() == 1
+            and len(targets) == len(output)
+            and not targets.is_floating_point()
+        ):
+            # remainder, not a check against num_classes: no host-device sync in the step
+            return F.cross_entropy(output, targets.long().remainder(output.shape[1]))
+        return output.float().square().mean()
+
+
+def features(inputs: Any) -> torch.Tensor:
+    """(samples, POOLED) features of a model call's inputs: each batched tensor pooled per
+    sample, each list of per-sample tensors pooled sample by sample, then averaged over the
+    inputs that agree with the first on the number of samples (a mask, a token type)."""
+    found = [f for x in inputs for f in _pooled_inputs(x)]
+    if not found:
+        given = ", ".join(type_name(x) for x in inputs)
+        raise TypeError(
+            f"the emulated model found no tensor in its inputs ({given}): "
+            "give it a tensor, a dict of tensors or a list of per-sample tensors"
+        )
+    samples = found[0].shape[0]
+    return torch.stack([f for f in found if f.shape[0] == samples]).mean(0)
+
+
+def _pooled_inputs(x: Any) -> list[torch.Tensor]:
+    if isinstance(x, torch.Tensor):
+        return [pooled(x)] if x.dim() >= 1 else []
+    if isinstance(x, Mapping):
+        return [f for v in x.values() for f in _pooled_inputs(v)]
+    if isinstance(x, (tuple, list)) and x and all(isinstance(t, torch.Tensor) for t in x):
+        # Per-sample inputs (torchvision detection models take a list of images of any size).
+        return [torch.cat([pooled(t.unsqueeze(0)) for t in x])]
+    if isinstance(x, (tuple, list)):
+        return [f for v in x for f in _pooled_inputs(v)]
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return [f for field in dataclasses.fields(x) for f in _pooled_inputs(getattr(x, field.name))]
+    return []
 
 
 def pooled(x: torch.Tensor) -> torch.Tensor:

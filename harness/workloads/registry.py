@@ -2,7 +2,7 @@
 
 The tables hold import paths, not objects, so that validating a spec does not import torch
 until a factory is actually needed. What a built-in accepts is kept here as data too
-(BUILTIN_PARAMETERS, UINT8_DATASETS), so that `harness plan` and `submit` check a spec's
+(BUILTIN_PARAMETERS, UINT8_DATASETS, BYTES_DATASETS), so that `harness plan` and `submit` check a spec's
 arguments without importing torch or torchvision (seconds on a login node); a test holds the
 data equal to the real signatures. A user's own factory is imported to be checked.
 """
@@ -65,7 +65,11 @@ BUILTIN_PARAMETERS: dict[str, tuple[tuple[str, bool], ...]] = {
 UINT8_DATASETS: frozenset[str] = frozenset({"fake_cifar", "image_folder", "image_shards"})
 """The built-in datasets that have a to_uint8() method (what gpu_normalize needs)."""
 
-FACTORY_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+BYTES_DATASETS: frozenset[str] = frozenset({"image_folder", "image_shards"})
+"""The built-in datasets with read_bytes() and decode() (what the raw_bytes rung needs)."""
+
+FACTORY_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+"""`package.module:factory`, the factory possibly an attribute path (`datasets:Dataset.from_dict`)."""
 
 
 class FactoryError(ValueError):
@@ -91,9 +95,18 @@ def resolve(name: str, table: Mapping[str, str], kind: str) -> Callable[..., Any
         module = importlib.import_module(module_name)
     except Exception as e:  # a user's module may raise anything while importing
         raise FactoryError(f"cannot import {module_name!r}: {type(e).__name__}: {e}") from e
-    factory = getattr(module, attr, None)
-    if factory is None or not callable(factory):
-        raise FactoryError(f"{module_name!r} has no callable {attr!r}")
+    factory: Any = module
+    walked = module_name
+    # An attribute path after the colon (a class's classmethod: `datasets:Dataset.from_dict`),
+    # walked one name at a time so that the one missing is the one named.
+    for i, part in enumerate(attr.split(".")):
+        found = getattr(factory, part, None)
+        if found is None:
+            what = "callable" if "." not in attr else "attribute"
+            raise FactoryError(f"{walked!r} has no {what} {part!r}")
+        factory, walked = found, f"{walked}{':' if i == 0 else '.'}{part}"
+    if not callable(factory):
+        raise FactoryError(f"{walked!r} is not callable (a {type(factory).__name__})")
     return factory
 
 

@@ -111,6 +111,19 @@ def test_user_factory_attribute_missing() -> None:
     assert "'tests.fixtures.workloads' has no callable 'nope'" in error_of(spec_text(workload=workload))
 
 
+def test_a_factory_may_be_an_attribute_path_after_the_colon() -> None:
+    """As Hugging Face's `datasets:Dataset.from_dict`: accepted, and a missing name is named."""
+    workload = TINY_WORKLOAD.replace(
+        "dataset: fake_cifar", "dataset: tests.fixtures.workloads:TensorPairs.of_size"
+    ).replace("dataset_args: {size: 48, image_size: 8, resize: null}", "dataset_args: {size: 48}")
+    assert parse_spec(spec_text(workload=workload)).field_values["workload.dataset"] == (
+        "tests.fixtures.workloads:TensorPairs.of_size",
+    )
+    message = error_of(spec_text(workload=workload.replace("of_size", "from_dict")))
+    assert "workload.dataset: 'tests.fixtures.workloads:TensorPairs' has no attribute 'from_dict'" in message
+    assert "\n" not in message.strip()
+
+
 def test_dataset_args_that_do_not_fit_the_factory() -> None:
     workload = TINY_WORKLOAD.replace("resize: null", "resise: 64")
     message = error_of(spec_text(workload=workload))

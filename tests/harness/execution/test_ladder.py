@@ -266,14 +266,16 @@ def test_a_stream_that_yields_no_batch_says_so() -> None:
     stream = ladder.build_stream("full", pipelines.plain_stream(3), settings, 4, CPU, PAD)
     with pytest.raises(
         RuntimeError,
-        match=r"the stream yields no batch: PlainStream ended before a first batch \(batch_size 4, "
+        match=r"the stream yields no batch: tests\.fixtures\.pipelines\.PlainStream ended before a first batch \(batch_size 4, "
         r"drop_last True\) on this rank",
     ):
         stream.next()
 
 
 def test_a_users_stream_gets_no_sampler() -> None:
-    with pytest.raises(ValueError, match=r"PlainStream is an IterableDataset .* takes no sampler"):
+    with pytest.raises(
+        ValueError, match=r"tests\.fixtures\.pipelines\.PlainStream is an IterableDataset .* takes no sampler"
+    ):
         ladder.make_loader(pipelines.plain_stream(8), NO_WORKERS, 4, CPU, _parts(sampler=lambda d, w: None))
 
 
@@ -302,7 +304,7 @@ def test_a_stream_with_the_split_serves_raw_sample_and_one_without_is_skipped_wi
     with pytest.raises(
         ladder.RungUnavailable,
         match=r"rung raw_sample needs a stream with iter_raw\(\) and transform_sample\(raw\) .*; "
-        r"PlainStream has not",
+        r"tests\.fixtures\.pipelines\.PlainStream has not",
     ):
         ladder.sample_dataset("raw_sample", pipelines.plain_stream())
     with pytest.raises(
@@ -522,6 +524,7 @@ def test_an_image_folder_with_its_own_getitem_is_not_cut_behind_its_back(tmp_pat
 
     make_image_folder(tmp_path, images=2, classes=1, size=16)
     with pytest.raises(
-        ladder.RungUnavailable, match=r"rung raw_sample needs a dataset with load_raw.*; Mine has not"
+        ladder.RungUnavailable,
+        match=r"rung raw_sample needs a dataset with load_raw.*; tests\.harness\.execution\.test_ladder\..*<locals>\.Mine has not",
     ):
         ladder.sample_dataset("raw_sample", Mine(str(tmp_path), transform=T.ToTensor()))

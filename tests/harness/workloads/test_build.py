@@ -52,6 +52,6 @@ def test_a_factory_gets_its_args_and_what_it_makes_must_be_callable() -> None:
         build_callable(settings(collate=f"{P}:count_labels"), "collate", "collate_fn(list of samples)")
     with pytest.raises(
         WorkloadError,
-        match=rf"loss '{P}:plain_stream' returned PlainStream, not a callable loss_fn\(output, batch\)",
+        match=rf"loss '{P}:plain_stream' returned tests\.fixtures\.pipelines\.PlainStream, not a callable loss_fn\(output, batch\)",
     ):
         build_callable(settings(loss=f"{P}:plain_stream"), "loss", "loss_fn(output, batch)")

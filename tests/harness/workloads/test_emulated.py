@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 import torch
 
+from harness.config.plan import expand
+from harness.config.spec import parse_spec
+from harness.execution.runner import run_point
 from harness.execution.train_step import TrainStep
+from harness.storage import rows as results
 from harness.workloads import registry
 from harness.workloads.emulated import emulated
 
@@ -57,3 +62,48 @@ def test_uint8_inputs_train_the_head() -> None:
 def test_a_step_ms_not_above_zero_is_refused(bad: object) -> None:
     with pytest.raises(ValueError, match="step_ms must be a number of milliseconds > 0"):
         emulated(num_classes=10, step_ms=bad)  # type: ignore[arg-type]
+
+
+P = "tests.fixtures.pipelines"
+
+
+@pytest.mark.parametrize(
+    "pipeline",
+    [
+        # A dict batch (a Hugging Face BatchEncoding's shape): the model is called model(**batch).
+        f"dataset: {P}:tokens\n  collate: {P}:pad_collate",
+        # A detection batch: a tuple of per-sample images of varying size, a tuple of target dicts.
+        f"dataset: {P}:detection\n  collate: {P}:detection_collate",
+    ],
+    ids=["dict", "detection"],
+)
+def test_any_batch_structure_is_measured_with_no_loss_given(pipeline: str, tmp_path: Path) -> None:
+    """The stand-in for a GPU step serves every pipeline: no TypeError, no loss to write."""
+    spec = parse_spec(
+        f"""\
+name: emulated_any
+workload:
+  {pipeline}
+  model: emulated
+  model_args: {{step_ms: 5}}
+  batch_size: 4
+  device: cpu
+measure: {{warmup_steps: 1, steps: 3}}
+rungs: [device_batch, full]
+"""
+    )
+    (point,) = expand(spec).points
+    outcome = run_point(point, tmp_path)
+    rows = results.read_rows(tmp_path / "points" / point.id / "rank0.csv")
+    assert outcome.failed == 0, [r["error"] for r in rows]
+    assert [r["status"] for r in rows] == ["ok", "ok"]
+    assert {int(r["samples"]) for r in rows} == {3 * 4}
+
+
+def test_a_user_step_may_call_it_with_keywords_or_per_sample_lists() -> None:
+    model = emulated(num_classes=2, step_ms=1)
+    tokens = {"input_ids": torch.randint(0, 9, (4, 7)), "attention_mask": torch.ones(4, 7, dtype=torch.bool)}
+    assert model(**tokens).shape == (4, 2)
+    assert model([torch.rand(3, 5, 6), torch.rand(3, 8, 4)]).shape == (2, 2)
+    with pytest.raises(TypeError, match="the emulated model found no tensor in its inputs"):
+        model("text")

@@ -32,6 +32,20 @@ def test_resolve_registered_and_user_factories() -> None:
     assert len(factory(size=5)) == 5
 
 
+def test_an_attribute_path_after_the_colon_is_walked_and_a_missing_name_is_the_one_named() -> None:
+    """`datasets:Dataset.from_dict` is how Hugging Face's factories are named."""
+    built = build_dataset(
+        settings(dataset="tests.fixtures.workloads:TensorPairs.of_size", dataset_args={"size": 5})
+    )
+    assert len(built) == 5
+    with pytest.raises(
+        registry.FactoryError, match=r"^'tests.fixtures.workloads:TensorPairs' has no attribute 'from_dict'$"
+    ):
+        registry.resolve("tests.fixtures.workloads:TensorPairs.from_dict", registry.DATASETS, "dataset")
+    with pytest.raises(registry.FactoryError, match=r"^'tests.fixtures.workloads' has no attribute 'Nope'$"):
+        registry.resolve("tests.fixtures.workloads:Nope.of_size", registry.DATASETS, "dataset")
+
+
 def test_unknown_name_lists_the_choices() -> None:
     with pytest.raises(
         registry.FactoryError, match=r"unknown dataset 'cifar'; expected one of fake_cifar, image_folder"
@@ -67,6 +81,8 @@ def test_the_builtins_accepted_arguments_are_their_real_signatures(name: str) ->
     )
     if table is registry.DATASETS:
         assert (name in registry.UINT8_DATASETS) == hasattr(factory, "to_uint8")
+        file_backed = hasattr(factory, "read_bytes") and hasattr(factory, "decode")
+        assert (name in registry.BYTES_DATASETS) == file_backed
 
 
 def test_a_builtin_is_checked_with_the_words_of_its_real_signature() -> None:
