@@ -134,7 +134,7 @@ def measure(backend: Backend, points: Sequence[Point], sweep_dir: Path, announce
     here, after saying how to go on: the units measured so far are kept."""
     try:
         with _submission():
-            backend.run(points, sweep_dir, announce=announce)
+            run_points(backend, points, sweep_dir, announce)
     except KeyboardInterrupt:
         if not backend.here:
             raise  # the scheduler's jobs go on; the CLI says "interrupted"
@@ -144,6 +144,63 @@ def measure(backend: Backend, points: Sequence[Point], sweep_dir: Path, announce
         )
         return False
     return True
+
+
+def run_points(
+    backend: Backend, points: Sequence[Point], sweep_dir: Path, announce: Announce | None = None
+) -> None:
+    """Measure the units each point lacks. Here (inline, local: the points share this machine,
+    one after the other), in passes of one repeat of each point (ABC ABC, not AAA BBB): a slow
+    spell of the machine then lands on every configuration compared, not on all repeats of
+    one, and the rows' `started_at` records the order. A scheduler's array runs its tasks
+    side by side, each point's repeats back to back (one job a point): handed over whole."""
+    if not backend.here:
+        backend.run(points, sweep_dir, announce=announce or _quiet)
+        return
+    from harness.backends.adaptive import passes
+
+    batches = passes(points, lacking(points, sweep_dir))
+    whole = {p.id: p for p in points}
+    failing: list[Point] = []  # every unit failed in the last pass: the rest at once, next pass
+    given_up: set[str] = set()
+    for k, batch in enumerate(batches, 1):
+        given_up |= {p.id for p in failing}
+        batch = [p for p in batch if p.id not in given_up]
+        if len(batches) > 1:
+            log.info("pass %d/%d: one repeat of %d point(s)", k, len(batches), len(batch))
+        backend.run([*batch, *failing], sweep_dir, announce=announce or _quiet)
+        failing = [whole[p.id] for p in batch if _failed_wholly(sweep_dir, p)]
+    if failing:
+        backend.run(failing, sweep_dir, announce=announce or _quiet)
+
+
+def _failed_wholly(sweep_dir: Path, point: Point) -> bool:
+    """Every unit of the point so far has a failed row (a workload that does not build, no
+    device): a point run again per pass would fail as many times."""
+    from harness.storage import layout
+    from harness.storage.reading import read_point
+    from harness.storage.sweep import load_info
+
+    rows = read_point(layout.point_dir(sweep_dir, point.id), load_info(sweep_dir).world_size)
+    return bool(rows.units) and rows.failed == rows.units
+
+
+def lacking(points: Sequence[Point], sweep_dir: Path) -> dict[str, list[int]]:
+    """Point id -> the repeat numbers of which some unit (rung, repeat) has no row on every
+    rank yet: what a run of the point measures (an interrupted pass, resumed, measures each
+    missing unit once)."""
+    from harness.storage import layout
+    from harness.storage.reading import read_point
+    from harness.storage.sweep import load_info
+
+    world_size = load_info(sweep_dir).world_size
+    out = {}
+    for p in points:
+        done = read_point(layout.point_dir(sweep_dir, p.id), world_size).units
+        missing = sorted({r for r in range(p.measure.repeats) for rung in p.rungs if (rung, r) not in done})
+        if missing:
+            out[p.id] = missing
+    return out
 
 
 def adapt(backend: Backend, sweep_dir: Path) -> bool:

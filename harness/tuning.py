@@ -118,12 +118,14 @@ class Tuner:
         """Run the points through the backend (a point measured already runs only the repeats
         it lacks, as resume does); the ok rows of the given points."""
         from harness.backends.slurm import SubmissionError
+        from harness.sweeps import run_points
 
         known = {m.id for m in self.measured}
         self.measured += [p for p in points if p.id not in known]
         _write_plan(self.sweep_dir, replace(self.plan, points=tuple(self.measured)))
         try:
-            self.backend.run(points, self.sweep_dir, announce=lambda ids: self._announce(points, ids))
+            # Here, in passes of one repeat of each point (ABC ABC), as every sweep runs here.
+            run_points(self.backend, points, self.sweep_dir, lambda ids: self._announce(points, ids))
         except SubmissionError as e:
             raise TuneError(str(e)) from e
         return self._rows(points)

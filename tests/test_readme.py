@@ -28,3 +28,19 @@ def test_the_own_workload_example_runs(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     table = out.stdout.split("\n\n")[0].splitlines()
     assert len(table) == 3 + 2  # title, header, rule, num_workers 0 and 2
+
+
+def _section(title: str) -> str:
+    """A `## ` section of the README, its lines joined by spaces."""
+    text = README.read_text()
+    start = text.index(f"\n## {title}\n")
+    return " ".join(text[start : text.index("\n## ", start + 1)].split())
+
+
+def test_the_readme_says_in_which_order_repeats_run() -> None:
+    """Here, passes of one repeat of each point (tests/harness/test_sweeps.py reads that order
+    from the rows); on Slurm, a task's repeats back to back, and why."""
+    measured = _section("What is measured")
+    assert "in passes of one repeat each: A0 B0 C0, A1 B1 C1, ... (not A0 A1 A2 B0 ...)" in measured
+    assert "measures each missing unit once, still in passes" in measured
+    assert "A task runs its point's repeats back to back" in _section("On Slurm")

@@ -23,7 +23,8 @@ the new repeats are numbered on from the point's last (repeats 3, 4, ...), so a 
 or a comparison reads them like any other.
 
 Where they run: here (inline, local), one repeat of each point in turn (ABC ABC, as the runner
-orders rungs: a slow spell of the machine lands on several points, not on all repeats of one).
+orders rungs and as every sweep's first round runs here: a slow spell of the machine lands on
+several points, not on all repeats of one; harness.sweeps.run_points).
 On Slurm, as a follow-up job array of only those points, through the resume machinery: the
 sweep's repeats.json raises their planned repeats (harness.storage.sweep.load_points), so
 `harness status` counts the new repeats as missing until they are measured, `harness resume`
@@ -148,14 +149,16 @@ def raise_repeats(sweep_dir: Path, step: Round) -> list[Point]:
     return [p for p in load_points(sweep_dir) if p.id in step.targets]
 
 
-def passes(points: Sequence[Point], targets: dict[str, int]) -> list[list[Point]]:
-    """The round as passes of one more repeat of each point that needs it (ABC ABC): pass k
-    holds each point with its planned repeats + k, up to its target."""
-    have = {p.id: p.measure.repeats for p in points if p.id in targets}
-    most = max((targets[p] - n for p, n in have.items()), default=0)
+def passes(points: Sequence[Point], lacking: Mapping[str, Sequence[int]]) -> list[list[Point]]:
+    """The points as passes of one repeat each (ABC ABC): pass k holds each point that lacks a
+    k-th repeat (`lacking`: point id -> the repeat numbers it lacks, ascending), with its
+    repeats raised to that repeat's, so that it measures that repeat only (skip_done: the
+    earlier ones were measured in the earlier passes). A sweep's first round, a resume and an
+    adaptive round run here alike (harness.sweeps.run_points)."""
+    most = max((len(lacking.get(p.id, ())) for p in points), default=0)
     return [
-        [with_repeats(p, have[p.id] + k) for p in points if p.id in have and have[p.id] + k <= targets[p.id]]
-        for k in range(1, most + 1)
+        [with_repeats(p, lacking[p.id][k] + 1) for p in points if len(lacking.get(p.id, ())) > k]
+        for k in range(most)
     ]
 
 
@@ -167,8 +170,7 @@ def measure_here(sweep_dir: Path, run: Callable[[Sequence[Point]], bool]) -> boo
         log.info("%s", step.line())
         if not step:
             return True
-        planned = load_points(sweep_dir)
         want_repeats(sweep_dir, step.targets)
-        for batch in passes(planned, step.targets):
-            if not run(batch):
-                return False
+        # run() measures the points in passes of one more repeat each (ABC ABC).
+        if not run([p for p in load_points(sweep_dir) if p.id in step.targets]):
+            return False

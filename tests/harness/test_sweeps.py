@@ -8,6 +8,7 @@ from harness.backends.registry import BACKENDS
 from harness.cli import main
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
+from harness.storage.rows import read_rows
 from harness.storage.sweep import create_sweep
 from tests.conftest import TINY_WORKLOAD
 
@@ -56,3 +57,78 @@ def test_a_standalone_scripts_sweep_is_resumed_on_slurm_by_its_own_name_or_slurm
     for name in (None, "slurm"):
         _, backend, _ = _resume_backend(sweep, name)
         assert isinstance(backend, SlurmBackend)
+
+
+REPEATED = SPEC.replace("repeats: 1", "repeats: 3")
+
+
+def _units_in_order(sweep: Path) -> list[tuple[int, int]]:
+    """(point index, repeat) of every row, in the order the rows' started_at says they ran."""
+    from harness.storage.rows import read_rows
+    from harness.storage.sweep import load_points
+
+    index = {p.id: p.index for p in load_points(sweep)}
+    rows = [r for p in index for r in read_rows(sweep / "points" / p / "rank0.csv")]
+    rows.sort(key=lambda r: (r["started_at"], r["finished_at"]))
+    return [(index[r["point_id"]], int(r["repeat"])) for r in rows]
+
+
+def test_a_sweep_run_here_measures_one_repeat_of_each_point_in_turn(tmp_path: Path) -> None:
+    (tmp_path / "t.yaml").write_text(REPEATED)
+    assert main(["run", str(tmp_path / "t.yaml"), "--results", str(tmp_path / "r")]) == 0
+    (sweep,) = (tmp_path / "r" / "t").iterdir()
+    # ABC ABC, not AAA BBB: a slow spell of the machine lands on both configurations.
+    assert _units_in_order(sweep) == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)]
+
+
+class _Interrupted(BACKENDS["inline"]):  # type: ignore[misc,valid-type]
+    """The inline backend, Ctrl-C'd by its user once it has measured `runs` point-runs."""
+
+    runs = 3
+
+    def run(self, points, sweep_dir, **kwargs):  # type: ignore[no-untyped-def]
+        if _Interrupted.runs <= 0:
+            raise KeyboardInterrupt
+        for point in points:
+            _Interrupted.runs -= 1
+            super().run([point], sweep_dir, **kwargs)
+            if _Interrupted.runs <= 0:
+                raise KeyboardInterrupt
+
+
+def test_a_sweep_interrupted_mid_pass_resumes_measuring_each_missing_unit_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.sweeps import measure, resume_sweep
+
+    plan = expand(parse_spec(REPEATED))
+    sweep = create_sweep(plan, tmp_path, backend="inline")
+    assert measure(_Interrupted(plan.spec), plan.points, sweep, lambda ids: None) is False
+    assert "interrupted; what was measured is kept; go on with: harness resume" in capsys.readouterr().err
+    assert _units_in_order(sweep) == [(0, 0), (1, 0), (0, 1)]  # stopped inside the second pass
+    assert resume_sweep(sweep, wait=True) == 0
+    # Each missing unit once, still in passes: the next repeat each point lacks, in turn.
+    assert _units_in_order(sweep) == [(0, 0), (1, 0), (0, 1), (0, 2), (1, 1), (1, 2)]
+
+
+def test_a_point_that_cannot_start_is_tried_twice_not_once_a_pass(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A dataset that does not build: each point fails as it starts. Its first pass, then its
+    other repeats at once: a failed row for every unit, as before passes, for two tries, not
+    one per repeat."""
+    from harness.sweeps import measure
+
+    broken = REPEATED.replace("repeats: 3", "repeats: 4").replace(
+        "dataset: fake_cifar", 'dataset: "tests.fixtures.workloads:broken_dataset"'
+    )
+    plan = expand(parse_spec(broken.replace("  dataset_args: {size: 48, image_size: 8, resize: null}\n", "")))
+    sweep = create_sweep(plan, tmp_path, backend="inline")
+    with caplog.at_level("ERROR", logger="harness.execution.runner"):
+        assert measure(BACKENDS["inline"](plan.spec), plan.points, sweep, lambda ids: None)
+    for point in plan.points:
+        rows = read_rows(sweep / "points" / point.id / "rank0.csv")
+        assert sorted(int(r["repeat"]) for r in rows) == [0, 1, 2, 3]
+        assert {r["status"] for r in rows} == {"failed"}
+        assert all(r["error"].endswith("failed to build: ValueError: no such bucket") for r in rows)
+        assert sum(point.id in m for m in caplog.messages) == 2

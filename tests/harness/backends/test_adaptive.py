@@ -141,7 +141,7 @@ def test_fixed_repeats_are_never_extended_and_raised_ones_count_as_missing(tmp_p
 def test_passes_interleave_the_points_one_repeat_at_a_time() -> None:
     plan = expand(parse_spec(spec_text("p", "repeats: auto")))
     a, b = plan.points
-    batches = passes(plan.points, {a.id: 5, b.id: 4})
+    batches = passes(plan.points, {a.id: [3, 4], b.id: [3]})  # the repeat numbers each lacks
     assert [[(p.id, p.measure.repeats) for p in batch] for batch in batches] == [
         [(a.id, 4), (b.id, 4)],
         [(a.id, 5)],
@@ -177,24 +177,27 @@ def test_auto_plans_a_first_round_of_three_with_its_budget() -> None:
 
 def test_an_interrupted_round_is_resumed_and_the_rounds_go_on(tmp_path: Path) -> None:
     from harness.backends.adaptive import measure_here
-    from harness.backends.inline import run_inline
+    from harness.backends.inline import InlineBackend, run_inline
     from harness.storage.sweep import create_sweep
+    from harness.sweeps import measure
 
     spec = tmp_path / "adaptive.yaml"
     spec.write_text(spec_text(tmp_path.name, "repeats: auto, max_repeats: 6"))
     plan = expand(parse_spec(spec.read_text()))
     sweep = create_sweep(plan, tmp_path / "results")
     run_inline(plan.points, sweep)
-    passes_run: list[list[str]] = []
 
-    def interrupted_after_one_pass(points) -> bool:
-        if passes_run:
-            return False  # Ctrl-C: what was measured is kept
-        passes_run.append([p.id for p in points])
-        run_inline(points, sweep)
-        return True
+    class InterruptedAfterOnePass(InlineBackend):
+        passes = 0
 
-    assert not measure_here(sweep, interrupted_after_one_pass)
+        def run(self, points, sweep_dir, **kwargs):  # type: ignore[no-untyped-def]
+            if self.passes:
+                raise KeyboardInterrupt  # Ctrl-C: what was measured is kept
+            self.passes += 1
+            super().run(points, sweep_dir, **kwargs)
+
+    backend = InterruptedAfterOnePass(plan.spec)
+    assert not measure_here(sweep, lambda points: measure(backend, points, sweep, lambda ids: None))
     assert repeats_of(sweep) == [list(range(4)), list(range(4))]  # round raised to 6, one pass ran
     assert main(["resume", str(sweep)]) == 0
     # The round's missing repeats, then rounds until every point is decided or at max_repeats.
