@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -44,13 +43,9 @@ class RankEnd:
 
     def cause(self) -> str:
         """ "was killed by SIGKILL (exit -9)", or "exited with status 3"."""
-        if self.exit < 0:
-            try:
-                name = signal.Signals(-self.exit).name
-            except ValueError:
-                name = f"signal {-self.exit}"
-            return f"was killed by {name} (exit {self.exit})"
-        return f"exited with status {self.exit}"
+        from harness.execution.script import process_end
+
+        return process_end(self.exit, "exit")
 
 
 def ranks_file(folder: Path, job_id: str) -> Path:

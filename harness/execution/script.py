@@ -153,13 +153,7 @@ class Ended:
         return self.error_line
 
     def status(self) -> str:
-        if self.returncode < 0:
-            try:
-                name = signal.Signals(-self.returncode).name
-            except ValueError:
-                name = f"signal {-self.returncode}"
-            return f"was killed by {name} (status {self.returncode})"
-        return f"exited with status {self.returncode}"
+        return process_end(self.returncode)
 
     def reason(self) -> str:
         """Why units of the point have no row, in one line for the rows' error column: what
@@ -229,6 +223,18 @@ def _shortened(line: str) -> str:
         return line
     half = LINE_CHARS // 2
     return f"{line[:half]} … {line[-half:]}"
+
+
+def process_end(returncode: int, word: str = "status") -> str:
+    """ "was killed by SIGKILL (status -9)" or "exited with status 3", from Popen's returncode
+    (negative: the signal that killed it); `word` names the figure in the parentheses."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"was killed by {name} ({word} {returncode})"
+    return f"exited with status {returncode}"
 
 
 def command(point: Point) -> list[str]:
