@@ -157,6 +157,16 @@ def run_points(
     if not backend.here:
         backend.run(points, sweep_dir, announce=announce or _quiet)
         return
+    from harness.storage.sweep import owned
+
+    # owner.json names this process for `status` across every pass, not pass by pass.
+    with owned(sweep_dir):
+        _run_passes(backend, points, sweep_dir, announce)
+
+
+def _run_passes(
+    backend: Backend, points: Sequence[Point], sweep_dir: Path, announce: Announce | None
+) -> None:
     from harness.backends.adaptive import passes
 
     batches = passes(points, lacking(points, sweep_dir))

@@ -92,10 +92,7 @@ class InlineBackend:
         *,
         announce: Callable[[Sequence[str]], None] = no_announcement,
     ) -> None:
-        from harness.storage.sweep import owned
-
-        with owned(sweep_dir):
-            run_inline(points, sweep_dir)
+        run_inline(points, sweep_dir)
 
     def submit(self, points: Sequence[Point], sweep_dir: Path) -> list[str]:
         self.run(points, sweep_dir)

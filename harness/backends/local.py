@@ -172,10 +172,7 @@ class LocalBackend:
         *,
         announce: Callable[[Sequence[str]], None] = no_announcement,
     ) -> None:
-        from harness.storage.sweep import owned
-
-        with owned(sweep_dir):
-            run_local(points, sweep_dir, self.spec.slurm)
+        run_local(points, sweep_dir, self.spec.slurm)
 
     def submit(self, points: Sequence[Point], sweep_dir: Path) -> list[str]:
         self.run(points, sweep_dir)

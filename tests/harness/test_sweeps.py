@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -109,6 +110,33 @@ def test_a_sweep_interrupted_mid_pass_resumes_measuring_each_missing_unit_once(
     assert resume_sweep(sweep, wait=True) == 0
     # Each missing unit once, still in passes: the next repeat each point lacks, in turn.
     assert _units_in_order(sweep) == [(0, 0), (1, 0), (0, 1), (0, 2), (1, 1), (1, 2)]
+
+
+class _Watched(BACKENDS["inline"]):  # type: ignore[misc,valid-type]
+    """The inline backend, noting at each pass who `status` would say runs the sweep."""
+
+    seen: ClassVar[list[str]] = []
+
+    def run(self, points, sweep_dir, **kwargs):  # type: ignore[no-untyped-def]
+        from harness.storage.sweep import live_owner
+
+        _Watched.seen.append(live_owner(sweep_dir))
+        super().run(points, sweep_dir, **kwargs)
+
+
+def test_the_sweep_is_owned_through_every_pass_and_let_go_after(tmp_path: Path) -> None:
+    import os
+
+    from harness.storage.sweep import live_owner
+    from harness.sweeps import run_points
+
+    plan = expand(parse_spec(REPEATED))
+    sweep = create_sweep(plan, tmp_path, backend="inline")
+    run_points(_Watched(plan.spec), plan.points, sweep)
+    # owner.json names this process in each of the 3 passes (it was written and removed pass by
+    # pass, so `status` between two passes saw no owner), and is gone once they are done.
+    assert len(_Watched.seen) == 3 and all(f"pid {os.getpid()} " in who for who in _Watched.seen)
+    assert live_owner(sweep) == ""
 
 
 def test_a_point_that_cannot_start_is_tried_twice_not_once_a_pass(
