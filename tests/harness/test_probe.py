@@ -472,12 +472,13 @@ def test_ddp_ranks_get_as_many_batches_each_and_stop_together(tmp_path: Path) ->
     ("injected", "rungs", "named"),
     [
         # Per sample 50 ms of reading (4 a batch, no workers): 200 ms a batch against a step of
-        # 50 ms of sleep (a GPU's step: the thread blocked, no core used). The raw samples
+        # 100 ms of sleep (a GPU's step: the thread blocked, no core used). The raw samples
         # served from memory cost nothing: the drop lands between raw_sample and full.
         (("--read-ms", "50"), "[host_batch, raw_sample, full]", ["raw data loading"]),
         # The same cost in the transform: the drop lands between processed_sample and raw_sample.
         (("--transform-ms", "50"), "[host_batch, processed_sample, raw_sample, full]", ["transforms"]),
-        # Nothing injected: a read of a 200-byte tensor and a normalisation, far under the step.
+        # Nothing injected: a torch.load of a 200-byte tensor and a normalisation per sample,
+        # about 1 % of the step (a 50 ms step read a real 5 % drop once, on a busy CI machine).
         ((), "[host_batch, processed_sample, raw_sample, full]", []),
     ],
     ids=["slow-read", "slow-transform", "nothing"],
@@ -494,8 +495,8 @@ def test_a_cost_injected_into_a_real_shaped_script_is_named_by_the_ladder(
 
     out = tmp_path / "out"
     out.mkdir()
-    args = ("--step-ms", "50", "--num-workers", "0", *injected)
-    point = course_point(out, *args, loader="{num_workers: 0}", rungs=rungs, repeats=3, steps=4)
+    args = ("--step-ms", "100", "--num-workers", "0", *injected)
+    point = course_point(out, *args, loader="{num_workers: 0}", rungs=rungs, repeats=3, steps=6)
     outcome = run_point(point, tmp_path / "sweep", env=DistEnv(hostname="node-a"))
     assert outcome.failed == 0 and outcome.skipped == 0, [r.error for r in outcome.rows]
     (verdict,) = ladder_verdicts(load_results([tmp_path / "sweep"]).rows)
