@@ -37,7 +37,7 @@ import pandas as pd
 
 from analysis import noise
 from analysis.aggregate import LOADER_COLUMNS, WORKLOAD_COLUMNS, table_rows
-from harness.config.settings import WORKER_ONLY
+from schema.settings import WORKER_ONLY
 
 WITHIN = noise.MARGIN
 """With one run, configurations within 5 % of the best count as tied (untested)."""

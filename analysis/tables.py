@@ -17,7 +17,7 @@ from tabulate import tabulate
 
 from analysis.aggregate import SAMPLED_COLUMNS, WORKLOAD_COLUMNS, table_rows
 from analysis.tail import heavy_tailed
-from harness.config import settings
+from schema import settings
 
 # The Jean Zay table's columns, in its order (004_*): the job, the loader's knobs (every one
 # declared, so a new knob joins the table), the two chronometers. Then ours.

@@ -39,7 +39,7 @@ import pandas as pd
 from analysis import caching, noise
 from analysis import verdict_text as text
 from analysis.verdict_text import AT_THE_EDGE, KEEPS_UP, LOSS_OUTSIDE, SHORT, UNDECIDED, stage_between
-from harness.config import rungs as rung_names
+from schema import rungs as rung_names
 
 SATURATED = 0.90  # busy cores / allotted cores at which the CPU counts as saturated
 STEP_ON_CPU = 0.5  # cores the training process keeps busy on the bound rung: a step on the CPU

@@ -29,10 +29,10 @@ from harness.config.plan import expand
 from harness.config.spec import parse_spec
 from harness.execution.dist import DistEnv
 from harness.execution.runner import run_point
-from harness.storage import layout
-from harness.storage import rows as results
-from harness.storage.atomic import atomic_write_text
 from harness.storage.sweep import create_sweep
+from schema import layout
+from schema import rows as results
+from schema.atomic import atomic_write_text
 
 SPEC = """\
 name: same

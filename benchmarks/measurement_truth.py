@@ -37,7 +37,6 @@ from analysis.load import load_results
 from analysis.verdict import ladder_verdicts
 from analysis.verdict_text import render_verdict
 from harness.config.plan import expand
-from harness.config.settings import LoaderSettings
 from harness.config.spec import parse_spec
 from harness.execution import ladder
 from harness.execution.dist import DistEnv
@@ -46,6 +45,7 @@ from harness.execution.runner import run_point
 from harness.execution.train_step import TrainStep
 from harness.storage.sweep import create_sweep
 from harness.workloads.emulated import emulated
+from schema.settings import LoaderSettings
 from tests.fixtures.workloads import AddOne, Sleep, StagedDataset, ToTensor
 
 CPU = ladder.Placement(device=torch.device("cpu"))

@@ -49,7 +49,7 @@ from analysis.aggregate import summarize
 from analysis.load import load_results
 from analysis.recommend import recommend, undecided_points
 from harness.backends.adaptive import plan_round
-from harness.config.settings import DEFAULT_MAX_REPEATS
+from schema.settings import DEFAULT_MAX_REPEATS
 from tests.fixtures import truth_grids
 
 Outcome = tuple[str, bool, int | None]

@@ -31,9 +31,9 @@ from harness.config.sbatch_safe import UnsafePath, refuse_unsafe_results
 from harness.config.spec import SpecError, load_spec
 from harness.exits import EXIT_BAD_INPUT, EXIT_FAILED_POINTS, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from harness.extras import MissingExtra
-from harness.storage.atomic import CannotWrite
 from harness.storage.lock import SweepHeld
-from harness.storage.reading import UnreadableFile
+from schema.atomic import CannotWrite
+from schema.reading import UnreadableFile
 
 log = logging.getLogger("harness")
 
@@ -398,8 +398,8 @@ def _adaptive(sweep_dir: Path) -> bool:
 
 def cmd_sbatch(args: argparse.Namespace) -> int:
     from harness.backends.slurm import render_sbatch, standalone_folder, worker_command
-    from harness.storage.atomic import atomic_write_text
     from harness.storage.sweep import create_sweep
+    from schema.atomic import atomic_write_text
 
     if args.portable:
         return _portable_sbatch(args)
@@ -424,7 +424,7 @@ def cmd_sbatch(args: argparse.Namespace) -> int:
 def _portable_sbatch(args: argparse.Namespace) -> int:
     """A script that re-reads its spec when the job runs, to keep in git (sbatch/)."""
     from harness.backends.slurm import portable_script
-    from harness.storage.atomic import atomic_write_text
+    from schema.atomic import atomic_write_text
 
     if args.overrides:
         # The committed script reads the spec file when it runs: an override would be lost.

@@ -60,12 +60,12 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, RandomSampler, SequentialSampler
 
 from harness.config.plan import Point, resolve_loader
-from harness.config.settings import LOADER_COLUMNS, LoaderSettings
 from harness.execution import batches, ladder
 from harness.execution.loop import Clocked, one_step
 from harness.execution.loop_length import CLOSING, batches_per_loop
 from harness.execution.script import ProbeJob
 from harness.naming import type_name
+from schema.settings import LOADER_COLUMNS, LoaderSettings
 
 __all__ = [
     "Settings",
@@ -577,7 +577,7 @@ def _opened(
     from harness.execution.dist import init_process_group
     from harness.execution.meta import collect_meta, git_commit
     from harness.execution.runner import open_point
-    from harness.storage import layout
+    from schema import layout
 
     opened = open_point(point, job.sweep_dir, job.env, job.skip_done)
     _say(job, point, recorded)
@@ -648,8 +648,8 @@ def _end() -> None:
 
 def _done(job: ProbeJob) -> set[tuple[str, int]]:
     """The units every rank of the point has a row for (a resumed point skips them)."""
-    from harness.storage import layout
-    from harness.storage.rows import completed_units
+    from schema import layout
+    from schema.rows import completed_units
 
     if not job.skip_done:
         return set()

@@ -187,9 +187,9 @@ def _run_passes(
 def _failed_wholly(sweep_dir: Path, point: Point) -> bool:
     """Every unit of the point so far has a failed row (a workload that does not build, no
     device): a point run again per pass would fail as many times."""
-    from harness.storage import layout
-    from harness.storage.reading import read_point
     from harness.storage.sweep import load_info
+    from schema import layout
+    from schema.reading import read_point
 
     rows = read_point(layout.point_dir(sweep_dir, point.id), load_info(sweep_dir).world_size)
     return bool(rows.units) and rows.failed == rows.units
@@ -199,9 +199,9 @@ def lacking(points: Sequence[Point], sweep_dir: Path) -> dict[str, list[int]]:
     """Point id -> the repeat numbers of which some unit (rung, repeat) has no row on every
     rank yet: what a run of the point measures (an interrupted pass, resumed, measures each
     missing unit once)."""
-    from harness.storage import layout
-    from harness.storage.reading import read_point
     from harness.storage.sweep import load_info
+    from schema import layout
+    from schema.reading import read_point
 
     world_size = load_info(sweep_dir).world_size
     out = {}
@@ -295,8 +295,8 @@ def _resume_backend(sweep_dir: Path, name: str | None) -> tuple[Spec, Backend, P
     backend than the sweep's own is taken where it runs the same ranks here (inline and
     local with one task): the rows of one sweep come from points run alike."""
     from harness.config.spec import parse_spec
-    from harness.storage.reading import read_sweep_spec
     from harness.storage.sweep import load_info, load_points
+    from schema.reading import read_sweep_spec
 
     info = load_info(sweep_dir)
     spec = parse_spec(read_sweep_spec(sweep_dir), file=str(sweep_dir / "spec.yaml"))

@@ -67,11 +67,11 @@ from analysis.tune_model import (
 from analysis.tune_search import SearchResult, search
 from harness.backends.base import Backend
 from harness.backends.registry import BACKENDS
-from harness.config import rungs as rung_names
 from harness.config.plan import Plan, Point, point_id, resolve_loader
-from harness.storage import layout
-from harness.storage.atomic import atomic_write_text
 from harness.storage.sweep import create_sweep, plan_csv, want_repeats, with_repeats
+from schema import layout
+from schema import rungs as rung_names
+from schema.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,6 @@
 """The codebase's own rules, checked: short functions, each setting declared once, a
-torch-free analysis (docs/architecture.md says why each matters)."""
+torch-free analysis, one direction of imports between the packages and no circle of modules
+(docs/architecture.md says why each matters)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,16 @@ import ast
 import os
 import subprocess
 import sys
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("harness", "analysis")
+PACKAGES = ("harness", "analysis", "schema")
 MAX_FUNCTION_LINES = 60
 LOADER_SETTINGS = frozenset(
     {"num_workers", "persistent_workers", "pin_memory", "non_blocking", "prefetch_factor", "drop_last"}
 )
-SETTINGS_MODULE = Path("harness/config/settings.py")
+SETTINGS_MODULE = Path("schema/settings.py")
 
 
 def modules() -> list[Path]:
@@ -92,7 +94,7 @@ def test_the_loader_settings_are_declared_in_one_place() -> None:
 def test_the_worker_only_settings_are_named_once() -> None:
     """What PyTorch refuses without workers (prefetch_factor, persistent_workers) is a rule of
     settings.py (WITHOUT_WORKERS); a module that names them again as a pair restates it."""
-    from harness.config.settings import WORKER_ONLY
+    from schema.settings import WORKER_ONLY
 
     assert set(WORKER_ONLY) == {"prefetch_factor", "persistent_workers"}
     again = [
@@ -155,3 +157,81 @@ def test_only_the_backends_compare_a_backend_name() -> None:
         and any(v in BACKEND_NAMES for e in (node.left, *node.comparators) for v in _named_constants(e))
     ]
     assert not switches, "backend names compared outside harness/backends/:\n" + "\n".join(switches)
+
+
+def module_name(path: Path) -> str:
+    return ".".join(path.with_suffix("").parts).removesuffix(".__init__")
+
+
+def imported(path: Path, known: Collection[str]) -> set[str]:
+    """The modules of the packages that a file imports, at its top or inside a function (a
+    lazy import still ties the two modules together). `from package import name` counts as
+    the module `package.name` where that is one, else as `package`."""
+    found: set[str] = set()
+    for node in ast.walk(parsed(path)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            subs = [f"{node.module}.{alias.name}" for alias in node.names]
+            found.update(sub for sub in subs if sub in known)
+            if not all(sub in known for sub in subs):
+                found.add(node.module)
+    return {name for name in found if name in known} - {module_name(path)}
+
+
+def import_graph() -> dict[str, set[str]]:
+    names = {module_name(path): path for path in modules()}
+    return {name: imported(path, names) for name, path in names.items()}
+
+
+# Which package may import which: schema is the shared, torch-free base; the analysis reads
+# result folders alone (a login node, a laptop) and so never imports the harness, which may
+# import it (the report at the end of a run, tune's model).
+MAY_IMPORT = {"schema": {"schema"}, "analysis": {"analysis", "schema"}, "harness": set(PACKAGES)}
+
+
+def test_the_packages_import_in_one_direction() -> None:
+    wrong = [
+        f"{name} imports {target}"
+        for name, targets in import_graph().items()
+        for target in sorted(targets)
+        if target.split(".")[0] not in MAY_IMPORT[name.split(".")[0]]
+    ]
+    assert not wrong, "harness -> analysis -> schema, never back:\n" + "\n".join(wrong)
+
+
+def circles(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(name: str) -> None:
+        index[name] = low[name] = len(index)
+        stack.append(name)
+        for target in graph[name]:
+            if target not in index:
+                visit(target)
+                low[name] = min(low[name], low[target])
+            elif target in stack:
+                low[name] = min(low[name], index[target])
+        if low[name] == index[name]:
+            group = [stack.pop()]
+            while group[-1] != name:
+                group.append(stack.pop())
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for name in sorted(graph):
+        if name not in index:
+            visit(name)
+    return found
+
+
+def test_no_circle_of_imports() -> None:
+    """Two modules that import each other (even lazily, inside a function) are one concept
+    split in two, or a third one missing: move what both need to a module both import."""
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    found = circles(import_graph())
+    assert not found, "modules that import each other:\n" + "\n".join(" <-> ".join(c) for c in found)

@@ -43,9 +43,9 @@ from datetime import datetime
 from pathlib import Path
 
 from harness.config.plan import Point
-from harness.storage import layout
-from harness.storage import rows as results
 from harness.storage.sweep import load_points, want_repeats, with_repeats
+from schema import layout
+from schema import rows as results
 
 log = logging.getLogger(__name__)
 

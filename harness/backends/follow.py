@@ -22,8 +22,8 @@ from typing import TextIO
 from tabulate import tabulate
 
 from harness.backends.status import PointStatus, advice, scheduler_view, sweep_status
-from harness.storage import rows as results
 from harness.storage.sweep import live_owner, load_info
+from schema import rows as results
 
 log = logging.getLogger(__name__)
 

@@ -148,8 +148,8 @@ def fail_rest(point: Point, sweep_dir: Path, env: DistEnv, e: BaseException) -> 
 
 def job_limit(point: Point, sweep_dir: Path) -> Limit:
     """The limit of a point run as a job (local or Slurm): slurm.time from the sweep's spec."""
-    from harness.config.settings import SlurmConfig
     from harness.config.spec import SpecError, parse_spec
+    from schema.settings import SlurmConfig
 
     spec_file = sweep_dir / "spec.yaml"
     try:

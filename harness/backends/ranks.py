@@ -28,7 +28,7 @@ import submitit
 from submitit.local import local as submitit_local
 
 from harness.config.plan import Point
-from harness.storage.atomic import atomic_write_text
+from schema.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ from typing import Any
 from harness.backends.registry import RECORDED
 from harness.backends.slurm import LIVE, StateClass, classify, job_list
 from harness.config.plan import Point
-from harness.storage import layout
-from harness.storage.reading import UnreadableFile, read_point, set_aside_units, set_aside_unreadable
 from harness.storage.sweep import latest_job_entries, live_owner, load_info, load_points, process_alive
+from schema import layout
+from schema.reading import UnreadableFile, read_point, set_aside_units, set_aside_unreadable
 
 # A job neither queued nor in accounting this long after its submission was cancelled before
 # it started (Slurm does not account never-started array tasks); before that, accounting lags.

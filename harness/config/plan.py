@@ -13,8 +13,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.config import rung_support, script_flags, settings
-from harness.config.settings import (
+from harness.config import rung_support
+from harness.config.spec import Spec
+from schema import script_flags, settings
+from schema.settings import (
     WITHOUT_WORKERS,
     Limits,
     LoaderSettings,
@@ -23,7 +25,6 @@ from harness.config.settings import (
     SamplerConfig,
     WorkloadSettings,
 )
-from harness.config.spec import Spec
 
 __all__ = ["LoaderSettings", "Plan", "Point", "WorkloadSettings", "expand", "point_id", "resolve_loader"]
 
@@ -57,7 +58,7 @@ class Point:
 
     def flag_args(self) -> list[str]:
         """With a script workload, its own flags for the settings the spec names
-        (workload.flags; harness/config/script_flags.py): what follows its `args`."""
+        (workload.flags; schema/script_flags.py): what follows its `args`."""
         w = self.workload
         values = {k: v for k, v in asdict(self.loader).items() if k not in self.script_keeps}
         if w.batch_size is not None:

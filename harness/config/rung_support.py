@@ -16,8 +16,8 @@ import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.config import rungs as rung_names
 from harness.workloads import registry
+from schema import rungs as rung_names
 
 _SPLIT = (
     "needs a dataset with load_raw(index) and transform, or load_raw(index) and "

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.storage import layout
-from harness.storage.reading import UnreadableFile
-from harness.storage.rows import read_rows
+from schema import layout
+from schema.reading import UnreadableFile
+from schema.rows import read_rows
 
 RUNG = "device_batch"
 KEYS = ("from", "point")

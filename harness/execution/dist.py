@@ -23,8 +23,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from harness.config.settings import DEFAULT_DIST_TIMEOUT_S
 from harness.execution import waiting
+from schema.settings import DEFAULT_DIST_TIMEOUT_S
 
 if TYPE_CHECKING:
     import torch

@@ -24,8 +24,6 @@ from torch.utils.data import (
     Sampler,
 )
 
-from harness.config import rungs as rung_names
-from harness.config.settings import LoaderSettings
 from harness.execution import batches
 from harness.naming import type_name
 from harness.workloads.contract import (
@@ -35,6 +33,8 @@ from harness.workloads.contract import (
     WholeSampleDataset,
     folder_split,
 )
+from schema import rungs as rung_names
+from schema.settings import LoaderSettings
 
 
 class RungUnavailable(Exception):

@@ -36,8 +36,8 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
-from harness.config.settings import DRAIN_FACTOR
 from harness.execution.batches import count_samples
+from schema.settings import DRAIN_FACTOR
 
 WAITED = 0.05
 """A next() longer than this fraction of the median step so far means the queue was empty."""

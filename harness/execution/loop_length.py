@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from harness.config import rungs as rung_names
 from harness.config.plan import Point
-from harness.config.settings import DRAIN_FACTOR
+from schema import rungs as rung_names
+from schema.settings import DRAIN_FACTOR
 
 __all__ = [
     "CLOSING",

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from harness.config import rungs
+from schema import rungs
 
 log = logging.getLogger(__name__)
 

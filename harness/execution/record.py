@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from harness.config.plan import Point
-from harness.config.settings import setting_cells
 from harness.execution.dist import DistEnv
 from harness.execution.loop import LoopTimes
-from harness.storage.rows import RungRow
+from schema.rows import RungRow
+from schema.settings import setting_cells
 
 
 class RowMaker:

@@ -17,7 +17,6 @@ from typing import Any
 
 from torch.utils.data import IterableDataset
 
-from harness.config import rungs as rung_names
 from harness.config.plan import Point, WorkloadSettings
 from harness.execution import ladder
 from harness.execution.batches import count_samples
@@ -37,9 +36,6 @@ from harness.execution.train_step import (
 from harness.execution.waiting import watched
 from harness.sampling.host import job_memory_limit_bytes, process_tree_memory_bytes
 from harness.sampling.timeline import Phase, RankSampler, TimelineFile, timeline_name
-from harness.storage import layout, reading
-from harness.storage import rows as results
-from harness.storage.atomic import CannotWrite, clean_temporaries, named
 from harness.workloads.build import (
     WorkloadError,
     build_callable,
@@ -49,6 +45,10 @@ from harness.workloads.build import (
 )
 from harness.workloads.emulated import one_host_thread
 from harness.workloads.registry import PIPELINE_FIELDS
+from schema import layout, reading
+from schema import rows as results
+from schema import rungs as rung_names
+from schema.atomic import CannotWrite, clean_temporaries, named
 
 log = logging.getLogger(__name__)
 

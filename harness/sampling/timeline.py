@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from harness.sampling.host import DEFAULT_MEMORY_INTERVAL_S, HostReading, HostSampler
 from harness.sampling.nvml import GpuReading, GpuSampler, history_mean
-from harness.storage.atomic import atomic_write_text
-from harness.storage.rows import csv_text
+from schema.atomic import atomic_write_text
+from schema.rows import csv_text
 
 if TYPE_CHECKING:
     import torch

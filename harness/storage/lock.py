@@ -29,8 +29,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from harness.storage.atomic import named
 from harness.storage.sweep import process_alive, process_stamp
+from schema.atomic import named
 
 log = logging.getLogger(__name__)
 

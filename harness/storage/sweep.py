@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.config.plan import Plan, Point
-from harness.storage import layout, reading
-from harness.storage import rows as results
-from harness.storage.atomic import CannotWrite, atomic_write_text, named
+from schema import layout, reading
+from schema import rows as results
+from schema.atomic import CannotWrite, atomic_write_text, named
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from harness.storage.atomic import atomic_write_text
 from harness.workloads.image_shards import INDEX
+from schema.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
 

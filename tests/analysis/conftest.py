@@ -9,10 +9,10 @@ from harness.config.spec import parse_spec
 from harness.execution.dist import DistEnv
 from harness.execution.runner import run_point
 from harness.sampling.timeline import SAMPLE_COLUMNS
-from harness.storage import layout
-from harness.storage import rows as results
-from harness.storage.atomic import atomic_write_text
 from harness.storage.sweep import create_sweep
+from schema import layout
+from schema import rows as results
+from schema.atomic import atomic_write_text
 from tests.conftest import TINY_WORKLOAD
 from tests.fixtures.rows import synthetic_row  # noqa: F401  (the tests import it from here)
 

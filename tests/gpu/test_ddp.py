@@ -26,10 +26,10 @@ from harness.config.plan import Plan, expand
 from harness.config.spec import load_spec
 from harness.execution.dist import DistEnv, destroy_process_group, init_process_group, process_group_arguments
 from harness.execution.train_step import TrainStep
-from harness.storage import layout
-from harness.storage import rows as results
 from harness.storage.sweep import create_sweep
 from harness.workloads.models import toy_conv
+from schema import layout
+from schema import rows as results
 
 pytestmark = pytest.mark.gpu
 

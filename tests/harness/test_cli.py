@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.storage import rows as results
+from schema import rows as results
 from tests.conftest import TINY_WORKLOAD
 
 REPO = Path(__file__).resolve().parents[2]

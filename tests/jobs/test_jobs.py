@@ -14,9 +14,9 @@ from harness.backends.inline import run_inline
 from harness.backends.local import run_local
 from harness.config.plan import expand
 from harness.config.spec import load_spec, parse_spec
-from harness.storage import layout
 from harness.storage.sweep import create_sweep
 from harness.workloads.make_data import make_image_folder, make_image_shards, make_webdataset_shards
+from schema import layout
 
 JOBS = Path(__file__).resolve().parents[2] / "jobs"
 ALL = sorted(JOBS.glob("*.yaml"))

@@ -21,7 +21,6 @@ from harness.backends.slurm import JobState
 from harness.backends.status import PointStatus, advice, sweep_status
 from harness.config.plan import Point, expand
 from harness.config.spec import parse_spec
-from harness.storage import layout
 from harness.storage.sweep import (
     OWNER_FILE,
     create_sweep,
@@ -31,6 +30,7 @@ from harness.storage.sweep import (
     process_stamp,
     record_jobs,
 )
+from schema import layout
 from tests.conftest import TINY_WORKLOAD
 
 

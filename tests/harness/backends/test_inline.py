@@ -11,7 +11,7 @@ import pytest
 from harness.backends import inline
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
-from harness.storage import rows as results
+from schema import rows as results
 from tests.conftest import TINY_WORKLOAD
 
 

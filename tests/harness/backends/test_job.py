@@ -15,9 +15,9 @@ from harness.backends.job import PointJob
 from harness.config.plan import Point, expand
 from harness.config.spec import parse_spec
 from harness.extras import MissingExtra
-from harness.storage import layout
-from harness.storage import rows as results
-from harness.storage.atomic import atomic_write_text
+from schema import layout
+from schema import rows as results
+from schema.atomic import atomic_write_text
 from tests.conftest import TINY_WORKLOAD
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from harness.backends.ranks import RankEnd
 from harness.backends.status import sweep_status
-from harness.storage import layout
-from harness.storage import rows as results
+from schema import layout
+from schema import rows as results
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -9,8 +9,8 @@ import pytest
 
 from harness.config.plan import expand
 from harness.config.spec import SpecError, parse_spec
-from harness.storage import layout
-from harness.storage.rows import RankWriter, RungRow
+from schema import layout
+from schema.rows import RankWriter, RungRow
 
 
 def _row(

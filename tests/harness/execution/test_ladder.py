@@ -18,10 +18,10 @@ from harness.config.spec import parse_spec
 from harness.execution import ladder
 from harness.execution.loop import timed_loop
 from harness.execution.runner import run_point
-from harness.storage import rows as results
 from harness.workloads.fake_cifar import FakeCIFAR
 from harness.workloads.image_folder import ImageFolderDataset
 from harness.workloads.make_data import make_image_folder
+from schema import rows as results
 from tests.fixtures import pipelines
 from tests.fixtures.workloads import AddOne, Sleep, StagedDataset, ToTensor, plain_dataset
 

@@ -25,8 +25,8 @@ from harness.execution.dist import (
     init_process_group,
     process_group_arguments,
 )
-from harness.storage import rows as results
 from harness.storage.sweep import create_sweep
+from schema import rows as results
 from tests.conftest import TINY_WORKLOAD
 
 

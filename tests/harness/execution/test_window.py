@@ -19,17 +19,17 @@ from torch.utils.data import Dataset
 
 from harness.backends.local import run_local
 from harness.config.plan import expand
-from harness.config.settings import LoaderSettings
 from harness.config.spec import parse_spec
 from harness.execution import ladder
 from harness.execution.dist import DistEnv
 from harness.execution.loop import LoopTimes, timed_loop
 from harness.execution.runner import run_point
 from harness.execution.train_step import TrainStep
-from harness.storage import layout
-from harness.storage import rows as results
 from harness.storage.sweep import create_sweep
 from harness.workloads.emulated import emulated
+from schema import layout
+from schema import rows as results
+from schema.settings import LoaderSettings
 from tests.fixtures.workloads import slow_read
 
 CPU = ladder.Placement(device=torch.device("cpu"))

@@ -12,9 +12,9 @@ from harness.config.plan import expand
 from harness.config.spec import parse_spec
 from harness.execution.runner import run_point
 from harness.execution.train_step import TrainStep
-from harness.storage import rows as results
 from harness.workloads import registry
 from harness.workloads.emulated import emulated
+from schema import rows as results
 
 
 def timed_steps(step_ms: float, steps: int = 6) -> tuple[float, float]:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.config import settings
+from schema import settings
 
 EXIT_EXPECTATION_FAILED = 3
 

@@ -6,7 +6,7 @@ metadata (`setting(...)`). Everything else is derived from these declarations:
 
 - the spec's validation and its error messages (`harness/config/spec.py`),
 - the plan's point settings and their hash (`harness/config/plan.py`),
-- the columns of `plan.csv` and of every row (`harness/storage/rows.py`),
+- the columns of `plan.csv` and of every row (`schema/rows.py`),
 - the analysis's setting columns and the course's table (`analysis/`),
 - the README's field tables (`field_table()`; a test keeps the README in step).
 
@@ -21,8 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from typing import Any
 
-from harness.config import rungs, script_flags
-from harness.workloads import registry
+from schema import rungs, script_flags, workload_names
 
 REQUIRED: Any = MISSING
 """The default of a setting the spec must give."""
@@ -124,11 +123,11 @@ def _optional_name(v: Any) -> bool:
 
 
 def _dataset_name(v: Any) -> bool:
-    return isinstance(v, str) and (v in registry.DATASETS or registry.is_factory_path(v))
+    return isinstance(v, str) and (v in workload_names.DATASETS or workload_names.is_factory_path(v))
 
 
 def _model_name(v: Any) -> bool:
-    return isinstance(v, str) and (v in registry.MODELS or registry.is_factory_path(v))
+    return isinstance(v, str) and (v in workload_names.MODELS or workload_names.is_factory_path(v))
 
 
 def _lower_amp(v: Any) -> str:
@@ -139,7 +138,7 @@ BOOL = "true or false"
 
 
 def _factory_path(v: Any) -> bool:
-    return v is None or (isinstance(v, str) and registry.is_factory_path(v))
+    return v is None or (isinstance(v, str) and workload_names.is_factory_path(v))
 
 
 def _factory(doc: str, *, function: bool = False) -> Any:
@@ -180,7 +179,7 @@ class WorkloadSettings:
 
     dataset: str = setting(
         check=_dataset_name,
-        allowed=f'one of {", ".join(registry.DATASETS)} or "package.module:factory"',
+        allowed=f'one of {", ".join(workload_names.DATASETS)} or "package.module:factory"',
         doc="the data set: a built-in name or your own factory",
         axis=True,
     )
@@ -189,7 +188,7 @@ class WorkloadSettings:
     )
     model: str = setting(
         check=_model_name,
-        allowed=f'one of {", ".join(registry.MODELS)} or "package.module:factory"',
+        allowed=f'one of {", ".join(workload_names.MODELS)} or "package.module:factory"',
         doc="the model: a built-in name or your own factory",
         axis=True,
     )
@@ -622,7 +621,7 @@ def _yaml(value: Any) -> str:
     return f"`{value}`" if value != {} else "`{}`"
 
 
-if __name__ == "__main__":  # python -m harness.config.settings [SECTION...]: the README's tables
+if __name__ == "__main__":  # python -m schema.settings [SECTION...]: the README's tables
     import sys
 
     for name in sys.argv[1:] or list(SECTIONS):

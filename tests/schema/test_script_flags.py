@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.config.script_flags import arguments, normalised, problem
-from harness.config.settings import FLAGGABLE, FLAGGABLE_BOOLEANS
+from schema.script_flags import arguments, normalised, problem
+from schema.settings import FLAGGABLE, FLAGGABLE_BOOLEANS
 
 
 @pytest.mark.parametrize(

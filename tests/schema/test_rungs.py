@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.config import rungs
 from harness.config.plan import expand
 from harness.config.spec import SpecError, parse_spec
+from schema import rungs
 from tests.conftest import TINY_WORKLOAD
 
 

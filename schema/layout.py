@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from harness.storage.atomic import atomic_write_text
+from schema.atomic import atomic_write_text
 
 ROW_FILE = re.compile(r"^rank(\d+)\.csv$")
 

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import settings
 from harness.config.plan import expand
 from harness.config.spec import SpecError, parse_spec
-from harness.storage.rows import BOOL_COLUMNS, NUMBER_COLUMNS, PLAN_COLUMNS, ROW_COLUMNS
+from schema import settings
+from schema.rows import BOOL_COLUMNS, NUMBER_COLUMNS, PLAN_COLUMNS, ROW_COLUMNS
 from tests.conftest import TINY_WORKLOAD
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_every_loader_setting_reaches_the_rows_the_plan_and_the_course_table() -> None:
@@ -71,6 +71,6 @@ def test_every_setting_left_out_takes_its_declared_default() -> None:
 def test_the_readme_field_tables_are_the_declarations(section: str) -> None:
     table = settings.field_table(section)
     assert table in README.read_text(), (
-        f"README.md's table of `{section}:` is out of date with harness/config/settings.py; "
-        f"paste the output of: .venv/bin/python -m harness.config.settings {section}"
+        f"README.md's table of `{section}:` is out of date with schema/settings.py; "
+        f"paste the output of: .venv/bin/python -m schema.settings {section}"
     )

@@ -25,8 +25,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from harness.storage import layout
-from harness.storage.atomic import atomic_write_text
+from schema import layout
+from schema.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.storage import reading
+from schema import reading
 from tests.conftest import TINY_WORKLOAD
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 SPEC = "name: tiny\n" + TINY_WORKLOAD + "loader: {num_workers: [0, 1]}\nsampler: {host: false, gpu: false}\n"
 
 
