@@ -31,13 +31,13 @@ says it is untested.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from itertools import pairwise
 
 import pandas as pd
 
 from analysis import caching, noise
 from analysis import verdict_text as text
+from analysis.ladder import Capacity, Ladder, Sizes, Stage, Verdict
 from analysis.verdict_text import AT_THE_EDGE, KEEPS_UP, LOSS_OUTSIDE, SHORT, UNDECIDED, stage_between
 from schema import rungs as rung_names
 
@@ -45,66 +45,7 @@ SATURATED = 0.90  # busy cores / allotted cores at which the CPU counts as satur
 STEP_ON_CPU = 0.5  # cores the training process keeps busy on the bound rung: a step on the CPU
 
 
-@dataclass
-class Verdict:
-    hostname: str
-    sweep_id: str
-    point_id: str
-    table: pd.DataFrame
-    sentence: str
-    stages: list[str] = field(default_factory=list)
-    """The stages named, costliest first (what tests and notebooks read)."""
-    caveats: list[str] = field(default_factory=list)
-    keeps_up: bool | None = None
-    """None where it cannot be told (full not measured, or no bound rung)."""
-    demand: float | None = None
-    """Steps/s of the bound rung: what the device asks of the loader."""
-    bound: str = ""
-    capacity_full: float | None = None
-    """Batches/s full's loader delivers alone (slowest rank's, median over repeats)."""
-    costliest: str | None = None
-    """The stage that costs the most loader time (or steps/s, without capacities)."""
-    tipped_by: str | None = None
-    """A cheaper stage whose addition only brought the loader under the demand."""
-    repeats: int = 0
-    unmeasured: dict[str, str] = field(default_factory=dict)
-    """Rung -> why it (or some of its repeats) has no figures: status and error."""
-    state: str = ""
-    """KEEPS_UP, AT_THE_EDGE, SHORT, LOSS_OUTSIDE or UNDECIDED ("" with nothing to compare)."""
-    undecided_on: str = ""
-    """Where UNDECIDED: "demand" (the loader against the step) or "bound" (full's steps/s)."""
-    runs_needed: int | None = None
-    """Where UNDECIDED: the repeats that would likely decide (analysis.noise)."""
-    what_if: caching.CachingWhatIf | None = None
-    """Where full is not shown to keep up and a cached rung does: what caching that stage would
-    give (analysis/caching.py)."""
-
-
-@dataclass
-class _Stage:
-    """What one rung pays beyond the rung above it, in seconds per step or per loader batch."""
-
-    label: str
-    above: str | None  # None: above is a cached batch, which costs the loader nothing
-    below: str
-    ratio: noise.Estimate | None  # below's rate over above's, paired per repeat
-    cost: float
-    named: bool
-    faster: bool = False  # below beyond the noise faster than above
-    worst: _Stage | None = None  # for a group: its costliest member
-
-
-@dataclass(frozen=True)
-class _Sizes:
-    """What the caching what-if needs from one node's rows (analysis/caching.py)."""
-
-    sample_bytes: dict[str, float]  # cached rung -> bytes of its cached value
-    samples: int | None
-    limit_gb: float | None  # the job's memory limit on the node (the least of its ranks')
-    in_use_gb: float  # the node's ranks' memory at full (each rank's median over repeats)
-
-
-def _sizes(ok: pd.DataFrame) -> _Sizes | None:
+def _sizes(ok: pd.DataFrame) -> Sizes | None:
     """None for rows written before the columns existed."""
     if "cached_sample_bytes" not in ok:
         return None
@@ -114,47 +55,12 @@ def _sizes(ok: pd.DataFrame) -> _Sizes | None:
     limit = pd.to_numeric(ok.get("memory_limit_gb"), errors="coerce").min()
     full = ok[ok["rung"] == "full"]
     in_use = pd.to_numeric(full.get("cpu_memory_gb"), errors="coerce").groupby(full["rank"]).median().sum()
-    return _Sizes(
+    return Sizes(
         sample_bytes={str(r): float(v) for r, v in per_rung.items()},
         samples=int(samples) if pd.notna(samples) else None,
         limit_gb=float(limit) if pd.notna(limit) else None,
         in_use_gb=float(in_use) if pd.notna(in_use) else 0.0,
     )
-
-
-@dataclass
-class _Ladder:
-    """One point on one node: the table, and the per-repeat figures the decisions use."""
-
-    table: pd.DataFrame
-    steps: pd.DataFrame  # repeat x rung: the slowest rank's steps/s
-    capacity: pd.DataFrame  # repeat x rung: the slowest rank's loader capacity
-    names: list[str]
-    on_cpu: bool
-    bound: str
-    unmeasured: dict[str, str]
-    sizes: _Sizes | None = None
-
-    @property
-    def has_bound(self) -> bool:
-        """A batch-level rung was measured: the step's demand is known."""
-        return self.bound in rung_names.BOUND_RUNGS
-
-    @property
-    def has_capacity(self) -> bool:
-        """Some rung's loader capacity was measured."""
-        return bool(self.capacity.notna().any().any())
-
-    @property
-    def repeats(self) -> int:
-        return len(self.steps.index)
-
-    @property
-    def rungs(self) -> list[str]:
-        return list(self.table["rung"])
-
-    def rate(self, rung: str) -> float:
-        return float(self.steps[rung].median())
 
 
 def ladder_verdicts(rows: pd.DataFrame) -> list[Verdict]:
@@ -176,7 +82,7 @@ def ladder_verdicts(rows: pd.DataFrame) -> list[Verdict]:
     return out
 
 
-def _ladder(group: pd.DataFrame) -> _Ladder | None:
+def _ladder(group: pd.DataFrame) -> Ladder | None:
     """None when no repeat of any rung was measured by every rank."""
     unmeasured = _unmeasured(group)
     # A repeat of a rung counts only when every rank measured it: under DDP, the ranks that
@@ -190,7 +96,7 @@ def _ladder(group: pd.DataFrame) -> _Ladder | None:
     table = _per_rung(per_repeat)
     measured = list(table["rung"])
     bound = next((r for r in rung_names.BOUND_RUNGS if r in measured), measured[0])
-    return _Ladder(
+    return Ladder(
         table=table,
         steps=per_repeat["steps_per_s"].unstack("rung")[measured],
         capacity=per_repeat["capacity"].unstack("rung")[measured],
@@ -294,7 +200,7 @@ def _higher(ratio: noise.Estimate | None) -> bool:
 
 def _walk(
     rates: pd.DataFrame, names: list[str], *, top: str | None = None, on_cpu: bool = False
-) -> list[_Stage]:
+) -> list[Stage]:
     """The stages between neighbouring rungs (columns of `rates`, top first). With `top`, the
     first rung's whole time is a stage too (loader time: a cached batch costs none); it is
     named when its share of the last rung's time is one a user would act on."""
@@ -306,12 +212,12 @@ def _walk(
         cost = 1 / median[first]
         floor = noise.MARGIN if tested else noise.UNTESTED_FLOOR
         named = cost * median[rungs[-1]] >= floor
-        stages.append(_Stage(stage_between(top, first, names), None, first, None, cost, named))
+        stages.append(Stage(stage_between(top, first, names), None, first, None, cost, named))
     for above, below in pairwise(rungs):
         ratio = _paired(rates[above], rates[below])
         judged = not (on_cpu and below == "host_batch")  # no copy on a CPU device: noise only
         stages.append(
-            _Stage(
+            Stage(
                 stage_between(above, below, names),
                 above,
                 below,
@@ -324,7 +230,7 @@ def _walk(
     return stages
 
 
-def _transform_group(rates: pd.DataFrame, stages: list[_Stage]) -> _Stage | None:
+def _transform_group(rates: pd.DataFrame, stages: list[Stage]) -> Stage | None:
     """With transform:<k> cuts, each cut may sit under the noise while the transforms together
     clearly do not: then name them together, with their costliest step."""
     rungs = list(rates.columns)
@@ -339,34 +245,10 @@ def _transform_group(rates: pd.DataFrame, stages: list[_Stage]) -> _Stage | None
     cuts = [s for s in stages if s.above in rungs[top:bottom]]
     cost = 1 / float(rates["raw_sample"].median()) - 1 / float(rates["processed_sample"].median())
     worst = max(cuts, key=lambda s: s.cost)
-    return _Stage("transforms", "processed_sample", "raw_sample", ratio, cost, True, worst=worst)
+    return Stage("transforms", "processed_sample", "raw_sample", ratio, cost, True, worst=worst)
 
 
-@dataclass
-class _Capacity:
-    """The loader's side: capacities against the device's demand."""
-
-    stages: list[_Stage]  # loader seconds per batch each stage adds
-    ref: str  # the lowest rung with a capacity (full when measured)
-    demand: float
-    capacity: float
-    short: dict[str, bool]  # capacity below the demand beyond the margin, per rung
-    vs_demand: noise.Estimate | None  # ref's capacity over the demand
-    reach: noise.Estimate | None  # ref's steps/s over the bound's
-    tip: _Stage | None  # from the last rung that keeps up to the first that does not
-
-    def share(self, stage: _Stage) -> float:
-        """The stage's share of the loader's time per batch at ref."""
-        return stage.cost * self.capacity
-
-    def named(self) -> list[_Stage]:
-        return sorted((s for s in self.stages if s.named), key=lambda s: -s.cost)
-
-    def costliest(self) -> _Stage:
-        return (self.named() or sorted(self.stages, key=lambda s: -s.cost))[0]
-
-
-def _capacity(lad: _Ladder) -> _Capacity | None:
+def _capacity(lad: Ladder) -> Capacity | None:
     """None where there is nothing to compare: no capacity, or no bound rung for the demand."""
     rungs = [r for r in lad.rungs if rung_names.is_sample_level(r) and lad.capacity[r].notna().any()]
     if not rungs or not lad.has_bound:
@@ -390,7 +272,7 @@ def _capacity(lad: _Ladder) -> _Capacity | None:
     first_short = next((i for i, r in enumerate(rungs) if short[r]), None)
     if first_short:  # not None and not the top rung: the rung above it keeps up
         tip = next(s for s in stages if s.below == rungs[first_short] and s.above == rungs[first_short - 1])
-    return _Capacity(
+    return Capacity(
         stages=stages,
         ref=ref,
         demand=float(demand.median()),
@@ -439,7 +321,7 @@ def _verdict(host: str, sweep: str, point: str, group: pd.DataFrame) -> Verdict 
     return verdict
 
 
-def _fill_table(lad: _Ladder, steps: list[_Stage]) -> None:
+def _fill_table(lad: Ladder, steps: list[Stage]) -> None:
     """The steps/s columns: what each rung adds, its drop from the rung above (paired ratio)
     with the interval, the seconds per step it adds, and its share of the bound."""
     t = lad.table
@@ -454,7 +336,7 @@ def _fill_table(lad: _Ladder, steps: list[_Stage]) -> None:
     t["loader_ratio"] = None
 
 
-def _fill_capacity(lad: _Ladder, cap: _Capacity) -> None:
+def _fill_capacity(lad: Ladder, cap: Capacity) -> None:
     """The loader columns: each rung's stage share of the loader's time, and its paired ratio."""
     t = lad.table
     for stage in cap.stages:
@@ -465,7 +347,7 @@ def _fill_capacity(lad: _Ladder, cap: _Capacity) -> None:
         t.at[row, "loader_ratio"] = stage.ratio
 
 
-def _capacity_state(cap: _Capacity) -> tuple[str, str, noise.Estimate | None]:
+def _capacity_state(cap: Capacity) -> tuple[str, str, noise.Estimate | None]:
     """(the state, what an undecided one is undecided on, the ratio that decided it)."""
     loader = _judge(cap.vs_demand)
     if loader == noise.LOWER:
@@ -484,7 +366,7 @@ def _capacity_state(cap: _Capacity) -> tuple[str, str, noise.Estimate | None]:
     return KEEPS_UP, "", cap.reach
 
 
-def _capacity_verdict(v: Verdict, lad: _Ladder, cap: _Capacity, steps: list[_Stage]) -> None:
+def _capacity_verdict(v: Verdict, lad: Ladder, cap: Capacity, steps: list[Stage]) -> None:
     """State, stages and sentence from the loader's capacities against the step's demand."""
     v.state, v.undecided_on, deciding = _capacity_state(cap)
     if v.state == UNDECIDED and deciding is not None:
@@ -500,7 +382,7 @@ def _capacity_verdict(v: Verdict, lad: _Ladder, cap: _Capacity, steps: list[_Sta
     v.sentence = text.capacity_sentence(v, lad, cap, named_steps)
 
 
-def _caching(lad: _Ladder, cap: _Capacity) -> caching.CachingWhatIf | None:
+def _caching(lad: Ladder, cap: Capacity) -> caching.CachingWhatIf | None:
     """Plumber's what-if, from the cached rungs that keep up with the demand (caching.py)."""
     if lad.sizes is None or cap.ref != "full":
         return None
@@ -531,7 +413,7 @@ def _keeps_up(v: Verdict, ref: str) -> None:
     }.get(v.state)
 
 
-def _drop_verdict(v: Verdict, lad: _Ladder, steps: list[_Stage]) -> None:
+def _drop_verdict(v: Verdict, lad: Ladder, steps: list[Stage]) -> None:
     """No capacity to compare: name the stages whose drop in steps/s is beyond the margin."""
     group = _transform_group(lad.steps, steps)
     named = [s for s in steps if s.named] + ([group] if group is not None else [])
@@ -554,7 +436,7 @@ def _drop_verdict(v: Verdict, lad: _Ladder, steps: list[_Stage]) -> None:
     v.caveats += _cpu_saturated(lad, named)
 
 
-def _cpu_saturated(lad: _Ladder, named: list[_Stage]) -> list[str]:
+def _cpu_saturated(lad: Ladder, named: list[Stage]) -> list[str]:
     out = []
     t = lad.table.set_index("rung")
     for s in named:
@@ -564,7 +446,7 @@ def _cpu_saturated(lad: _Ladder, named: list[_Stage]) -> list[str]:
     return out
 
 
-def _caveats(lad: _Ladder) -> list[str]:
+def _caveats(lad: Ladder) -> list[str]:
     t = lad.table
     out = [text.faster(s) for s in _walk(lad.steps, lad.names, on_cpu=lad.on_cpu) if s.faster]
     if lad.on_cpu and set(rung_names.BOUND_RUNGS) <= set(t["rung"]):
@@ -578,7 +460,7 @@ def _caveats(lad: _Ladder) -> list[str]:
     return out
 
 
-def _step_on_the_cpu(lad: _Ladder) -> list[str]:
+def _step_on_the_cpu(lad: Ladder) -> list[str]:
     """A step that computes on the CPU shares the cores with the loader's workers in training,
     not while the capacity is measured (the loader alone): the capacities are then upper
     bounds. A GPU step, or the emulated one, leaves the cores to the loader."""

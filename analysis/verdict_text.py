@@ -14,15 +14,12 @@ would likely decide).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import pandas as pd
 from tabulate import tabulate
 
 from analysis import caching, noise
-
-if TYPE_CHECKING:
-    from analysis.verdict import Verdict, _Capacity, _Ladder, _Stage
+from analysis.ladder import Capacity, Ladder, Stage, Verdict
 
 KEEPS_UP, AT_THE_EDGE, SHORT = "keeps up", "at the edge", "does not keep up"
 LOSS_OUTSIDE, UNDECIDED = "loss outside the loader", "undecided"
@@ -41,7 +38,7 @@ NO_DEMAND = (
 CPU_COPY = "device cpu: device_batch and host_batch measure the same thing; no copy is assessed"
 
 
-def capacity_sentence(v: Verdict, lad: _Ladder, cap: _Capacity, named_steps: list[_Stage]) -> str:
+def capacity_sentence(v: Verdict, lad: Ladder, cap: Capacity, named_steps: list[Stage]) -> str:
     """The sentence of a ladder whose loader capacities were measured, for v.state."""
     reach = f"{cap.ref} reaches {lad.rate(cap.ref) / lad.rate(lad.bound):.0%} of the bound"
     delivers = (
@@ -84,7 +81,7 @@ def capacity_sentence(v: Verdict, lad: _Ladder, cap: _Capacity, named_steps: lis
     return f"{who}: {delivers}; {reach}{missing}"
 
 
-def drop_sentence(v: Verdict, lad: _Ladder, named: list[_Stage], reach: noise.Estimate | None) -> str:
+def drop_sentence(v: Verdict, lad: Ladder, named: list[Stage], reach: noise.Estimate | None) -> str:
     """The sentence of a ladder without loader capacities: the drops in steps/s, for v.state."""
     bottom = lad.rungs[-1]
     if len(lad.rungs) < 2:
@@ -118,7 +115,7 @@ def times(ratio: float) -> str:
     return f"{ratio:.0%}" if ratio < 2 else f"{ratio:.1f}×"
 
 
-def costs(cap: _Capacity, named: list[_Stage]) -> str:
+def costs(cap: Capacity, named: list[Stage]) -> str:
     if not named:
         worst = cap.costliest()
         return (
@@ -140,7 +137,7 @@ def costs(cap: _Capacity, named: list[_Stage]) -> str:
     return text
 
 
-def full_missing(lad: _Ladder, ref: str) -> str:
+def full_missing(lad: Ladder, ref: str) -> str:
     """Where the figures stop above full: why, since the whole pipeline is then not judged."""
     if ref == "full":
         return ""
@@ -150,7 +147,7 @@ def full_missing(lad: _Ladder, ref: str) -> str:
     return f"; full {why}: whether the whole pipeline keeps up is not known"
 
 
-def drop_clause(s: _Stage) -> str:
+def drop_clause(s: Stage) -> str:
     assert s.ratio is not None
     ci = f", {s.ratio.interval_text()}" if s.ratio.tested else ""
     text = f"{s.label}: −{1 - s.ratio.estimate:.0%} ({s.below} vs {s.above}{ci})"
@@ -159,14 +156,14 @@ def drop_clause(s: _Stage) -> str:
     return text
 
 
-def saturated(s: _Stage, busy: float, allotted: float) -> str:
+def saturated(s: Stage, busy: float, allotted: float) -> str:
     return (
         f"the CPU was saturated on {s.below} ({busy:.1f} of {allotted:.0f} cores busy): {s.label} "
         "may only have tipped it over; another stage may be the one to optimise (001_*)"
     )
 
 
-def faster(s: _Stage) -> str:
+def faster(s: Stage) -> str:
     assert s.ratio is not None
     return (
         f"{s.below} is {s.ratio.change:.0%} faster than {s.above} above it: noise, or caching "

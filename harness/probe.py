@@ -454,13 +454,9 @@ def _refuse(job: ProbeJob, why: str) -> None:
     )
     print(line, file=sys.stderr, flush=True)
     if not job.check:
-        from harness.execution.runner import open_point
+        from harness.execution.point import open_point
 
-        opened = open_point(job.point, job.sweep_dir, job.env, job.skip_done)
-        for repeat in range(job.point.measure.repeats):
-            for rung in job.point.rungs:
-                if (rung, repeat) not in opened.done:
-                    opened.writer.append(opened.rows.row(rung, repeat, status="failed", error=line))
+        open_point(job.point, job.sweep_dir, job.env, job.skip_done).fail_missing(line)
     raise SystemExit(2)
 
 
@@ -543,9 +539,10 @@ def _measured(
     count: Callable[[Any], int],
 ) -> Generator[Any, None, int]:
     """The point's rungs from measure_point; the batches it yielded."""
-    from harness.execution.runner import measure_point
+    from harness.execution.runner import measure_point, open_rank
 
-    rank = opened.rank(
+    rank = open_rank(
+        opened,
         dataset=recorded.dataset,
         device=device,
         to_device=copy,
@@ -574,22 +571,16 @@ def _opened(
 ) -> tuple[Any, torch.device]:
     """The point opened on this rank, its meta written and one line said; None where it could
     not start (its rows then say why)."""
-    from harness.execution.dist import init_process_group
-    from harness.execution.meta import collect_meta, git_commit
-    from harness.execution.runner import open_point
-    from schema import layout
+    from harness.execution.meta import git_commit
+    from harness.execution.point import open_point
 
     opened = open_point(point, job.sweep_dir, job.env, job.skip_done)
     _say(job, point, recorded)
     try:
         if device.type == "cuda" and device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
-        opened.rows.device = str(device)
-        # nothing to do where the script joined one
-        init_process_group(job.env, device, point.limits.dist_timeout_s)
-        meta = collect_meta(device, job.env)
-        meta.update(script=str(job.script), script_git_commit=git_commit(job.script.parent))
-        layout.write_meta(opened.path, job.env.rank, meta)
+        # the process group: nothing to do where the script joined one
+        opened.start(device, script=str(job.script), script_git_commit=git_commit(job.script.parent))
         opened.rows.transform_names = ladder.transform_names(recorded.dataset)
     except Exception as e:
         opened.fail_all(e)

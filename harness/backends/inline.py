@@ -21,7 +21,7 @@ from harness.config.spec import Spec
 from schema.settings import LOADER_COLUMNS
 
 if TYPE_CHECKING:
-    from harness.execution.runner import PointOutcome
+    from harness.execution.point import PointOutcome
 
 log = logging.getLogger(__name__)
 

@@ -41,7 +41,7 @@ from harness.config.plan import Point
 
 if TYPE_CHECKING:
     from harness.execution.dist import DistEnv
-    from harness.execution.runner import PointOutcome
+    from harness.execution.point import PointOutcome
 
 log = logging.getLogger(__name__)
 
@@ -139,11 +139,10 @@ def end_children(since: float) -> int:
 def fail_rest(point: Point, sweep_dir: Path, env: DistEnv, e: BaseException) -> PointOutcome:
     """A failed row with the error for every unit this rank has no row for (the ranks of a
     point need not have stopped at the same unit)."""
-    from harness.execution.runner import open_point
+    from harness.execution.point import open_point
 
     opened = open_point(point, sweep_dir, env)
-    opened.done = {(str(r["rung"]), int(r["repeat"])) for r in opened.writer.rows if r.get("rung")}
-    return opened.fail_all(e)
+    return opened.fail_all(e, opened.written())
 
 
 def job_limit(point: Point, sweep_dir: Path) -> Limit:

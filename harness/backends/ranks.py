@@ -127,7 +127,7 @@ def fail_dead_ranks(point: Point, sweep_dir: Path, ends: Sequence[RankEnd], worl
     """For each rank that ended badly: a failed row for every unit it has no row for, saying
     how it ended and in which rung; the lines said, one a rank."""
     from harness.execution.dist import DistEnv
-    from harness.execution.runner import open_point
+    from harness.execution.point import open_point
 
     lines = []
     for end in ends:
@@ -135,14 +135,11 @@ def fail_dead_ranks(point: Point, sweep_dir: Path, ends: Sequence[RankEnd], worl
             continue
         env = DistEnv(rank=end.rank, world_size=world_size, local_rank=end.rank, hostname=_host())
         opened = open_point(point, sweep_dir, env)
-        mine = {(str(r["rung"]), int(r["repeat"])) for r in opened.writer.rows if r.get("rung")}
-        missing = [
-            (rung, k) for k in range(point.measure.repeats) for rung in point.rungs if (rung, k) not in mine
-        ]
+        mine = opened.written()
+        missing = opened.missing(mine)
         where = f" in rung {missing[0][0]}" if missing else ""
         line = f"its job failed: rank {end.rank} {end.cause()} after {end.seconds:.0f} s{where}"
-        for rung, repeat in missing:
-            opened.writer.append(opened.rows.row(rung, repeat, status="failed", error=line))
+        opened.fail_missing(line, mine)
         lines.append(line)
     return lines
 

@@ -17,16 +17,15 @@ from typing import Any
 
 from torch.utils.data import IterableDataset
 
-from harness.config.plan import Point, WorkloadSettings
+from harness.config.plan import Point
 from harness.execution import ladder
 from harness.execution.batches import count_samples
-from harness.execution.dist import DistEnv, agreement, barrier, init_process_group
+from harness.execution.dist import DistEnv, agreement, barrier
 from harness.execution.loop import capacity_loop, drive, window
-from harness.execution.meta import collect_meta
+from harness.execution.point import OpenPoint, PointOutcome, one_line, open_point
 from harness.execution.progress import Progress
 from harness.execution.record import RowMaker, now
 from harness.execution.train_step import (
-    StepParts,
     TrainStep,
     choose_device,
     device_sync,
@@ -36,99 +35,13 @@ from harness.execution.train_step import (
 from harness.execution.waiting import watched
 from harness.sampling.host import job_memory_limit_bytes, process_tree_memory_bytes
 from harness.sampling.timeline import Phase, RankSampler, TimelineFile, timeline_name
-from harness.workloads.build import (
-    WorkloadError,
-    build_callable,
-    build_dataset,
-    build_model,
-    pipeline_factory,
-)
+from harness.workloads.build import build_workload, loader_parts
 from harness.workloads.emulated import one_host_thread
-from harness.workloads.registry import PIPELINE_FIELDS
-from schema import layout, reading
 from schema import rows as results
 from schema import rungs as rung_names
-from schema.atomic import CannotWrite, clean_temporaries, named
+from schema.atomic import CannotWrite
 
 log = logging.getLogger(__name__)
-
-ERROR_CHARS = 500
-"""The longest error a row keeps (its head and its tail)."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class PointOutcome:
-    point_id: str
-    ok: int
-    failed: int
-    skipped: int
-    rows: tuple[results.RungRow, ...]
-
-
-def build_workload(point: Point, device: Any, *, distributed: bool = False) -> tuple[Any, TrainStep]:
-    """The point's dataset and its train step (model, loss or the user's step, optimizer,
-    precision, copy, sample count)."""
-    w = point.workload
-    dataset = build_dataset(w)
-    normalize = dataset.to_uint8() if w.gpu_normalize else None  # type: ignore[attr-defined]
-    model = build_model(w, int(getattr(dataset, "num_classes", 10)))
-    parts = StepParts(
-        loss=build_callable(w, "loss", "loss_fn(output, batch)"),
-        step=pipeline_factory(w, "step"),
-        count=pipeline_factory(w, "batch_samples"),
-        names={name: getattr(w, name) for name in PIPELINE_FIELDS if getattr(w, name) is not None},
-    )
-    step = TrainStep(
-        model,
-        device,
-        non_blocking=point.loader.non_blocking,
-        amp=w.amp,
-        compile=w.compile,
-        distributed=distributed,
-        channels_last=w.channels_last,
-        set_to_none=w.zero_grad_set_to_none,
-        normalize=normalize,
-        parts=parts,
-    )
-    return dataset, step
-
-
-def loader_parts(w: WorkloadSettings) -> ladder.LoaderParts:
-    """The user's collate, sampler or batch sampler of the point, for every rung's DataLoader.
-    A sampler gets this rank's place (rank, world_size, seed) and must shard itself."""
-    sampler, batch_sampler = _named(w, "sampler"), _named(w, "batch_sampler")
-    return ladder.LoaderParts(
-        collate_fn=build_callable(w, "collate", "collate_fn(list of samples)"),
-        sampler=None
-        if sampler is None
-        else lambda data, where: sampler(data, rank=where.rank, world_size=where.world_size, seed=where.seed),
-        batch_sampler=None
-        if batch_sampler is None
-        else lambda data, where, size, drop: batch_sampler(
-            data,
-            batch_size=size,
-            drop_last=drop,
-            rank=where.rank,
-            world_size=where.world_size,
-            seed=where.seed,
-        ),
-    )
-
-
-def _named(w: WorkloadSettings, field: str) -> Callable[..., Any] | None:
-    """workload.<field>'s factory, whose failure names it (the rung's failed row says which)."""
-    factory = pipeline_factory(w, field)
-    if factory is None:
-        return None
-    made = factory
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return made(*args, **kwargs)
-        except Exception as e:
-            raise WorkloadError(f"{field} {getattr(w, field)!r} failed: {type(e).__name__}: {e}") from e
-
-    return call
 
 
 def run_point(
@@ -148,9 +61,7 @@ def run_point(
     opened = open_point(point, sweep_dir, env, skip_done)
     try:
         device = choose_device(point.workload.device, env.local_rank, env.local_world_size)
-        opened.rows.device = str(device)
-        init_process_group(env, device.type, point.limits.dist_timeout_s)
-        layout.write_meta(opened.path, env.rank, collect_meta(device, env))
+        opened.start(device)
         dataset, step = build_workload(point, device, distributed=env.distributed)
         parts = loader_parts(point.workload)
         opened.rows.transform_names = ladder.transform_names(dataset)
@@ -158,7 +69,8 @@ def run_point(
         raise  # the disk, not the point: the sweep stops with one line (cli.py)
     except Exception as e:
         return opened.fail_all(e)
-    rank = opened.rank(
+    rank = open_rank(
+        opened,
         dataset=dataset,
         device=device,
         to_device=step.to_device,
@@ -174,94 +86,6 @@ def run_point(
     if point.profile is not None and not outcome.failed:
         _profile(point, dataset, step, rank, opened.path / "profile")
     return outcome
-
-
-@dataclass(kw_only=True, slots=True)
-class OpenPoint:
-    """A point opened on this rank: its folder, its row writer and the units already done."""
-
-    point: Point
-    path: Path
-    env: DistEnv
-    rows: RowMaker
-    writer: results.RankWriter
-    done: set[tuple[str, int]]
-    skip_done: bool
-
-    def fail_all(self, e: BaseException) -> PointOutcome:
-        """The point could not start (no device, a workload that does not build): a failed
-        row with the error for every unit not yet done."""
-        log.error("point %s: %s", self.point.id, one_line(e))
-        log.debug("%s", traceback.format_exc())
-        rows = []
-        for rung in self.point.rungs:
-            for repeat in range(self.point.measure.repeats):
-                if (rung, repeat) not in self.done:
-                    row = self.rows.row(rung, repeat, status="failed", error=one_line(e))
-                    self.writer.append(row)
-                    rows.append(row)
-        return _outcome(self.point, rows)
-
-    def rank(
-        self,
-        *,
-        dataset: Any,
-        device: Any,
-        to_device: Callable[[Any], Any],
-        count: Callable[[Any], int] = count_samples,
-        on_rung: Callable[[], None] = lambda: None,
-        shapes: Callable[[], int | None] = lambda: None,
-        parts: ladder.LoaderParts | None = None,
-        clock: Callable[[], float] = time.perf_counter,
-    ) -> Rank:
-        """What this rank measures with, its sampler and its timeline (not started yet)."""
-        point, env = self.point, self.env
-        sampler = RankSampler(
-            hz=point.sampler.hz, host=point.sampler.host, gpu=point.sampler.gpu, device=device, rank=env.rank
-        )
-        # A requeued or resumed point appends to the timeline of its earlier runs (TimelineFile).
-        timeline = TimelineFile(self.path / timeline_name(env.rank), keep_earlier=self.skip_done)
-        return Rank(
-            opened=self,
-            dataset=dataset,
-            to_device=to_device,
-            count=count,
-            on_rung=on_rung,
-            shapes=shapes,
-            parts=parts or ladder.LoaderParts(),
-            where=ladder.Placement(device=device, rank=env.rank, world_size=env.world_size),
-            sampler=sampler,
-            agree=agreement(env, device.type),
-            barrier=barrier(env),
-            flush=lambda: timeline.write(sampler) if sampler.enabled else None,
-            clock=clock,
-        )
-
-
-def open_point(point: Point, sweep_dir: Path, env: DistEnv, skip_done: bool = True) -> OpenPoint:
-    """The point's folder and this rank's writer. A requeued or resumed point keeps what it
-    measured and goes on with the rest. What counts as done is what *every* rank finished, so
-    that all ranks run the same rungs."""
-    point_path = layout.point_dir(sweep_dir, point.id)
-    try:
-        point_path.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise named(point_path, e) from None
-    clean_temporaries(point_path)  # of a rank killed mid-write, in an earlier run
-    writer = results.RankWriter(point_path, env.rank)
-    done: set[tuple[str, int]] = set()
-    if skip_done and writer.path.exists():
-        writer.rows = reading.rows_or_set_aside(writer.path)  # a torn file: its units measured again
-        done = results.completed_units(point_path, env.world_size)
-    return OpenPoint(
-        point=point,
-        path=point_path,
-        env=env,
-        rows=RowMaker(point, sweep_dir.name, env),
-        writer=writer,
-        done=done,
-        skip_done=skip_done,
-    )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -303,6 +127,42 @@ class Rank:
         return self.opened.rows
 
 
+def open_rank(
+    opened: OpenPoint,
+    *,
+    dataset: Any,
+    device: Any,
+    to_device: Callable[[Any], Any],
+    count: Callable[[Any], int] = count_samples,
+    on_rung: Callable[[], None] = lambda: None,
+    shapes: Callable[[], int | None] = lambda: None,
+    parts: ladder.LoaderParts | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Rank:
+    """What this rank measures with, its sampler and its timeline (not started yet)."""
+    point, env = opened.point, opened.env
+    sampler = RankSampler(
+        hz=point.sampler.hz, host=point.sampler.host, gpu=point.sampler.gpu, device=device, rank=env.rank
+    )
+    # A requeued or resumed point appends to the timeline of its earlier runs (TimelineFile).
+    timeline = TimelineFile(opened.path / timeline_name(env.rank), keep_earlier=opened.skip_done)
+    return Rank(
+        opened=opened,
+        dataset=dataset,
+        to_device=to_device,
+        count=count,
+        on_rung=on_rung,
+        shapes=shapes,
+        parts=parts or ladder.LoaderParts(),
+        where=ladder.Placement(device=device, rank=env.rank, world_size=env.world_size),
+        sampler=sampler,
+        agree=agreement(env, device.type),
+        barrier=barrier(env),
+        flush=lambda: timeline.write(sampler) if sampler.enabled else None,
+        clock=clock,
+    )
+
+
 def measure_point(rank: Rank) -> Generator[Any, None, PointOutcome]:
     """Every rung and repeat of the point not done yet, each through the one timed window,
     yielding every batch (on the device) to the train step of whoever drives it: `run_point`
@@ -317,7 +177,7 @@ def measure_point(rank: Rank) -> Generator[Any, None, PointOutcome]:
         progress.stop()
         rank.sampler.stop()
         rank.flush()
-    return _outcome(rank.point, rows)
+    return PointOutcome.of(rank.point, rows)
 
 
 def _run_rungs(rank: Rank, rows: list[results.RungRow], progress: Progress) -> Generator[Any, None, None]:
@@ -498,28 +358,3 @@ class _Phases:
         if self.open is not None:
             self.open.end()
             self.open = None
-
-
-def _outcome(point: Point, rows: list[results.RungRow]) -> PointOutcome:
-    return PointOutcome(
-        point_id=point.id,
-        ok=sum(r.status == "ok" for r in rows),
-        failed=sum(r.status == "failed" for r in rows),
-        skipped=sum(r.status == "skipped" for r in rows),
-        rows=tuple(rows),
-    )
-
-
-def one_line(e: BaseException) -> str:
-    """The error as one line for a CSV cell. A DataLoader worker's error carries the worker's
-    whole traceback; its last line is the cause a user needs."""
-    message = str(e)
-    if "Original Traceback" in message:
-        lines = [line.strip() for line in message.splitlines() if line.strip()]
-        message = f"{lines[0].rstrip('.')}: {lines[-1]}"
-    text = f"{type(e).__name__}: {' '.join(message.split())}"
-    # Cut in the middle, never at the end: a gloo error's path comes first and its cause (the
-    # peer that closed, the rank that timed out) last.
-    if len(text) <= ERROR_CHARS:
-        return text
-    return f"{text[: ERROR_CHARS // 3]} ... {text[-ERROR_CHARS * 2 // 3 :]}"

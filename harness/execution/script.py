@@ -40,7 +40,7 @@ from harness.config.plan import Point
 from harness.execution.dist import TORCHRUN_VARIABLES, DistEnv
 
 if TYPE_CHECKING:
-    from harness.execution.runner import PointOutcome
+    from harness.execution.point import PointOutcome
 
 log = logging.getLogger(__name__)
 
@@ -411,32 +411,18 @@ def _tee(stream: IO[bytes], console: IO[str] | None, file: IO[str] | None, tail:
 def account(point: Point, sweep_dir: Path, env: DistEnv, ended: Ended) -> PointOutcome:
     """This rank's rows once the script has ended: a failed row for each unit it has none for."""
     from harness.execution.loop_length import batches_per_loop
-    from harness.execution.runner import PointOutcome, open_point
+    from harness.execution.point import PointOutcome, open_point
     from schema import rows as results
 
     opened = open_point(as_run(point, ended.settings), sweep_dir, env, skip_done=True)
-    written = {(r["rung"], int(r["repeat"])) for r in opened.writer.rows if r.get("rung")}
-    missing = [
-        (rung, repeat)
-        for repeat in range(point.measure.repeats)
-        for rung in point.rungs
-        if (rung, repeat) not in written
-    ]
+    written = opened.written()
     ended = replace(ended, needs=batches_per_loop(as_run(point, ended.settings)))
-    if missing or ended.returncode != 0:
+    if opened.missing(written) or ended.returncode != 0:
         log.error("point %s rank %d: %s", point.id, env.rank, ended.reason())
     opened.rows.device = ""
-    for rung, repeat in missing:
-        opened.writer.append(opened.rows.row(rung, repeat, status="failed", error=ended.reason()))
-    statuses = [r["status"] for r in opened.writer.rows]
-    return PointOutcome(
-        point_id=point.id,
-        ok=statuses.count("ok"),
-        failed=statuses.count("failed"),
-        skipped=statuses.count("skipped"),
-        # As read back from the CSV (text cells): the rows this rank holds for the point.
-        rows=tuple(results.RungRow.from_cells(r) for r in opened.writer.rows),
-    )
+    opened.fail_missing(ended.reason(), written)
+    # As read back from the CSV (text cells): the rows this rank holds for the point.
+    return PointOutcome.of(point, [results.RungRow.from_cells(r) for r in opened.writer.rows])
 
 
 def as_run(point: Point, settings: Mapping[str, Any] | None) -> Point:

@@ -1,6 +1,8 @@
 """Turn a point's workload settings into a dataset, a model and the parts of a user's pipeline
 (collate, sampler or batch sampler, loss or step, sample count), each built from its factory
-as registry.PIPELINE_CALLS says it is called."""
+as registry.PIPELINE_CALLS says it is called; and the point's workload assembled from them, in
+one place (`build_workload`: the dataset and the train step; `loader_parts`: what every rung's
+DataLoader gets)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ from typing import Any
 from torch import nn
 from torch.utils.data import Dataset, IterableDataset
 
-from harness.config.plan import WorkloadSettings
+from harness.config.plan import Point, WorkloadSettings
+from harness.execution import ladder
+from harness.execution.train_step import StepParts, TrainStep
 from harness.naming import type_name
 from harness.workloads import registry
 
@@ -78,3 +82,69 @@ def build_callable(settings: WorkloadSettings, field: str, what: str, *args: Any
     if not callable(made):
         raise WorkloadError(f"{field} {name!r} returned {type_name(made)}, not a callable {what}")
     return made
+
+
+def build_workload(point: Point, device: Any, *, distributed: bool = False) -> tuple[Any, TrainStep]:
+    """The point's dataset and its train step (model, loss or the user's step, optimizer,
+    precision, copy, sample count)."""
+    w = point.workload
+    dataset = build_dataset(w)
+    normalize = dataset.to_uint8() if w.gpu_normalize else None  # type: ignore[attr-defined]
+    model = build_model(w, int(getattr(dataset, "num_classes", 10)))
+    parts = StepParts(
+        loss=build_callable(w, "loss", "loss_fn(output, batch)"),
+        step=pipeline_factory(w, "step"),
+        count=pipeline_factory(w, "batch_samples"),
+        names={name: getattr(w, name) for name in registry.PIPELINE_FIELDS if getattr(w, name) is not None},
+    )
+    step = TrainStep(
+        model,
+        device,
+        non_blocking=point.loader.non_blocking,
+        amp=w.amp,
+        compile=w.compile,
+        distributed=distributed,
+        channels_last=w.channels_last,
+        set_to_none=w.zero_grad_set_to_none,
+        normalize=normalize,
+        parts=parts,
+    )
+    return dataset, step
+
+
+def loader_parts(w: WorkloadSettings) -> ladder.LoaderParts:
+    """The user's collate, sampler or batch sampler of the point, for every rung's DataLoader.
+    A sampler gets this rank's place (rank, world_size, seed) and must shard itself."""
+    sampler, batch_sampler = _named(w, "sampler"), _named(w, "batch_sampler")
+    return ladder.LoaderParts(
+        collate_fn=build_callable(w, "collate", "collate_fn(list of samples)"),
+        sampler=None
+        if sampler is None
+        else lambda data, where: sampler(data, rank=where.rank, world_size=where.world_size, seed=where.seed),
+        batch_sampler=None
+        if batch_sampler is None
+        else lambda data, where, size, drop: batch_sampler(
+            data,
+            batch_size=size,
+            drop_last=drop,
+            rank=where.rank,
+            world_size=where.world_size,
+            seed=where.seed,
+        ),
+    )
+
+
+def _named(w: WorkloadSettings, field: str) -> Callable[..., Any] | None:
+    """workload.<field>'s factory, whose failure names it (the rung's failed row says which)."""
+    factory = pipeline_factory(w, field)
+    if factory is None:
+        return None
+    made = factory
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return made(*args, **kwargs)
+        except Exception as e:
+            raise WorkloadError(f"{field} {getattr(w, field)!r} failed: {type(e).__name__}: {e}") from e
+
+    return call

@@ -13,7 +13,8 @@ from harness.config.plan import Point, expand
 from harness.config.spec import load_spec
 from harness.execution import ladder
 from harness.execution.dist import DistEnv
-from harness.execution.runner import build_workload, run_point
+from harness.execution.runner import run_point
+from harness.workloads.build import build_workload
 
 pytestmark = pytest.mark.gpu
 

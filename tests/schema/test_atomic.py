@@ -84,7 +84,7 @@ def test_a_point_opened_again_cleans_what_a_killed_rank_left(tmp_path: Path) -> 
     from harness.config.plan import expand
     from harness.config.spec import parse_spec
     from harness.execution.dist import DistEnv
-    from harness.execution.runner import open_point
+    from harness.execution.point import open_point
     from tests.conftest import TINY_WORKLOAD
 
     (point,) = expand(parse_spec("name: t\n" + TINY_WORKLOAD)).points

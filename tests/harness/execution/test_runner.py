@@ -208,17 +208,3 @@ def test_a_running_point_says_where_it_is_at_each_interval(
     pattern = rf"point {point.id} rank 0: rung full, repeat [12]/2, \d+ s into the rung, \d+ s into the point"
     assert all(re.fullmatch(pattern, line) for line in lines), lines
     assert any("repeat 2/2" in line for line in lines)
-
-
-def test_a_long_error_keeps_its_end_where_the_cause_is() -> None:
-    from harness.execution.runner import ERROR_CHARS, one_line
-
-    # A gloo error: a long path first, the cause (the peer that left) last.
-    error = RuntimeError(
-        "[" + "/__w/pytorch/pytorch/third_party/gloo" * 20 + "] Connection closed by peer rank 1"
-    )
-    text = one_line(error)
-    assert len(text) <= ERROR_CHARS + 5
-    assert text.startswith("RuntimeError: [/__w/pytorch/pytorch/third_party/gloo")
-    assert text.endswith("] Connection closed by peer rank 1") and " ... " in text
-    assert one_line(ValueError("short")) == "ValueError: short"
