@@ -254,6 +254,15 @@ class HostSampler:
         )
 
     @property
+    def available(self) -> bool:
+        """Always: a process's own figures can be read (the Sampler protocol, base.py)."""
+        return True
+
+    @property
+    def reason(self) -> str:
+        return ""
+
+    @property
     def cpus(self) -> int:
         """The CPUs whose busy time allotted_busy_s sums."""
         return len(self._mates.cpus)

@@ -154,7 +154,9 @@ class GpuSampler:
     def available(self) -> bool:
         return self._handle is not None
 
-    def read(self) -> GpuReading | None:
+    def read(self, *, memory: bool | None = None, exact: bool = False) -> GpuReading | None:
+        """Every figure now (the Sampler protocol, base.py: nothing is deferred here, so
+        `memory` and `exact` change nothing)."""
         if self._handle is None:
             return None
         values: dict[str, Any] = {}

@@ -30,6 +30,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from harness.sampling.base import Sampler
 from harness.sampling.host import DEFAULT_MEMORY_INTERVAL_S, HostReading, HostSampler
 from harness.sampling.nvml import GpuReading, GpuSampler, history_mean
 from schema.atomic import atomic_write_text
@@ -163,8 +164,10 @@ class RankSampler:
         if device is not None and not hasattr(device, "type"):
             raise ValueError(f"device must be a torch.device or None (got {device!r})")
         self.hz, self.rank = float(hz), rank
+        # The host's source also says which CPUs its busy time sums (the summary's rates); the
+        # GPU's is any Sampler of GPU readings (base.py).
         self._host = HostSampler(memory_interval_s=memory_interval_s) if host else None
-        self._gpu: GpuSampler | None = None
+        self._gpu: Sampler[GpuReading] | None = None
         self.gpu_reason = "" if gpu else "not asked for"
         """Why there are no GPU figures ("" when there are)."""
         if gpu:
@@ -398,7 +401,7 @@ class TimelineFile:
             self.failed = True
 
 
-def _gpu_sampler(device: Any) -> tuple[GpuSampler | None, str]:
+def _gpu_sampler(device: Any) -> tuple[Sampler[GpuReading] | None, str]:
     """The GPU source, or None and why. A CPU device is no reason to warn: there is no GPU."""
     if device is None or device.type != "cuda":
         return None, f"device {device} is not a CUDA device"
