@@ -289,12 +289,6 @@ def _check_scripts(spec_path: Path, plan: Plan) -> None:
             log.warning("%s: the script's check run (%s): %s", spec_path, " ".join(argv[2:]), warning)
 
 
-def _job_name(plan: Plan) -> str:
-    from harness.backends.slurm import job_name
-
-    return job_name(plan.spec.name)
-
-
 def _open_sweep(path: Path) -> Path:
     from harness.storage.sweep import open_sweep
 
@@ -316,24 +310,11 @@ def _check_sbatch_parameters(plan: Plan) -> None:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from harness.backends.slurm import job_folder, render_sbatch, submitit_command
-    from harness.plan_table import plan_table
+    from harness.plan_table import plan_text
 
     plan = _load_plan(args.spec, args.overrides)
     _check_scripts(args.spec, plan)
-    print(plan_table(plan))
-    for note in plan.notes:
-        print(f"note: {note}")
-    if args.overrides:
-        print(f"overrides: {' '.join(args.overrides)}")
-    for expectation in plan.spec.expect:
-        print(f"expect: {expectation.label()}")
-    sweep_dir = DEFAULT_RESULTS.resolve() / plan.spec.name / "<sweep id>"
-    folder = job_folder(sweep_dir)
-    script = render_sbatch(
-        plan.spec.slurm, _job_name(plan), folder, submitit_command(folder), len(plan.points)
-    )
-    print(f"\nsbatch script that `harness submit` sends (one array task per point):\n\n{script}")
+    print(plan_text(plan, args.overrides, DEFAULT_RESULTS))
     return EXIT_OK
 
 
@@ -359,24 +340,10 @@ def _new_sweep(args: argparse.Namespace, backend_name: str, *, wait: bool, fmt: 
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from harness.backends.follow import counts, status_table
-    from harness.backends.status import advice, sweep_status
-    from harness.storage.sweep import load_info
+    from harness.backends.follow import status_report
 
-    sweep_dir = _open_sweep(args.sweep)
-    statuses = sweep_status(sweep_dir)
-    print(status_table(statuses))
-    print(f"\n{counts(statuses)}")
-    for line in advice(statuses, sweep_dir, load_info(sweep_dir).backend):
-        print(line)
-    done = all(st.complete and not st.failed_units for st in statuses)
-    if all(st.complete for st in statuses) and _adaptive(sweep_dir):
-        from harness.backends.adaptive import next_round
-
-        step = next_round(sweep_dir)
-        print(step.line(doing="to measure again"))
-        if step:
-            print(f"measure them again: harness resume {sweep_dir}")
+    text, done = status_report(_open_sweep(args.sweep))
+    print(text)
     return EXIT_OK if done else EXIT_FAILED_POINTS
 
 
@@ -390,32 +357,15 @@ def cmd_resume(args: argparse.Namespace) -> int:
     )
 
 
-def _adaptive(sweep_dir: Path) -> bool:
-    from harness.storage.sweep import load_points
-
-    return any(p.measure.adaptive for p in load_points(sweep_dir))
-
-
 def cmd_sbatch(args: argparse.Namespace) -> int:
-    from harness.backends.slurm import render_sbatch, standalone_folder, worker_command
-    from harness.storage.sweep import create_sweep
-    from schema.atomic import atomic_write_text
+    from harness.backends.slurm import write_standalone_script
 
     if args.portable:
         return _portable_sbatch(args)
     plan = _load_plan(args.spec, args.overrides)
     _check_scripts(args.spec, plan)
     _check_sbatch_parameters(plan)
-    sweep_dir = create_sweep(
-        plan, args.results.resolve(), backend="sbatch", world_size=plan.spec.slurm.world_size
-    )
-    folder = standalone_folder(sweep_dir)
-    folder.mkdir()
-    script = render_sbatch(
-        plan.spec.slurm, _job_name(plan), folder, worker_command(sweep_dir), len(plan.points)
-    )
-    target = args.output / f"{plan.spec.name}-{sweep_dir.name}.sbatch"
-    atomic_write_text(target, script)
+    target, sweep_dir = write_standalone_script(plan, args.results.resolve(), args.output)
     print(f"wrote {target}: {len(plan.points)} point(s) as one array; results in {sweep_dir}")
     print(f"submit it with: sbatch {target}")
     return EXIT_OK

@@ -1,4 +1,4 @@
-"""The plan as `harness plan` prints it: a head line (points x rungs x repeats, steps), a row
+"""The plan as `harness plan` prints it (`plan_text`): a head line (points x rungs x repeats, steps), a row
 per point with the settings that vary between points, its rungs, its warmup and its
 adjustments, and what the sweep costs (harness/plan_cost.py).
 
@@ -8,6 +8,8 @@ A view of harness.config.plan.Plan for the terminal; torch-free and pandas-free,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
@@ -15,6 +17,25 @@ from tabulate import tabulate
 from harness.config.plan import Plan, Point
 from harness.execution.loop_length import batches_before_run
 from harness.plan_cost import point_cost, sweep_lines, warmup_cell
+
+
+def plan_text(plan: Plan, overrides: Sequence[str], results_root: Path) -> str:
+    """All that `harness plan` prints: the table, the plan's notes, the overrides, the
+    expectations, and the sbatch script `harness submit` would send (its sweep's folder under
+    `results_root`)."""
+    from harness.backends.slurm import job_folder, job_name, render_sbatch, submitit_command
+
+    lines = [plan_table(plan)]
+    lines += [f"note: {note}" for note in plan.notes]
+    if overrides:
+        lines.append(f"overrides: {' '.join(overrides)}")
+    lines += [f"expect: {expectation.label()}" for expectation in plan.spec.expect]
+    folder = job_folder(results_root.resolve() / plan.spec.name / "<sweep id>")
+    script = render_sbatch(
+        plan.spec.slurm, job_name(plan.spec.name), folder, submitit_command(folder), len(plan.points)
+    )
+    lines.append(f"\nsbatch script that `harness submit` sends (one array task per point):\n\n{script}")
+    return "\n".join(lines)
 
 
 def plan_table(plan: Plan) -> str:

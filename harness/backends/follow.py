@@ -22,7 +22,7 @@ from typing import TextIO
 from tabulate import tabulate
 
 from harness.backends.status import PointStatus, advice, scheduler_view, sweep_status
-from harness.storage.sweep import live_owner, load_info
+from harness.storage.sweep import live_owner, load_info, load_points
 from schema import rows as results
 
 log = logging.getLogger(__name__)
@@ -42,6 +42,23 @@ def counts(statuses: Sequence[PointStatus]) -> str:
     for st in statuses:
         tally[st.progress] = tally.get(st.progress, 0) + 1
     return ", ".join(f"{n} {word}" for word, n in sorted(tally.items()))
+
+
+def status_report(sweep_dir: Path) -> tuple[str, bool]:
+    """What `harness status` prints: the table, the counts, what to do about the points not
+    done and, for an adaptive sweep whose points are all done, its next round; and whether
+    every point is complete without failed units."""
+    statuses = sweep_status(sweep_dir)
+    lines = [status_table(statuses), f"\n{counts(statuses)}"]
+    lines += advice(statuses, sweep_dir, load_info(sweep_dir).backend)
+    if all(st.complete for st in statuses) and any(p.measure.adaptive for p in load_points(sweep_dir)):
+        from harness.backends.adaptive import next_round
+
+        step = next_round(sweep_dir)
+        lines.append(step.line(doing="to measure again"))
+        if step:
+            lines.append(f"measure them again: harness resume {sweep_dir}")
+    return "\n".join(lines), all(st.complete and not st.failed_units for st in statuses)
 
 
 def status_table(statuses: Sequence[PointStatus]) -> str:

@@ -187,6 +187,24 @@ def create_sweep_once(plan: Plan, sweep_dir: Path, world_size: int) -> Path:
     return sweep_dir
 
 
+def write_standalone_script(plan: Plan, results_root: Path, output: Path) -> tuple[Path, Path]:
+    """`harness sbatch`: the plan's sweep made under `results_root` (recorded as `sbatch`,
+    resumed on Slurm) and its script, which runs worker.py, written into `output`; the
+    script's path and the sweep's folder."""
+    from harness.storage.sweep import create_sweep
+    from schema.atomic import atomic_write_text
+
+    sweep_dir = create_sweep(plan, results_root, backend="sbatch", world_size=plan.spec.slurm.world_size)
+    folder = standalone_folder(sweep_dir)
+    folder.mkdir()
+    script = render_sbatch(
+        plan.spec.slurm, job_name(plan.spec.name), folder, worker_command(sweep_dir), len(plan.points)
+    )
+    target = output / f"{plan.spec.name}-{sweep_dir.name}.sbatch"
+    atomic_write_text(target, script)
+    return target, sweep_dir
+
+
 def job_folder(sweep_dir: Path) -> Path:
     """submitit's folder: it creates <sweep>/slurm/<job id>/ for each job as it submits."""
     return sweep_dir / "slurm" / "%j"
