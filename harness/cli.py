@@ -341,8 +341,10 @@ def _new_sweep(args: argparse.Namespace, backend_name: str, *, wait: bool, fmt: 
 
 def cmd_status(args: argparse.Namespace) -> int:
     from harness.backends.follow import status_report
+    from harness.backends.registry import recorded
 
-    text, done = status_report(_open_sweep(args.sweep))
+    sweep_dir = _open_sweep(args.sweep)
+    text, done = status_report(sweep_dir, recorded(sweep_dir))
     print(text)
     return EXIT_OK if done else EXIT_FAILED_POINTS
 

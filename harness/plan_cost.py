@@ -35,12 +35,12 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.backends.slurm import time_seconds
 from harness.config.plan import Plan, Point
 from harness.config.spec import Spec, SpecError
 from harness.workloads.registry import EMULATED_STEP_MS
 from schema import rungs as rung_names
 from schema.settings import DRAIN_FACTOR
+from schema.slurm_time import time_seconds
 from schema.yaml_lines import load_yaml_with_lines
 
 WARN_WORKERS_PER_CORE = 2

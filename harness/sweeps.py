@@ -264,8 +264,9 @@ def _follow_and_finish(backend: Backend, sweep_dir: Path, spec: Spec) -> int:
     """Follow a scheduler's live jobs of the sweep to their end, then the adaptive rounds and
     the tables."""
     from harness.backends.follow import wait_for_sweep
+    from harness.backends.registry import recorded
 
-    wait_for_sweep(sweep_dir)
+    wait_for_sweep(sweep_dir, recorded(sweep_dir))
     if spec.measure.adaptive and not adapt(backend, sweep_dir):
         return EXIT_INTERRUPTED
     return finish(sweep_dir)
@@ -317,11 +318,12 @@ def _resume_backend(sweep_dir: Path, name: str | None) -> tuple[Spec, Backend, P
 
 def _resume_locked(sweep_dir: Path, spec: Spec, backend: Backend, *, wait: bool, failed: bool) -> int:
     from harness.backends.follow import counts, wait_for_orphaned_jobs
-    from harness.backends.status import sweep_status, to_resume
+    from harness.backends.registry import recorded
+    from harness.backends.status import scheduler_view, sweep_status, to_resume
 
-    statuses = sweep_status(sweep_dir)
+    statuses = sweep_status(sweep_dir, scheduler_view(sweep_dir, recorded(sweep_dir)))
     if backend.here:
-        statuses = wait_for_orphaned_jobs(statuses, sweep_dir)
+        statuses = wait_for_orphaned_jobs(statuses, sweep_dir, recorded(sweep_dir))
     active = [st for st in statuses if st.active]
     todo, moved = to_resume(statuses, sweep_dir, failed=failed)
     for line in moved:

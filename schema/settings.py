@@ -22,6 +22,7 @@ from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from typing import Any
 
 from schema import rungs, script_flags, workload_names
+from schema.slurm_time import SLURM_TIME
 
 REQUIRED: Any = MISSING
 """The default of a setting the spec must give."""
@@ -166,7 +167,6 @@ def _factory_args(name: str) -> Any:
     )
 
 
-_SLURM_TIME = re.compile(r"^(\d+-)?(\d+)(:\d{2}){0,2}$")
 _SLURM_MEM = re.compile(r"^\d+[KMGT]?$")
 
 
@@ -432,7 +432,7 @@ class SlurmConfig:
     )
     time: str | int = setting(
         "00:20:00",
-        check=lambda v: (is_int(v) and v > 0) or (isinstance(v, str) and _SLURM_TIME.match(v) is not None),
+        check=lambda v: (is_int(v) and v > 0) or (isinstance(v, str) and SLURM_TIME.match(v) is not None),
         allowed='minutes, or "HH:MM:SS" / "D-HH:MM:SS"',
         doc="time limit of one point",
     )

@@ -229,35 +229,9 @@ def circles(graph: Mapping[str, set[str]]) -> list[list[str]]:
     return found
 
 
-# The one circle left, known and not to grow: the registry holds the Slurm backend, whose
-# blocking run follows the sweep (follow.py) through status.py, which asks the registry for the
-# sweep's recorded backend (its `here` and `states`). Breaking it takes status and follow given
-# the backend instead of looking it up; then empty this.
-KNOWN_CIRCLES = [
-    [
-        "harness.backends.follow",
-        "harness.backends.inline",
-        "harness.backends.job",
-        "harness.backends.limit",
-        "harness.backends.local",
-        "harness.backends.registry",
-        "harness.backends.slurm",
-        "harness.backends.status",
-    ]
-]
-
-
 def test_no_circle_of_imports() -> None:
     """Two modules that import each other (even lazily, inside a function) are one concept
     split in two, or a third one missing: move what both need to a module both import."""
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     found = circles(import_graph())
-    assert found == KNOWN_CIRCLES, (
-        "modules that import each other:\n"
-        + "\n".join(" <-> ".join(c) for c in found if c not in KNOWN_CIRCLES)
-        + (
-            "\n(a known circle is gone: take it out of KNOWN_CIRCLES)"
-            if len(found) < len(KNOWN_CIRCLES)
-            else ""
-        )
-    )
+    assert not found, "modules that import each other:\n" + "\n".join(" <-> ".join(c) for c in found)

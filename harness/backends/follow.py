@@ -21,8 +21,9 @@ from typing import TextIO
 
 from tabulate import tabulate
 
+from harness.backends.base import Backend
 from harness.backends.status import PointStatus, advice, scheduler_view, sweep_status
-from harness.storage.sweep import live_owner, load_info, load_points
+from harness.storage.sweep import live_owner, load_points
 from schema import rows as results
 
 log = logging.getLogger(__name__)
@@ -44,13 +45,13 @@ def counts(statuses: Sequence[PointStatus]) -> str:
     return ", ".join(f"{n} {word}" for word, n in sorted(tally.items()))
 
 
-def status_report(sweep_dir: Path) -> tuple[str, bool]:
+def status_report(sweep_dir: Path, backend: type[Backend]) -> tuple[str, bool]:
     """What `harness status` prints: the table, the counts, what to do about the points not
     done and, for an adaptive sweep whose points are all done, its next round; and whether
     every point is complete without failed units."""
-    statuses = sweep_status(sweep_dir)
+    statuses = sweep_status(sweep_dir, scheduler_view(sweep_dir, backend))
     lines = [status_table(statuses), f"\n{counts(statuses)}"]
-    lines += advice(statuses, sweep_dir, load_info(sweep_dir).backend)
+    lines += advice(statuses, sweep_dir, backend)
     if all(st.complete for st in statuses) and any(p.measure.adaptive for p in load_points(sweep_dir)):
         from harness.backends.adaptive import next_round
 
@@ -146,18 +147,20 @@ def _units_done(statuses: Sequence[PointStatus]) -> int:
 
 def wait_for_sweep(
     sweep_dir: Path,
+    backend: type[Backend],
     *,
     first_s: float = FIRST_ASK_S,
     max_s: float = MAX_ASK_S,
     look_s: float = LOOK_S,
     stream: TextIO | None = None,
-    ask: Callable[[Path], Mapping[str, object]] = scheduler_view,
+    ask: Callable[[Path], Mapping[str, object]] | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> list[PointStatus]:
     """Follow the sweep's jobs until none is live (or every point has its results); show the
-    progress as it goes. Returns the last statuses seen. `ask` is the scheduler's answer."""
-    backend = load_info(sweep_dir).backend
+    progress as it goes. Returns the last statuses seen. `backend`: the sweep's recorded one;
+    `ask`, the scheduler's answer (default: `backend`'s, scheduler_view)."""
+    ask = ask or (lambda folder: scheduler_view(folder, backend))
     delay, next_ask = first_s, clock()
     states: Mapping[str, object] = {}
     progress: Progress | None = None
@@ -176,7 +179,9 @@ def wait_for_sweep(
         sleep(max(0.0, min(look_s, next_ask - clock())))
 
 
-def wait_for_orphaned_jobs(statuses: Sequence[PointStatus], sweep_dir: Path) -> list[PointStatus]:
+def wait_for_orphaned_jobs(
+    statuses: Sequence[PointStatus], sweep_dir: Path, backend: type[Backend]
+) -> list[PointStatus]:
     """For a sweep run here: wait until the local jobs that outlived the `harness run` that
     started them have ended (that process was killed alone; submitit's local jobs outlive it),
     then return the statuses anew; return them as they are when there are none, or when a live
@@ -193,4 +198,4 @@ def wait_for_orphaned_jobs(statuses: Sequence[PointStatus], sweep_dir: Path) -> 
         "points run here one at a time",
         flush=True,
     )
-    return wait_for_sweep(sweep_dir, first_s=1.0, max_s=5.0)
+    return wait_for_sweep(sweep_dir, backend, first_s=1.0, max_s=5.0)

@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 def run_inline(points: Sequence[Point], sweep_dir: Path) -> list[PointOutcome]:
     """Run the points; a point's units (rung, repeat) already measured are kept (skip_done)."""
-    from harness.backends.follow import time_left  # follow imports status, which imports the registry
+    from harness.backends.follow import time_left
     from harness.backends.limit import point_limit, run_limited
     from harness.execution.dist import DistEnv
 

@@ -69,7 +69,7 @@ class PointTimeout(BaseException):
 
 def point_limit(point: Point, slurm_time: str | int | None) -> Limit:
     """The point's limit; `slurm_time`: the spec's slurm.time for a job, None in this process."""
-    from harness.backends.slurm import time_seconds
+    from schema.slurm_time import time_seconds
 
     if point.limits.point_minutes is not None:
         return Limit(point.limits.point_minutes * 60, "limits.point_minutes")

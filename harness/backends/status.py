@@ -15,8 +15,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from harness.backends.registry import RECORDED
-from harness.backends.slurm import LIVE, StateClass, classify, job_list
+from harness.backends.base import Backend
+from harness.backends.slurm_states import LIVE, StateClass, classify, job_list
 from harness.config.plan import Point
 from harness.storage.sweep import latest_job_entries, live_owner, load_info, load_points, process_alive
 from schema import layout
@@ -25,10 +25,6 @@ from schema.reading import UnreadableFile, read_point, set_aside_units, set_asid
 # A job neither queued nor in accounting this long after its submission was cancelled before
 # it started (Slurm does not account never-started array tasks); before that, accounting lags.
 ACCOUNTING_LAG_S = 60
-
-SCHEDULED = tuple(name for name, backend in RECORDED.items() if not backend.here)
-"""Backends whose jobs a scheduler knows (slurm, sbatch); the others (inline, local) run in a
-process here."""
 
 _ENDED_WORD = {
     "TIMEOUT": "timed-out",
@@ -107,24 +103,24 @@ class PointStatus:
         return f"{self.state} ({self.reason})" if self.reason and self.reason != "None" else self.state
 
 
-def scheduler_view(sweep_dir: Path) -> dict[str, Any]:
+def scheduler_view(sweep_dir: Path, backend: type[Backend]) -> dict[str, Any]:
     """Job id -> its state (an object with .state and .reason), asked of the scheduler for a
-    Slurm sweep; empty for a sweep run here (its process is looked at by sweep_status)."""
-    backend = RECORDED[load_info(sweep_dir).backend]
+    Slurm sweep; empty for a sweep run here (its process is looked at by sweep_status).
+    `backend`: the sweep's recorded one (registry.recorded; given, not looked up, so that this
+    module, which the Slurm backend's following uses, does not import the registry)."""
     if backend.here:
         return {}
     jobs = sorted({entry["job_id"] for entry in latest_job_entries(sweep_dir).values()})
     return dict(backend.states(jobs)) if jobs else {}
 
 
-def sweep_status(sweep_dir: Path, states: Mapping[str, object] | None = None) -> list[PointStatus]:
-    """`states` maps job id -> an object with .state (and .reason); asked of the scheduler when
-    not given (see scheduler_view)."""
+def sweep_status(sweep_dir: Path, states: Mapping[str, object]) -> list[PointStatus]:
+    """`states` maps job id -> an object with .state (and .reason): the scheduler's answer
+    (scheduler_view), empty for a sweep run here. A process of this machine that runs the
+    sweep now (owner.json: only a sweep run here has one) shows its points as running."""
     info = load_info(sweep_dir)
     entries = latest_job_entries(sweep_dir)
-    if states is None:
-        states = scheduler_view(sweep_dir)
-    owner = live_owner(sweep_dir) if info.backend not in SCHEDULED else ""
+    owner = live_owner(sweep_dir)
     out = []
     for point in load_points(sweep_dir):
         path = layout.point_dir(sweep_dir, point.id)
@@ -174,7 +170,7 @@ def _unseen_state(job: str, entry: Mapping[str, Any], states: Mapping[str, objec
 
 
 def advice(
-    statuses: Sequence[PointStatus], sweep_dir: Path, backend: str, *, resume: bool = True
+    statuses: Sequence[PointStatus], sweep_dir: Path, backend: type[Backend], *, resume: bool = True
 ) -> list[str]:
     """What to do about the points not done, a line each; what it advises is what the named
     commands do (`harness resume` runs exactly the points counted in its line, which comes
@@ -197,7 +193,7 @@ def advice(
             lines.append(f"{len(jobs)} point(s) {what.format(ids=job_list(jobs))}")
     missing = [st for st in statuses if st.needs_resubmit]
     if missing and resume:
-        verb = "resubmit" if backend in SCHEDULED else "run here"
+        verb = "run here" if backend.here else "resubmit"
         lines.append(
             f"{verb} the {len(missing)} point(s) without complete results: harness resume {sweep_dir}"
         )

@@ -17,7 +17,10 @@ from pathlib import Path
 import pytest
 
 from harness.backends import follow
-from harness.backends.slurm import JobState
+from harness.backends.inline import InlineBackend
+from harness.backends.local import LocalBackend
+from harness.backends.slurm import SlurmBackend
+from harness.backends.slurm_states import JobState
 from harness.backends.status import PointStatus, advice, sweep_status
 from harness.config.plan import Point, expand
 from harness.config.spec import parse_spec
@@ -111,13 +114,13 @@ def test_the_advice_names_what_to_run_for_each_point_not_done(point: Point) -> N
         status(point, "CANCELLED", job="7_3"),
         status(point, "RUNNING", 1, job="7_4"),
     ]
-    assert advice(statuses, Path("results/t/1"), "slurm") == [
+    assert advice(statuses, Path("results/t/1"), SlurmBackend) == [
         "2 point(s) held: release them with: scontrol release 7_[1-2] (harness resume leaves them alone)",
         "1 point(s) suspended: let them go on with: scontrol resume 7_0 (harness resume leaves them alone)",
         "resubmit the 1 point(s) without complete results: harness resume results/t/1",
     ]
     here = [status(point, "-", 1, job=""), status(point, "-", 2, job="")]
-    assert advice(here, Path("results/t/2"), "inline") == [
+    assert advice(here, Path("results/t/2"), InlineBackend) == [
         "run here the 1 point(s) without complete results: harness resume results/t/2"
     ]
 
@@ -170,7 +173,9 @@ def test_waiting_asks_the_scheduler_less_and_less_often(sweep: Path) -> None:
         state = "RUNNING" if len(asked) < 12 else "CANCELLED"
         return {job: JobState(state, "", "n1") for job in ("7_0", "7_1")}
 
-    last = follow.wait_for_sweep(sweep, ask=ask, clock=clock, sleep=clock.sleep, stream=io.StringIO())
+    last = follow.wait_for_sweep(
+        sweep, SlurmBackend, ask=ask, clock=clock, sleep=clock.sleep, stream=io.StringIO()
+    )
     assert [st.progress for st in last] == ["cancelled", "cancelled"]
     gaps = [round(b - a, 2) for a, b in itertools.pairwise(asked)]
     assert gaps[:4] == [3.0, 4.5, 6.75, 10.12]
@@ -187,7 +192,14 @@ def test_results_end_the_wait_without_asking_the_scheduler_again(sweep: Path) ->
         return {job: JobState("RUNNING", "", "n1") for job in ("7_0", "7_1")}
 
     last = follow.wait_for_sweep(
-        sweep, ask=ask, clock=clock, sleep=clock.sleep, stream=io.StringIO(), first_s=30, look_s=5
+        sweep,
+        SlurmBackend,
+        ask=ask,
+        clock=clock,
+        sleep=clock.sleep,
+        stream=io.StringIO(),
+        first_s=30,
+        look_s=5,
     )
     assert [st.progress for st in last] == ["completed", "completed"]
     assert asked == [1000.0]  # 10 s later, every point had its results
@@ -207,7 +219,9 @@ def test_progress_is_a_live_line_on_a_terminal_and_log_lines_elsewhere(
     terminal = Terminal()
     looks = {"first_s": 100.0, "look_s": 5.0}  # a look every 5 s, one question only
     clock = Clock({2: lambda: finish(sweep, 0), 4: lambda: finish(sweep, 1)})
-    follow.wait_for_sweep(sweep, ask=ask, clock=clock, sleep=clock.sleep, stream=terminal, **looks)
+    follow.wait_for_sweep(
+        sweep, SlurmBackend, ask=ask, clock=clock, sleep=clock.sleep, stream=terminal, **looks
+    )
     assert terminal.getvalue().split("\r")[1:4] == [
         "0/2 points done: 2 running\033[K",
         "0/2 points done: 2 running\033[K",
@@ -219,7 +233,9 @@ def test_progress_is_a_live_line_on_a_terminal_and_log_lines_elsewhere(
         (point_dir / "rank0.csv").unlink()
     clock = Clock({2: lambda: finish(sweep, 0), 4: lambda: finish(sweep, 1)})
     with caplog.at_level(logging.INFO, logger=follow.__name__):
-        follow.wait_for_sweep(sweep, ask=ask, clock=clock, sleep=clock.sleep, stream=io.StringIO(), **looks)
+        follow.wait_for_sweep(
+            sweep, SlurmBackend, ask=ask, clock=clock, sleep=clock.sleep, stream=io.StringIO(), **looks
+        )
     assert [r.getMessage() for r in caplog.records] == [
         "0/2 points done: 2 running",  # one line per change, however often it looks
         "1/2 points done: 1 completed, 1 running; about 10 s left",
@@ -232,16 +248,16 @@ def test_a_sweep_run_here_is_running_while_its_process_lives(tmp_path: Path) -> 
     sweep_dir = create_sweep(plan, tmp_path, backend="inline")
     finish(sweep_dir, 0)
     with owned(sweep_dir):
-        statuses = sweep_status(sweep_dir)
+        statuses = sweep_status(sweep_dir, {})
         assert [st.progress for st in statuses] == ["completed", "running"]
         assert statuses[1].state_text == f"RUNNING (pid {os.getpid()} on {socket.gethostname()})"
-        assert advice(statuses, sweep_dir, "inline") == []  # resume would run nothing
-    assert [st.progress for st in sweep_status(sweep_dir)] == ["completed", "not run"]
+        assert advice(statuses, sweep_dir, InlineBackend) == []  # resume would run nothing
+    assert [st.progress for st in sweep_status(sweep_dir, {})] == ["completed", "not run"]
     # A process that died without cleaning up (killed): its pid is gone, or is another process.
     dead = {"host": socket.gethostname(), "pid": os.getpid(), "started": 12.5}
     (sweep_dir / OWNER_FILE).write_text(json.dumps(dead))
     assert live_owner(sweep_dir) == ""
-    assert [st.needs_resubmit for st in sweep_status(sweep_dir)] == [False, True]
+    assert [st.needs_resubmit for st in sweep_status(sweep_dir, {})] == [False, True]
     # Stamped after it had ended: no start time, and nothing of it can be alive.
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
@@ -259,23 +275,23 @@ def test_a_local_job_is_running_while_its_own_process_lives_and_resume_waits_for
     sweep_dir = create_sweep(plan, tmp_path, backend="local")
     job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3)"])
     record_jobs(sweep_dir, [plan.points[0]], [str(job.pid)], "local", process=True)
-    statuses = sweep_status(sweep_dir)
+    statuses = sweep_status(sweep_dir, {})
     assert [st.progress for st in statuses] == ["running", "not run"]
     assert statuses[0].state_text == f"RUNNING (pid {job.pid} on {socket.gethostname()})"
 
-    after = follow.wait_for_orphaned_jobs(statuses, sweep_dir)  # returns once the job has ended
+    after = follow.wait_for_orphaned_jobs(statuses, sweep_dir, LocalBackend)  # returns once the job has ended
     assert job.poll() is not None
     assert capsys.readouterr().out == (
         f"waiting for 1 point(s) whose local job outlived its harness run ({plan.points[0].id}: "
         f"pid {job.pid} on {socket.gethostname()}): points run here one at a time\n"
     )
     assert [st.progress for st in after] == ["not run", "not run"]  # it ended without rows
-    assert follow.wait_for_orphaned_jobs(after, sweep_dir) == after  # nothing to wait for
+    assert follow.wait_for_orphaned_jobs(after, sweep_dir, LocalBackend) == after  # nothing to wait for
     job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     record_jobs(sweep_dir, [plan.points[0]], [str(job.pid)], "local", process=True)
     try:
         with owned(sweep_dir):  # a live harness run owns the sweep: it runs the rest itself
-            follow.wait_for_orphaned_jobs(sweep_status(sweep_dir), sweep_dir)
+            follow.wait_for_orphaned_jobs(sweep_status(sweep_dir, {}), sweep_dir, LocalBackend)
             assert job.poll() is None  # it returned at once
     finally:
         job.kill()

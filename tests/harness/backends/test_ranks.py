@@ -63,5 +63,5 @@ def test_a_rank_killed_under_the_local_backend_is_named_in_the_console_and_the_r
         ("full", "0", "failed", said[0]),
         ("full", "1", "failed", said[1]),
     ]
-    (status,) = sweep_status(sweep)
+    (status,) = sweep_status(sweep, {})  # a local sweep: no scheduler to ask
     assert status.progress == "failed"  # not "not run": it ran, and a rank died

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from harness.backends import slurm
+from harness.backends import slurm, slurm_states
 from harness.config.spec import parse_spec
 from tests.conftest import TINY_WORKLOAD
 
@@ -18,15 +18,6 @@ JEAN_ZAY = (
     " account: abc@a100, qos: qos_gpu-dev, constraint: a100, hint: nomultithread, array_parallelism: 4,"
     " setup: ['module purge', 'module load pytorch-gpu/py3/2.5.0'], extra: {mail-type: END}}\n"
 )
-
-
-def test_time_formats() -> None:
-    assert slurm.time_seconds(20) == 1200
-    assert slurm.time_seconds("20") == 1200
-    assert slurm.time_seconds("05:30") == 330
-    assert slurm.time_seconds("01:02:03") == 3723
-    assert slurm.time_seconds("1-00") == 86400
-    assert slurm.time_seconds("2-01:30:00") == 2 * 86400 + 5400
 
 
 def test_parameters_follow_the_course_conventions() -> None:
@@ -72,8 +63,8 @@ def test_sacct_lines_give_each_array_task_its_state() -> None:
     states = slurm.parse_sacct(text)
     assert sorted(states) == ["123_1", "123_11", "123_12", "123_4", "123_5", "123_6", "123_7", "123_9", "124"]
     assert {states[f"123_{k}"].state for k in (4, 5, 6, 7, 9, 11, 12)} == {"PENDING"}
-    assert states["123_1"] == slurm.JobState("CANCELLED", "0:0", "n1")
-    assert states["124"] == slurm.JobState("TIMEOUT", "0:15", "n2")
+    assert states["123_1"] == slurm_states.JobState("CANCELLED", "0:0", "n1")
+    assert states["124"] == slurm_states.JobState("TIMEOUT", "0:15", "n2")
 
 
 # squeue(1) and sacct(1), "JOB STATE CODES" (Slurm 22.05 to 24.11): every state a job can be in.
@@ -106,26 +97,26 @@ DOCUMENTED_STATES = {
 
 
 def test_every_documented_state_has_its_class_and_live_ones_are_never_rerun() -> None:
-    assert {state: str(slurm.classify(state)) for state in DOCUMENTED_STATES} == DOCUMENTED_STATES
-    live = {state for state in DOCUMENTED_STATES if slurm.classify(state) in slurm.LIVE}
+    assert {state: str(slurm_states.classify(state)) for state in DOCUMENTED_STATES} == DOCUMENTED_STATES
+    live = {state for state in DOCUMENTED_STATES if slurm_states.classify(state) in slurm_states.LIVE}
     assert live == {
         s for s, kind in DOCUMENTED_STATES.items() if kind in ("queued", "held", "running", "suspended")
     }
-    assert slurm.classify("CANCELLED by 0") is slurm.StateClass.ENDED_BAD
-    assert slurm.classify("PENDING", "JobHeldUser") is slurm.StateClass.HELD  # scontrol hold
-    assert slurm.classify("PENDING", "JobHeldAdmin") is slurm.StateClass.HELD
-    assert slurm.classify("PENDING", "Resources") is slurm.StateClass.QUEUED
-    assert slurm.classify("SOMETHING_NEW") in slurm.LIVE  # unknown: left alone, never run twice
+    assert slurm_states.classify("CANCELLED by 0") is slurm_states.StateClass.ENDED_BAD
+    assert slurm_states.classify("PENDING", "JobHeldUser") is slurm_states.StateClass.HELD  # scontrol hold
+    assert slurm_states.classify("PENDING", "JobHeldAdmin") is slurm_states.StateClass.HELD
+    assert slurm_states.classify("PENDING", "Resources") is slurm_states.StateClass.QUEUED
+    assert slurm_states.classify("SOMETHING_NEW") in slurm_states.LIVE  # unknown: left alone, never run twice
 
 
 def test_squeue_lines_carry_the_reason_a_job_waits() -> None:
     states = slurm.parse_squeue("12_0|PENDING||JobHeldUser\n12_1|SUSPENDED|n1|None\nnoise\n")
-    assert states["12_0"] == slurm.JobState("PENDING", "", "", "JobHeldUser")
-    assert states["12_0"].kind is slurm.StateClass.HELD
-    assert states["12_1"].kind is slurm.StateClass.SUSPENDED
+    assert states["12_0"] == slurm_states.JobState("PENDING", "", "", "JobHeldUser")
+    assert states["12_0"].kind is slurm_states.StateClass.HELD
+    assert states["12_1"].kind is slurm_states.StateClass.SUSPENDED
     assert sorted(states) == ["12_0", "12_1"]
 
 
 def test_a_job_list_gives_array_tasks_as_ranges_scontrol_takes() -> None:
-    assert slurm.job_list(["29_0", "29_1", "29_2", "29_4", "31_7", "30"]) == "29_[0-2,4],31_7,30"
-    assert slurm.job_list([f"29_{k}" for k in range(1000)]) == "29_[0-999]"
+    assert slurm_states.job_list(["29_0", "29_1", "29_2", "29_4", "31_7", "30"]) == "29_[0-2,4],31_7,30"
+    assert slurm_states.job_list([f"29_{k}" for k in range(1000)]) == "29_[0-999]"
