@@ -103,7 +103,7 @@ class PointStatus:
         return f"{self.state} ({self.reason})" if self.reason and self.reason != "None" else self.state
 
 
-def scheduler_view(sweep_dir: Path, backend: type[Backend]) -> dict[str, Any]:
+def scheduler_view(sweep_dir: Path, backend: type[Backend]) -> dict[str, object]:
     """Job id -> its state (an object with .state and .reason), asked of the scheduler for a
     Slurm sweep; empty for a sweep run here (its process is looked at by sweep_status).
     `backend`: the sweep's recorded one (registry.recorded; given, not looked up, so that this
