@@ -16,21 +16,21 @@ runs on a login node or a laptop with a plain `pip install pipeline-harness`.
     timeline = analysis.load_samples(point_folder, rank=0)   # the sampler's timeline, or None
     print(analysis.build_report(["results/grid"]).text)      # the report `harness report` prints
 
-The names are imported here rather than on first use because two of them (`compare`,
-`recommend`) are also modules of this package: a lazy name would be replaced by the module as
-soon as anything imported `analysis.compare`. The cost is pandas (about half a second), which
+The names are imported here rather than on first use: two of them (`compare`, `recommend`)
+are also the names of modules (analysis/grid/), and a lazily bound name is easily confused with
+its module. The cost is pandas (about half a second), which
 every use of the package pays anyway; matplotlib is imported only to draw.
 """
 
 from analysis.aggregate import add_nodes, summarize
-from analysis.compare import compare
 from analysis.export import tidy
+from analysis.grid.compare import compare
+from analysis.grid.recommend import recommend, undecided_points
+from analysis.ladder.verdict import ladder_verdicts
 from analysis.load import load_meta, load_results, load_samples
-from analysis.recommend import recommend, undecided_points
-from analysis.report import build_report
+from analysis.render.report import build_report
+from analysis.render.tables import loader_tables
 from analysis.stragglers import find_stragglers
-from analysis.tables import loader_tables
-from analysis.verdict import ladder_verdicts
 
 __all__ = [
     "add_nodes",

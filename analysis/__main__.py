@@ -21,7 +21,7 @@ from pathlib import Path
 
 from analysis.aggregate import GROUPINGS
 from analysis.export import EXPORT_FORMATS
-from analysis.tables import FORMATS
+from analysis.render.tables import FORMATS
 
 FORMAT_CHOICES = [*FORMATS, "csv", *EXPORT_FORMATS]
 COMPARE_FORMATS = ["terminal", "markdown", "csv", "latex"]
@@ -74,7 +74,7 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def report_main(args: argparse.Namespace) -> int:
-    from analysis.report import build_report
+    from analysis.render.report import build_report
 
     fmt = args.format
     if fmt in EXPORT_FORMATS:
@@ -140,7 +140,7 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
 
 def compare_main(args: argparse.Namespace) -> int:
     """Exit 0 when some configurations matched, 1 when none did (or a side has no rows)."""
-    from analysis.compare import compare, render_comparison
+    from analysis.grid.compare import compare, render_comparison
 
     comparison = compare([args.a], [args.b])
     text = render_comparison(comparison, args.format)

@@ -33,7 +33,7 @@ from schema.expect import Expectation, parse_expect
 from schema.rungs import BOUND_RUNGS
 from schema.yaml_lines import YamlSyntaxError, load_yaml_with_lines
 
-"""The rung whose steps/s is the device's demand, as analysis/verdict.py picks it."""
+"""The rung whose steps/s is the device's demand, as analysis/ladder/verdict.py picks it."""
 
 
 @dataclass(frozen=True, slots=True)

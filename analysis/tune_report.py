@@ -11,7 +11,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from analysis import caching
+from analysis.ladder import caching
 from analysis.noise import MARGIN
 from analysis.tune_model import (
     COPY,

@@ -5,7 +5,7 @@ within the margin of the best) and measure it with its neighbours on each axis o
 (one value down and one up of num_workers, prefetch_factor, persistent_workers, pin_memory
 and non_blocking, the others held), `repeats` runs each. Then judge the measurements as the
 recommendation does
-(analysis/recommend.py's rule on analysis/noise.py's estimates: the best is the highest median;
+(analysis/grid/recommend.py's rule on analysis/noise.py's estimates: the best is the highest median;
 a configuration is tied with it only when the 95 % interval of its ratio lies inside ±MARGIN;
 the cheapest tied is the answer). Where the measured answer is not the model's choice, or the
 best has a neighbour above it not yet measured, the model was wrong there: measure the

@@ -8,7 +8,7 @@ with the harness's own writer (results.csv_text with ROW_COLUMNS) into a tempora
 then measures, in this one run:
 
 - plain: `pandas.concat([pandas.read_csv(f) for f in files])`, the reading alone;
-- report: `analysis.report.build_report(paths, "terminal")`, i.e. finding and reading every file,
+- report: `analysis.render.report.build_report(paths, "terminal")`, i.e. finding and reading every file,
   aggregating ranks and repeats, the per-node tables, stragglers, recommendations, rendered;
 - report --by gpu: the same with the meta files joined (node types).
 
@@ -30,7 +30,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analysis.report import build_report
+from analysis.render.report import build_report
 from schema import layout
 from schema import rows as results
 

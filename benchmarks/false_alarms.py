@@ -6,10 +6,10 @@ Each pair is one spec measured twice by the harness (run_point, in this process)
 whose step is a 50 ms sleep (the emulated accelerator: no core needed, so the loaded machine
 moves it less), in-process loading, 3 repeats a side, measured in turn (first, second, first,
 ...) as a careful A/A is, so that a slow spell of the machine falls on either side rather than
-on one. analysis.compare then judges B against A. Any call (faster, slower) is a false alarm
+on one. analysis.grid.compare then judges B against A. Any call (faster, slower) is a false alarm
 of the noise model: at most 5 % of pairs by the 95 % interval's design, fewer with its
 practical floor. Prints each pair's change, interval and judgement, then the share called.
-This was a test (tests/analysis/test_compare.py) that, by its own docstring, failed in about
+This was a test (tests/analysis/grid/test_compare.py) that, by its own docstring, failed in about
 one run in twenty; a rate is what it can tell. About 15 s a pair on a busy 2-core VM.
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analysis.compare import compare, comparison_table
+from analysis.grid.compare import compare, comparison_table
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
 from harness.execution.dist import DistEnv

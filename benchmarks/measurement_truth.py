@@ -11,7 +11,7 @@
 (b) The caching ladder on a staged workload (read 10 ms + transform 5 ms per sample, batches
     of 4, 2 workers) against a 20 ms emulated step: each rung's loader capacity (batches/s
     with no train step) next to the step's demand (device_batch steps/s), and the verdict of
-    analysis.verdict, from run_point on a tiny sweep in a temporary folder.
+    analysis.ladder.verdict, from run_point on a tiny sweep in a temporary folder.
 
 Costs are sleeps (no CPU core needed), so the figures hold on a loaded machine. About 1.5 min.
 """
@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 from torch.utils.data import Dataset
 
+from analysis.ladder.verdict import ladder_verdicts
+from analysis.ladder.verdict_text import render_verdict
 from analysis.load import load_results
-from analysis.verdict import ladder_verdicts
-from analysis.verdict_text import render_verdict
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
 from harness.execution import ladder

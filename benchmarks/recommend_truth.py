@@ -16,10 +16,10 @@ of the best's true throughput. For each method, the share of grids where its rec
   the cheaper ones it could not decide, with the runs that would decide (`runs` is the median
   of the most any grid's undecided point needs).
 
-The old rule is issue 19's (analysis/recommend.py before the three-way judgement), in a few
+The old rule is issue 19's (analysis/grid/recommend.py before the three-way judgement), in a few
 lines below: tied when Welch's t on the logs does not call the difference (its 95 % interval
 holds no change, or the change is under 3 %), the cheapest of the tied recommended. The new
-rule is analysis.recommend as it stands. Runs on the analysis alone (no torch): about 10 s for
+rule is analysis.grid.recommend as it stands. Runs on the analysis alone (no torch): about 10 s for
 the default 50 seeds with fixed repeats, a minute or so more for the adaptive repeats (each
 round reads its grid again).
 
@@ -46,8 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis import noise
 from analysis.aggregate import summarize
+from analysis.grid.recommend import recommend, undecided_points
 from analysis.load import load_results
-from analysis.recommend import recommend, undecided_points
 from harness.backends.adaptive import plan_round
 from schema.settings import DEFAULT_MAX_REPEATS
 from tests.fixtures import truth_grids

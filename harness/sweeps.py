@@ -239,7 +239,7 @@ def _quiet(job_ids: Sequence[str]) -> None:
 def finish(sweep_dir: Path, fmt: str = "terminal") -> int:
     """Print the tables; the exit status says whether some points failed or did not finish,
     else whether an expectation of the spec failed."""
-    from analysis.report import build_report
+    from analysis.render.report import build_report
     from harness.backends.status import sweep_status
 
     report = build_report([sweep_dir], fmt)

@@ -46,8 +46,8 @@ from typing import Any
 
 import pandas as pd
 
-from analysis import caching
 from analysis.aggregate import summarize
+from analysis.ladder import caching
 from analysis.load import load_results
 from analysis.tune_model import (
     COPY,

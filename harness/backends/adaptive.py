@@ -6,7 +6,7 @@ pyperf calibrates its runs and criterion.rs sizes its samples; here the question
 settings.FIRST_ROUND times. Then, in rounds:
 
 1. The results are judged as the recommendation judges them, per node type
-   (`analysis.recommend.undecided_points`): the points whose interval against the best straddles
+   (`analysis.grid.recommend.undecided_points`): the points whose interval against the best straddles
    an edge of the practical margin, each with the runs that would likely decide it (from the
    spread observed so far). The best itself is among them when it has fewer runs than they need.
 2. Each such point is brought at once to the runs it needs (at least one more), as in Stein's
@@ -74,10 +74,10 @@ class Round:
 
 def undecided(sweep_dir: Path) -> dict[str, int]:
     """Point id -> the runs that would likely decide it, for the points the sweep's results leave
-    undecided against their node type's best (analysis.recommend.undecided_points)."""
+    undecided against their node type's best (analysis.grid.recommend.undecided_points)."""
     from analysis.aggregate import summarize
+    from analysis.grid.recommend import undecided_points
     from analysis.load import load_meta, load_results
-    from analysis.recommend import undecided_points
 
     loaded = load_results([sweep_dir])
     if loaded.rows.empty:

@@ -35,14 +35,15 @@ def test_the_documented_names_are_exported() -> None:
 
 
 def test_the_functions_named_like_modules_stay_functions() -> None:
-    """`analysis.compare` and `analysis.recommend` are modules too: importing them must not
-    replace the functions a notebook calls."""
-    importlib.import_module("analysis.compare")
-    importlib.import_module("analysis.recommend")
+    """The functions `analysis.compare` and `analysis.recommend` live in modules of the same
+    names (analysis/grid/): importing those modules must not replace the package's functions
+    with them."""
+    importlib.import_module("analysis.grid.compare")
+    importlib.import_module("analysis.grid.recommend")
     from analysis import compare, recommend
 
-    assert compare is analysis.compare and compare.__module__ == "analysis.compare"
-    assert recommend is analysis.recommend and recommend.__module__ == "analysis.recommend"
+    assert compare is analysis.compare and compare.__module__ == "analysis.grid.compare"
+    assert recommend is analysis.recommend and recommend.__module__ == "analysis.grid.recommend"
 
 
 def test_a_notebook_session_from_the_docstring(real_sweep: Path) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.report import build_report
+from analysis.render.report import build_report
 from tests.analysis.conftest import synthetic_row, write_rows, write_timeline
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")

@@ -6,7 +6,7 @@ import pytest
 
 from analysis.expect import check_expectations, failed, read_expectations, render_expectations
 from analysis.load import load_results
-from analysis.report import build_report
+from analysis.render.report import build_report
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
 from harness.execution.dist import DistEnv

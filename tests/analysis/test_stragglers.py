@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from analysis.load import load_results
-from analysis.report import build_report
+from analysis.render.report import build_report
 from analysis.stragglers import RULE, find_stragglers
 from tests.analysis.conftest import synthetic_row, write_rows
 

@@ -489,8 +489,8 @@ def test_a_cost_injected_into_a_real_shaped_script_is_named_by_the_ladder(
     """Issue 25's criterion: a script with an LR schedule sized by len(loader), end-of-epoch
     validation and a checkpoint, measured under the ladder with 3 repeats: every row is ok, and
     the verdict names the stage where the cost was put (and none where none was)."""
+    from analysis.ladder.verdict import ladder_verdicts
     from analysis.load import load_results
-    from analysis.verdict import ladder_verdicts
     from harness.execution.runner import run_point
 
     out = tmp_path / "out"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from analysis.load import load_results
-from analysis.report import build_report
+from analysis.render.report import build_report
 from analysis.tune_model import Config, lightning_workers
 from analysis.tune_report import render
 from harness.config.plan import expand

@@ -9,7 +9,7 @@ import pytest
 
 from analysis.aggregate import summarize
 from analysis.load import load_results
-from analysis.tables import loader_tables
+from analysis.render.tables import loader_tables
 from harness.backends.inline import run_inline
 from harness.backends.local import run_local
 from harness.config.plan import expand

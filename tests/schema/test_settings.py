@@ -17,7 +17,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_every_loader_setting_reaches_the_rows_the_plan_and_the_course_table() -> None:
-    from analysis.tables import JEAN_ZAY_COLUMNS
+    from analysis.render.tables import JEAN_ZAY_COLUMNS
 
     for f in fields(settings.LoaderSettings):
         assert f.name in ROW_COLUMNS and f.name in PLAN_COLUMNS and f.name in JEAN_ZAY_COLUMNS

@@ -9,8 +9,8 @@ import torch
 
 from analysis import noise
 from analysis.aggregate import summarize
+from analysis.grid.recommend import recommend, undecided_points
 from analysis.load import load_results
-from analysis.recommend import recommend, undecided_points
 from harness.backends.adaptive import Round, next_round, passes, plan_round
 from harness.cli import main
 from harness.config.plan import expand

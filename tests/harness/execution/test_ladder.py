@@ -11,8 +11,8 @@ import pytest
 import torch
 from torch.utils.data import DistributedSampler
 
+from analysis.ladder.verdict import Verdict, ladder_verdicts
 from analysis.load import load_results
-from analysis.verdict import Verdict, ladder_verdicts
 from harness.config.plan import LoaderSettings, expand
 from harness.config.spec import parse_spec
 from harness.execution import ladder

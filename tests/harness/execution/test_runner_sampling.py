@@ -15,8 +15,8 @@ import pytest
 
 from analysis.aggregate import summarize
 from analysis.load import load_results
-from analysis.report import build_report
-from analysis.tables import loader_tables
+from analysis.render.report import build_report
+from analysis.render.tables import loader_tables
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
 from harness.execution.dist import DistEnv
@@ -74,7 +74,7 @@ def test_a_faked_gpu_reaches_the_rows_and_the_tables(tmp_path: Path, monkeypatch
 
 
 def test_a_profiled_rung_leaves_a_trace_per_rank_and_the_report_names_it(tmp_path: Path) -> None:
-    from analysis.report import build_report
+    from analysis.render.report import build_report
     from harness.storage.sweep import create_sweep
 
     plan = expand(parse_spec(SPEC + "profile: {rung: full, wait: 0, warmup: 1, active: 2}\n"))

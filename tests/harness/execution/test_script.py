@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from analysis.ladder.verdict import ladder_verdicts
+from analysis.ladder.verdict_text import KEEPS_UP, UNDECIDED
 from analysis.load import load_results
 from analysis.stragglers import find_stragglers
-from analysis.verdict import ladder_verdicts
-from analysis.verdict_text import KEEPS_UP, UNDECIDED
 from harness.backends.local import run_local
 from harness.config.plan import Point, expand
 from harness.config.spec import parse_spec

@@ -10,19 +10,19 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from analysis import html
 from analysis.aggregate import add_nodes, summarize, table_rows
 from analysis.expect import check_expectations, failed, render_expectations
+from analysis.grid.recommend import Recommendation, recommend, render_recommendations
+from analysis.grid.tail import tail_notes
+from analysis.ladder.verdict import Verdict, ladder_verdicts
+from analysis.ladder.verdict_text import render_verdict
 from analysis.load import SweepPlan, load_meta, load_plan, load_results
-from analysis.recommend import Recommendation, recommend, render_recommendations
+from analysis.render import html
+from analysis.render.tables import loader_tables, render
 from analysis.stragglers import RULE, find_stragglers
-from analysis.tables import loader_tables, render
-from analysis.tail import tail_notes
-from analysis.verdict import Verdict, ladder_verdicts
-from analysis.verdict_text import render_verdict
 
 if TYPE_CHECKING:
-    from analysis.plots import Plot
+    from analysis.render.plots import Plot
 
 MAX_LISTED = 20
 LADDER = "caching ladder"
@@ -61,7 +61,7 @@ def build_report(
     incomplete = _incomplete(rows, plans)
     made: list[Plot] = []
     if plots or fmt == "html" or timeline:
-        from analysis.plots import make_plots, write_plots  # matplotlib only when drawing
+        from analysis.render.plots import make_plots, write_plots  # matplotlib only when drawing
 
         made = make_plots(summary, recs, timeline)
         if plots or timeline:
@@ -177,7 +177,7 @@ def _text(
 def table_notes(shown: pd.DataFrame) -> list[str]:
     """What a reader of a table must know to trust its rows: windows that drifted, epochs
     shorter than the window (the loader restarted inside it: its workers, unless persistent),
-    and a wait for data whose tail the mean hides (analysis.tail)."""
+    and a wait for data whose tail the mean hides (analysis.grid.tail)."""
     notes = []
     unsteady = shown[shown["unsteady_runs"] > 0]
     if not unsteady.empty:
@@ -299,7 +299,7 @@ def _verdict_html(verdict: Verdict) -> str:
 
 
 def _ladder_verdicts(rows: pd.DataFrame, fmt: str) -> str:
-    """The caching ladder's verdict (analysis.verdict) of every point that measured two rungs."""
+    """The caching ladder's verdict (analysis.ladder.verdict) of every point that measured two rungs."""
     if rows.empty or fmt == "csv":
         return ""
     ladder = rows[rows.groupby(["sweep_dir", "point_id"])["rung"].transform("nunique") > 1]

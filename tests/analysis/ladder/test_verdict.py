@@ -3,9 +3,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from analysis.ladder.verdict import Verdict, ladder_verdicts
+from analysis.ladder.verdict_text import render_verdict
 from analysis.load import load_results
-from analysis.verdict import Verdict, ladder_verdicts
-from analysis.verdict_text import render_verdict
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
 from harness.execution.runner import run_point

@@ -1,5 +1,5 @@
-"""One point's caching ladder on one node, as the verdict judges it (analysis/verdict.py) and
-its words describe it (analysis/verdict_text.py): the verdict itself, the ladder's per-repeat
+"""One point's caching ladder on one node, as the verdict judges it (analysis/ladder/verdict.py) and
+its words describe it (analysis/ladder/verdict_text.py): the verdict itself, the ladder's per-repeat
 figures, what each stage costs and the loader's capacity against the device's demand. A module
 of its own so that the judgement and the words both import it and neither the other's
 internals."""
@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from analysis import caching, noise
+from analysis import noise
+from analysis.ladder import caching
 from schema import rungs as rung_names
 
 
@@ -46,7 +47,7 @@ class Verdict:
     """Where UNDECIDED: the repeats that would likely decide (analysis.noise)."""
     what_if: caching.CachingWhatIf | None = None
     """Where full is not shown to keep up and a cached rung does: what caching that stage would
-    give (analysis/caching.py)."""
+    give (analysis/ladder/caching.py)."""
 
 
 @dataclass
@@ -65,7 +66,7 @@ class Stage:
 
 @dataclass(frozen=True)
 class Sizes:
-    """What the caching what-if needs from one node's rows (analysis/caching.py)."""
+    """What the caching what-if needs from one node's rows (analysis/ladder/caching.py)."""
 
     sample_bytes: dict[str, float]  # cached rung -> bytes of its cached value
     samples: int | None

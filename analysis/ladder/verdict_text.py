@@ -1,9 +1,9 @@
 """The caching ladder's verdict in words: the stages' names, the sentence, the caveats and the
-rung table, from what analysis.verdict decided. Nothing here decides: every branch follows a
+rung table, from what analysis.ladder.verdict decided. Nothing here decides: every branch follows a
 state or a figure that the judgement set (`Verdict.state`, the stages it named, the ratios it
 judged), so that a change of wording never changes a verdict, and the reverse.
 
-The states (analysis.verdict): the loader's capacity against the step's demand, by the three-way
+The states (analysis.ladder.verdict): the loader's capacity against the step's demand, by the three-way
 judgement of analysis.noise with its ±5 % margin: *does not keep up* (wholly below the margin),
 *at the edge* (inside it), *keeps up* (beyond it, and full's steps/s not below the bound's),
 *the loss is outside the loader* (it keeps up, yet full's steps/s are below the bound's), or
@@ -18,8 +18,9 @@ from collections.abc import Callable
 import pandas as pd
 from tabulate import tabulate
 
-from analysis import caching, noise
-from analysis.ladder import Capacity, Ladder, Stage, Verdict
+from analysis import noise
+from analysis.ladder import caching
+from analysis.ladder.figures import Capacity, Ladder, Stage, Verdict
 
 KEEPS_UP, AT_THE_EDGE, SHORT = "keeps up", "at the edge", "does not keep up"
 LOSS_OUTSIDE, UNDECIDED = "loss outside the loader", "undecided"

@@ -5,7 +5,7 @@ Columns: the course's first (the job, the loader's knobs, its two chronometers),
 noise of the repeats (`runs`, `ci95`: the point's samples/s known to ± that, and `outliers`:
 the runs that stand out, where one does), the ranks (`loading_rank`: the rank that waited
 most), `steady` and the epoch restarts only where some row needs them. Of the tail of the wait
-(analysis.tail), `waited_share` wherever it was measured (how often the step waited longer than
+(analysis.grid.tail), `waited_share` wherever it was measured (how often the step waited longer than
 it computed: the one figure of the tail a reader needs on every row), `loading_time_p99` only
 where some row's wait is heavy-tailed (then the report's caveat refers to it).
 """
@@ -16,7 +16,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from analysis.aggregate import SAMPLED_COLUMNS, WORKLOAD_COLUMNS, table_rows
-from analysis.tail import heavy_tailed
+from analysis.grid.tail import heavy_tailed
 from schema import settings
 
 # The Jean Zay table's columns, in its order (004_*): the job, the loader's knobs (every one

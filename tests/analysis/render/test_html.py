@@ -3,8 +3,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from analysis import html
-from analysis.report import build_report
+from analysis.render import html
+from analysis.render.report import build_report
 from tests.analysis.conftest import synthetic_row, write_rows
 
 

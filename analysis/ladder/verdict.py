@@ -1,6 +1,6 @@
 """The caching ladder's verdict, the judgement: per point and node, the rung table and whether
 the input pipeline keeps up with the device, and if not, which stage costs the most (000_*,
-001_* in shared/reference). Its words are analysis.verdict_text's.
+001_* in shared/reference). Its words are analysis.ladder.verdict_text's.
 
 With parallel workers a step takes about max(device step, loader work ÷ workers). A drop in
 steps/s between two rungs therefore lands on whichever stage brings the loader under the
@@ -35,10 +35,11 @@ from itertools import pairwise
 
 import pandas as pd
 
-from analysis import caching, noise
-from analysis import verdict_text as text
-from analysis.ladder import Capacity, Ladder, Sizes, Stage, Verdict
-from analysis.verdict_text import AT_THE_EDGE, KEEPS_UP, LOSS_OUTSIDE, SHORT, UNDECIDED, stage_between
+from analysis import noise
+from analysis.ladder import caching
+from analysis.ladder import verdict_text as text
+from analysis.ladder.figures import Capacity, Ladder, Sizes, Stage, Verdict
+from analysis.ladder.verdict_text import AT_THE_EDGE, KEEPS_UP, LOSS_OUTSIDE, SHORT, UNDECIDED, stage_between
 from schema import rungs as rung_names
 
 SATURATED = 0.90  # busy cores / allotted cores at which the CPU counts as saturated

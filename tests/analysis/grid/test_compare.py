@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from analysis.__main__ import main
-from analysis.compare import MATCH_COLUMNS, compare, comparison_table, render_comparison
+from analysis.grid.compare import MATCH_COLUMNS, compare, comparison_table, render_comparison
 from tests.analysis.conftest import synthetic_row, write_rows
 from tests.fixtures import truth_grids
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis.verdict_text import render_verdict, stage_between, times
-from tests.analysis.test_verdict import STARVED, TWO, ladder
+from analysis.ladder.verdict_text import render_verdict, stage_between, times
+from tests.analysis.ladder.test_verdict import STARVED, TWO, ladder
 
 
 def test_stage_names_between_rungs() -> None:

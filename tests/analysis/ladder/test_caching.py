@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.caching import CachingWhatIf, sentence, what_if
+from analysis.ladder.caching import CachingWhatIf, sentence, what_if
 
 RUNGS = ["host_batch", "processed_sample", "transform:1", "raw_sample", "full"]
 NAMES = ["RandomResizedCrop", "ColorJitter", "ToTensor", "Normalize"]

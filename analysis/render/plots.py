@@ -26,8 +26,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from analysis.aggregate import WORKLOAD_COLUMNS, table_rows
+from analysis.grid.recommend import Recommendation
 from analysis.load import SAMPLES_FILE, load_samples
-from analysis.recommend import Recommendation
 from schema import rungs as rung_names
 from schema.atomic import atomic_write_bytes
 from schema.settings import WORKER_ONLY

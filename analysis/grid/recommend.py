@@ -458,7 +458,7 @@ def undecided_points(
     the recommended one, and those that may be faster than the best by more than the margin.
     An empty dict: everything is decided.
 
-        from analysis.recommend import undecided_points
+        from analysis.grid.recommend import undecided_points
         more = undecided_points(summarize(rows))   # {"3f9c2a1b0e": 7, ...}
     """
     chosen = table_rows(summary)

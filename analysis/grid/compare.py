@@ -31,7 +31,7 @@ from tabulate import tabulate
 from analysis import noise
 from analysis.aggregate import LOADER_COLUMNS, WORKLOAD_COLUMNS, summarize, type_label
 from analysis.load import Loaded, SweepPlan, load_meta, load_plan, load_results
-from analysis.tables import FORMATS
+from analysis.render.tables import FORMATS
 from schema.settings import WORKER_ONLY
 
 MATCH_COLUMNS = [*WORKLOAD_COLUMNS, *LOADER_COLUMNS, "rung"]  # dataset_args, model_args included

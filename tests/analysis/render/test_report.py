@@ -4,7 +4,7 @@ import base64
 import re
 from pathlib import Path
 
-from analysis.report import build_report
+from analysis.render.report import build_report
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
 from harness.storage.sweep import create_sweep

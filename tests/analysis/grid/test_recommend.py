@@ -6,9 +6,9 @@ import pytest
 
 from analysis import noise
 from analysis.aggregate import summarize
+from analysis.grid.recommend import recommend, undecided_points
 from analysis.load import load_results
-from analysis.recommend import recommend, undecided_points
-from analysis.report import build_report
+from analysis.render.report import build_report
 from tests.analysis.conftest import synthetic_row, write_rows
 from tests.fixtures import truth_grids
 

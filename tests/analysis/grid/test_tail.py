@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from analysis.aggregate import summarize
+from analysis.grid.tail import heavy_tailed, tail_notes
 from analysis.load import load_results
-from analysis.report import build_report
-from analysis.tables import loader_tables, render
-from analysis.tail import heavy_tailed, tail_notes
+from analysis.render.report import build_report
+from analysis.render.tables import loader_tables, render
 from tests.analysis.conftest import synthetic_row, write_rows
 
 STEP = 0.1  # the synthetic rows' step time, seconds
