@@ -7,8 +7,7 @@ every unit not done (`OpenPoint.fail_missing`, `fail_all`); and what the point c
 The harness's own step (runner.run_point), a user's script under the probe (harness.probe),
 what a script left undone (script.account), a point past its limit (backends/limit.py) and a
 killed rank (backends/ranks.py) all open the point and fail its units here, so that a failed
-row says the same thing whoever writes it. Torch-free at import (meta and the process group
-are imported when a rank starts).
+row says the same thing whoever writes it.
 """
 
 from __future__ import annotations
