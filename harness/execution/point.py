@@ -17,7 +17,7 @@ import traceback
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from harness.config.plan import Point
 from harness.execution.dist import DistEnv
@@ -25,6 +25,9 @@ from harness.execution.record import RowMaker
 from schema import layout, reading
 from schema import rows as results
 from schema.atomic import clean_temporaries, named
+
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +70,7 @@ class OpenPoint:
     """What every rank finished (the units a requeued or resumed point skips)."""
     skip_done: bool
 
-    def start(self, device: Any, **meta: Any) -> None:
+    def start(self, device: torch.device, **meta: object) -> None:
         """This rank on its device: its rows say which, it joins the point's process group
         and its meta is written (`meta`: what the caller adds, as a script's path)."""
         from harness.execution.dist import init_process_group

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch.utils.data import IterableDataset
 
 from harness.config.plan import Point
@@ -131,7 +132,7 @@ def open_rank(
     opened: OpenPoint,
     *,
     dataset: Any,
-    device: Any,
+    device: torch.device,
     to_device: Callable[[Any], Any],
     count: Callable[[Any], int] = count_samples,
     on_rung: Callable[[], None] = lambda: None,

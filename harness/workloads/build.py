@@ -10,6 +10,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+import torch
 from torch import nn
 from torch.utils.data import Dataset, IterableDataset
 
@@ -84,7 +85,9 @@ def build_callable(settings: WorkloadSettings, field: str, what: str, *args: Any
     return made
 
 
-def build_workload(point: Point, device: Any, *, distributed: bool = False) -> tuple[Any, TrainStep]:
+def build_workload(
+    point: Point, device: torch.device, *, distributed: bool = False
+) -> tuple[Dataset[Any], TrainStep]:
     """The point's dataset and its train step (model, loss or the user's step, optimizer,
     precision, copy, sample count)."""
     w = point.workload
