@@ -222,7 +222,9 @@ class WorkloadSettings:
         False, check=is_bool, allowed=BOOL, doc="model and inputs in channels-last memory format", axis=True
     )
     zero_grad_set_to_none: bool = setting(
-        # PyTorch 2's default; the optimisation sequence of 002_* starts from false.
+        # PyTorch 2's default; the optimisation sequence of C. Rand's "PyTorch Model Performance
+        # Analysis and Optimization" starts from false:
+        # https://towardsdatascience.com/pytorch-model-performance-analysis-and-optimization-10c3c5822869
         True,
         check=is_bool,
         allowed=BOOL,
@@ -233,7 +235,7 @@ class WorkloadSettings:
         False,
         check=is_bool,
         allowed=BOOL,
-        doc="the loader yields uint8; /255 and Normalize run on the device (002_*, #4)",
+        doc="the loader yields uint8; /255 and Normalize run on the device (Rand's optimisation 4)",
         axis=True,
     )
     # --- a user's own pipeline: factories as "package.module:factory" (README, "Your own
