@@ -2,7 +2,8 @@
 
 A fenced block preceded by `<!-- output: COMMAND -->` holds what COMMAND prints (stdout and
 stderr), run with bash from the repository's root; `<!-- output(slow): COMMAND -->` marks a
-command that takes a while (the quick start: about a minute), run only with --slow.
+command that takes a while (the quick start: about a minute), run only with --slow. A first line
+`$ ...` in the block is the command as the reader would type it, and is kept.
 
     python scripts/docs_outputs.py            # rewrite the fast blocks
     python scripts/docs_outputs.py --slow     # and the slow ones (a real quick start)
@@ -42,13 +43,21 @@ def run(command: str) -> str:
     return text + "\n"
 
 
+def shown(pasted: str) -> tuple[str, str]:
+    """The block's `$ command` line (or ""), and the output after it."""
+    if pasted.startswith("$ "):
+        first, _, rest = pasted.partition("\n")
+        return first + "\n", rest
+    return "", pasted
+
+
 def blocks(slow: bool) -> list[tuple[Path, str, str]]:
-    """(page, command, pasted text) of every marked block, the slow ones only with `slow`."""
+    """(page, command, pasted output) of every marked block, the slow ones only with `slow`."""
     found = []
     for page in pages():
         for m in MARKER.finditer(page.read_text()):
             if slow or not m.group(1):
-                found.append((page, m.group(2), m.group(3)))
+                found.append((page, m.group(2), shown(m.group(3))[1]))
     return found
 
 
@@ -71,7 +80,7 @@ def main(argv: list[str]) -> int:
         if command not in outputs:
             return m.group(0)
         head = m.group(0)[: m.start(3) - m.start(0)]
-        return f"{head}{outputs[command]}```"
+        return f"{head}{shown(m.group(3))[0]}{outputs[command]}```"
 
     for page in pages():
         text = page.read_text()
