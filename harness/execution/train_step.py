@@ -298,7 +298,7 @@ class TrainStep:
         return self.compiled(inputs)
 
     def call_model(self, batch: Any) -> Any:
-        """The model on a batch, by the convention of README's "Your own workload": a tensor ->
+        """The model on a batch, by the convention of docs/guides/own-workload.md: a tensor ->
         model(batch); a tuple or list -> model(batch[0]); a mapping -> model(**batch); anything
         else -> model(batch). Batches that are not one input tensor run on a graph compiled
         with automatic dynamic shapes (padded lengths vary from batch to batch)."""
