@@ -133,3 +133,28 @@ def test_the_docs_say_in_which_order_repeats_run() -> None:
     assert "in passes of one repeat each: A0 B0 C0, A1 B1 C1, ... (not A0 A1 A2 B0 ...)" in timing
     assert "measures each missing unit once, still in passes" in timing
     assert "A task runs its point's repeats back to back" in _joined(DOCS / "guides" / "slurm.md")
+
+
+def test_a_stale_pasted_output_is_rewritten_from_a_real_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """scripts/docs_outputs.py: what a block shows is what its command prints, the reader's
+    `$ command` line kept, a slow block left alone without --slow."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_outputs", ROOT / "scripts" / "docs_outputs.py")
+    assert spec and spec.loader
+    outputs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(outputs)
+    page = tmp_path / "page.md"
+    slow = "<!-- output(slow): echo slow -->\n```\nkept\n```\n"
+    page.write_text("<!-- output: echo fresh; echo err >&2 -->\n```\n$ say it\nstale\n```\n" + slow)
+    monkeypatch.setattr(outputs, "ROOT", tmp_path)
+    monkeypatch.setattr(outputs, "pages", lambda: [page])
+    assert outputs.main(["--check"]) == 1
+    assert outputs.main([]) == 0
+    assert (
+        page.read_text()
+        == "<!-- output: echo fresh; echo err >&2 -->\n```\n$ say it\nfresh\nerr\n```\n" + slow
+    )
+    assert outputs.main(["--check"]) == 0
