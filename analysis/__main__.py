@@ -22,7 +22,7 @@ from pathlib import Path
 from analysis.aggregate import GROUPINGS
 from analysis.export import EXPORT_FORMATS
 
-# The table formats in the order of every verb that prints tables (harness/cli.py TABLE_FORMATS;
+# The table formats in the order of every verb that prints tables (harness/text_tables.py;
 # tests/harness/test_cli.py keeps them equal), then the report's own: one self-contained page
 # (html) and the tidy rows (parquet, json).
 COMPARE_FORMATS = ["terminal", "markdown", "csv", "latex"]

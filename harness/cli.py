@@ -34,6 +34,7 @@ from harness.extras import MissingExtra
 from harness.storage.atomic import CannotWrite
 from harness.storage.lock import SweepHeld
 from harness.storage.reading import UnreadableFile
+from harness.text_tables import TABLE_FORMATS
 
 log = logging.getLogger("harness")
 
@@ -41,9 +42,6 @@ DEFAULT_RESULTS = Path(os.environ.get("HARNESS_RESULTS", "results"))
 RESULTS_HELP = "results root (default: ./results, or $HARNESS_RESULTS)"
 SPEC_HELP = "the spec: a YAML file (jobs/*.yaml)"
 SWEEP_HELP = "a sweep folder (results/<name>/<sweep id>), as run, submit and status print it"
-# The table formats of every verb that prints the tables (run, submit --wait, report, compare),
-# in one order: report adds its file formats after them (analysis/__main__.py).
-TABLE_FORMATS = ("terminal", "markdown", "csv", "latex")
 ANALYSIS_VERBS = ("report", "compare")
 
 
@@ -133,6 +131,7 @@ def _add_here_verbs(verbs: Verbs) -> None:
     plan = verbs.add_parser("plan", help="print the expanded points of a spec; run nothing")
     plan.add_argument("spec", type=Path, help=SPEC_HELP)
     _add_overrides(plan)
+    _add_format(plan)
     plan.set_defaults(func=cmd_plan)
 
     run = verbs.add_parser(
@@ -179,6 +178,7 @@ def _add_slurm_verbs(verbs: Verbs) -> None:
 
     status = verbs.add_parser("status", help="where each point of a sweep stands (sacct and results)")
     status.add_argument("sweep", type=Path, help=SWEEP_HELP)
+    _add_format(status)
     status.set_defaults(func=cmd_status)
 
     resume = verbs.add_parser(
@@ -360,7 +360,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     plan = _load_plan(args.spec, args.overrides)
     _check_scripts(args.spec, plan)
-    print(plan_table(plan))
+    print(plan_table(plan, args.format))
     for note in plan.notes:
         print(f"note: {note}")
     if args.overrides:
@@ -404,7 +404,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     sweep_dir = _open_sweep(args.sweep)
     statuses = sweep_status(sweep_dir)
-    print(status_table(statuses))
+    print(status_table(statuses, args.format))
     print(f"\n{counts(statuses)}")
     for line in advice(statuses, sweep_dir, load_info(sweep_dir).backend):
         print(line)

@@ -60,7 +60,7 @@ def test_help_imports_neither_pandas_nor_torch(tmp_path: Path) -> None:
     imported, shown = out.stdout.split("\n", 1)
     assert imported == "[]"
     # report and compare are listed although their arguments (from analysis) were not added
-    assert "report" in shown and "compare" in shown and "usage: harness plan [-h] [-v | -q] spec" in shown
+    assert "report" in shown and "compare" in shown and "usage: harness plan [-h] [--format {terminal,markdown,csv,latex}] [-v | -q]" in shown
 
 
 def test_report_takes_the_analysis_arguments(tmp_path: Path) -> None:
@@ -97,12 +97,20 @@ def test_every_positional_argument_says_what_it_is() -> None:
 
 
 def test_every_verb_that_prints_tables_offers_the_same_formats() -> None:
-    from harness.cli import TABLE_FORMATS
+    from harness.text_tables import TABLE_FORMATS
 
     verbs = _verb_parsers()
-    for name in ("run", "submit", "report", "compare"):
+    for name in ("plan", "run", "submit", "status", "report", "compare"):
         (fmt,) = [a for a in verbs[name]._actions if "--format" in a.option_strings]
         assert tuple(fmt.choices)[: len(TABLE_FORMATS)] == TABLE_FORMATS, name
+
+
+def test_plan_prints_its_table_as_markdown(write_spec, tmp_path: Path) -> None:
+    spec = write_spec("name: grid\n" + TINY_WORKLOAD + "loader: {num_workers: [0, 2]}\n")
+    out = harness("plan", str(spec), "--format", "markdown", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    header, rule = out.stdout.splitlines()[1:3]
+    assert header.startswith("| #") and "num_workers" in header and rule.startswith("|---")
 
 
 def test_verbosity_is_accepted_after_the_verb_too(write_spec, tmp_path: Path) -> None:
