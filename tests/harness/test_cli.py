@@ -60,7 +60,11 @@ def test_help_imports_neither_pandas_nor_torch(tmp_path: Path) -> None:
     imported, shown = out.stdout.split("\n", 1)
     assert imported == "[]"
     # report and compare are listed although their arguments (from analysis) were not added
-    assert "report" in shown and "compare" in shown and "usage: harness plan [-h] [--format {terminal,markdown,csv,latex}] [-v | -q]" in shown
+    assert (
+        "report" in shown
+        and "compare" in shown
+        and "usage: harness plan [-h] [--format {terminal,markdown,csv,latex}] [-v | -q]" in shown
+    )
 
 
 def test_report_takes_the_analysis_arguments(tmp_path: Path) -> None:
