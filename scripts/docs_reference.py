@@ -106,6 +106,16 @@ def layout_page() -> str:
 ROWS = ROOT / "harness" / "storage" / "rows.py"
 
 
+def _docstring(stmt: ast.stmt | None) -> str:
+    if (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Constant)
+        and isinstance(stmt.value.value, str)
+    ):
+        return " ".join(stmt.value.value.split())
+    return ""
+
+
 def _row_fields() -> list[tuple[str, str, str]]:
     """(group, column, doc) of RungRow's fields, in order: the group is the `# --- ... ---`
     comment above a field, the doc the string below it."""
@@ -113,19 +123,15 @@ def _row_fields() -> list[tuple[str, str, str]]:
     lines = source.splitlines()
     (cls,) = [n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == "RungRow"]
     out: list[tuple[str, str, str]] = []
-    group = "who, where and how it ended"
+    group, seen = "who, where and how it ended", cls.lineno
     for stmt, after in zip(cls.body, [*cls.body[1:], None], strict=True):
-        if not isinstance(stmt, ast.AnnAssign) or not isinstance(stmt.target, ast.Name):
-            continue
-        for line in lines[out[-1][3] if out else cls.lineno : stmt.lineno - 1]:  # type: ignore[misc]
-            found = re.match(r"\s*# --- (.*?) ---$", line)
-            if found:
-                group = found.group(1)
-        doc = ""
-        if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str):
-            doc = " ".join(after.value.value.split())
-        out.append((group, stmt.target.id, doc, stmt.lineno))  # type: ignore[arg-type]
-    return [(g, c, d) for g, c, d, _ in out]  # type: ignore[misc]
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            for line in lines[seen : stmt.lineno - 1]:
+                found = re.match(r"\s*# --- (.*?) ---$", line)
+                group = found.group(1) if found else group
+            seen = stmt.lineno
+            out.append((group, stmt.target.id, _docstring(after)))
+    return out
 
 
 def columns_page() -> str:
@@ -147,7 +153,8 @@ def columns_page() -> str:
             group = g
         if column == "settings":
             names = ", ".join(f"`{c}`" for c in SETTING_COLUMNS)
-            doc = f"not a column: the point's settings, one column each ({names}): [the spec](spec.md#every-setting)"
+            spec = "[the spec](spec.md#every-setting)"
+            doc = f"not a column: the point's settings, a column each ({names}): {spec}"
         out.append(f"| `{column}` | {doc.replace('|', chr(92) + '|')} |")
     return "\n".join(out) + "\n"
 
