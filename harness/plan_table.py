@@ -12,20 +12,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tabulate import tabulate
-
 from harness.config.plan import Plan, Point
 from harness.execution.loop_length import batches_before_run
 from harness.plan_cost import point_cost, sweep_lines, warmup_cell
+from harness.text_tables import render
 
 
-def plan_text(plan: Plan, overrides: Sequence[str], results_root: Path) -> str:
+def plan_text(plan: Plan, overrides: Sequence[str], results_root: Path, fmt: str = "terminal") -> str:
     """All that `harness plan` prints: the table, the plan's notes, the overrides, the
     expectations, and the sbatch script `harness submit` would send (its sweep's folder under
-    `results_root`)."""
+    `results_root`); the table in `fmt` (harness/text_tables.py)."""
     from harness.backends.slurm import job_folder, job_name, render_sbatch, submitit_command
 
-    lines = [plan_table(plan)]
+    lines = [plan_table(plan, fmt)]
     lines += [f"note: {note}" for note in plan.notes]
     if overrides:
         lines.append(f"overrides: {' '.join(overrides)}")
@@ -38,7 +37,8 @@ def plan_text(plan: Plan, overrides: Sequence[str], results_root: Path) -> str:
     return "\n".join(lines)
 
 
-def plan_table(plan: Plan) -> str:
+def plan_table(plan: Plan, fmt: str = "terminal") -> str:
+    """The head line, the table of points in `fmt` (harness/text_tables.py), the sweep's cost."""
     varying = plan.varying_settings()
     adjusted = any(q.adjustments for q in plan.points)
     rows: list[dict[str, Any]] = []
@@ -65,8 +65,7 @@ def plan_table(plan: Plan) -> str:
         f"{spec.name}: {len(plan.points)} point(s) × {len(spec.rungs)} rung(s) × "
         f"{repeats}, {m.steps:,} measured steps each after a warmup (its column)"
     )
-    table = tabulate(rows, headers="keys", tablefmt="simple", disable_numparse=True)
-    return "\n".join([head, table, *sweep_lines(plan)])
+    return "\n".join([head, render(rows, fmt), *sweep_lines(plan)])
 
 
 def _loop_length(point: Point) -> str:

@@ -19,11 +19,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from tabulate import tabulate
-
 from harness.backends.base import Backend
 from harness.backends.status import PointStatus, advice, scheduler_view, sweep_status
 from harness.storage.sweep import live_owner, load_points
+from harness.text_tables import render
 from schema import rows as results
 
 log = logging.getLogger(__name__)
@@ -45,12 +44,12 @@ def counts(statuses: Sequence[PointStatus]) -> str:
     return ", ".join(f"{n} {word}" for word, n in sorted(tally.items()))
 
 
-def status_report(sweep_dir: Path, backend: type[Backend]) -> tuple[str, bool]:
+def status_report(sweep_dir: Path, backend: type[Backend], fmt: str = "terminal") -> tuple[str, bool]:
     """What `harness status` prints: the table, the counts, what to do about the points not
     done and, for an adaptive sweep whose points are all done, its next round; and whether
-    every point is complete without failed units."""
+    every point is complete without failed units. `fmt`: the table's (harness/text_tables.py)."""
     statuses = sweep_status(sweep_dir, scheduler_view(sweep_dir, backend))
-    lines = [status_table(statuses), f"\n{counts(statuses)}"]
+    lines = [status_table(statuses, fmt), f"\n{counts(statuses)}"]
     lines += advice(statuses, sweep_dir, backend)
     if all(st.complete for st in statuses) and any(p.measure.adaptive for p in load_points(sweep_dir)):
         from harness.backends.adaptive import next_round
@@ -62,8 +61,9 @@ def status_report(sweep_dir: Path, backend: type[Backend]) -> tuple[str, bool]:
     return "\n".join(lines), all(st.complete and not st.failed_units for st in statuses)
 
 
-def status_table(statuses: Sequence[PointStatus]) -> str:
-    """A line per point: its job, the scheduler's state, its progress and its first error."""
+def status_table(statuses: Sequence[PointStatus], fmt: str = "terminal") -> str:
+    """A line per point: its job, the scheduler's state, its progress and its first error (in
+    `fmt`: harness/text_tables.py)."""
     rows = [
         {
             "#": st.point.index,
@@ -76,7 +76,7 @@ def status_table(statuses: Sequence[PointStatus]) -> str:
         }
         for st in statuses
     ]
-    return tabulate(rows, headers="keys", tablefmt="simple", disable_numparse=True)
+    return render(rows, fmt)
 
 
 def time_left(done: float, total: float, elapsed_s: float) -> str:
