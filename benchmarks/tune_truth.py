@@ -14,7 +14,7 @@ true best over `--seeds` noise draws (and the worst), the point-runs each spent 
 the model's median prediction error on the points tune measured, and how often tune's answer
 is at least as good (within 5 %) as Lightning's suggestion (cpus // ranks - 1) and
 num_workers = cores. The real grid
-(sleeps and the emulated step, measured by the harness) is tests/harness/test_tuning.py's;
+(sleeps and the emulated step, measured by the harness) is tests/harness/tune/test_driver.py's;
 its output is in the README's "Tuning" section. About 20 s with 20 seeds: the search's run
 count swings by half between noise draws (22 or 34 on the 193-point grid), so a median over 5
 can land on either; over 20 it holds.
@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tabulate import tabulate
 
-from analysis.tune_model import Config, lightning_workers, predict
-from analysis.tune_search import exhaustive, search
+from analysis.tune.model import Config, lightning_workers, predict
+from analysis.tune.search import exhaustive, search
 from tests.fixtures.tune_sim import BIG, BIG_GRID, COPYING, COPYING_GRID, Bench, Pipeline, grid, true_rate
 
 WORKERS_ONLY = [0, 1, 2, 3]

@@ -2,7 +2,7 @@
 (harness/backends/base.py): `harness run` and `submit` (a new sweep), `harness resume` (the
 points without complete results), the adaptive rounds of `measure.repeats: auto`, and the
 end of a sweep (its tables and exit status). The CLI (harness/cli.py) parses and calls these;
-`harness tune` runs its rounds through the same backends (harness/tuning.py).
+`harness tune` runs its rounds through the same backends (harness/tune/driver.py).
 
 Every verb that runs points takes the sweep's lock first (harness/storage/lock.py), before it
 reads what is done: two resumes of one sweep never measure the same units side by side.

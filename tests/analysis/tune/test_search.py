@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from analysis import noise
-from analysis.tune_model import Config, Prediction
-from analysis.tune_search import exhaustive, judge, neighbours, same_answer, search
+from analysis.tune.model import Config, Prediction
+from analysis.tune.search import exhaustive, judge, neighbours, same_answer, search
 
 SPREAD = (0.99, 1.0, 1.01)
 """Three runs within ±1 %: every difference of 5 % or more is decided, every equal one tied."""
@@ -125,7 +125,7 @@ def test_same_answer_uses_the_margin_on_the_true_figures() -> None:
 
 def test_tune_on_a_193_point_grid_spends_under_5_percent() -> None:
     """tests/fixtures/tune_sim.py's BIG: 17 worker counts × 6 prefetch × 2."""
-    from analysis.tune_model import lightning_workers, predict
+    from analysis.tune.model import lightning_workers, predict
     from tests.fixtures.tune_sim import BIG, BIG_GRID, Bench, true_rate
 
     p, grid = BIG, BIG_GRID
@@ -143,8 +143,8 @@ def test_tune_on_a_193_point_grid_spends_under_5_percent() -> None:
 
 
 def test_tune_on_the_small_grid_of_the_real_test() -> None:
-    """tests/harness/test_tuning.py's pipeline, simulated: 80 ms of reads a batch, a 60 ms step."""
-    from analysis.tune_model import predict
+    """tests/harness/tune/test_driver.py's pipeline, simulated: 80 ms of reads a batch, a 60 ms step."""
+    from analysis.tune.model import predict
     from tests.fixtures.tune_sim import Bench, Pipeline, true_rate
 
     p = Pipeline(read_s=0.080, cpu_s=0.001, step_s=0.060, cores=2)
@@ -177,7 +177,7 @@ def test_tune_finds_that_pinning_pays_where_the_copy_costs() -> None:
     (non_blocking changes nothing: the copy shares the device's stream), a 2 ms pin thread:
     from 3 workers on, pinning lifts the plateau from 250 to 333 samples/s; the profile
     measures each mode's step."""
-    from analysis.tune_model import predict
+    from analysis.tune.model import predict
     from tests.fixtures.tune_sim import COPYING, COPYING_GRID, Bench, true_rate
 
     truth = {c: true_rate(COPYING, c) for c in COPYING_GRID}
@@ -198,7 +198,7 @@ def test_tune_finds_that_pinning_pays_where_the_copy_costs() -> None:
 def test_tune_keeps_pageable_memory_where_the_copy_costs_nothing() -> None:
     """The same grid with nothing to copy: no mode is faster, so the cheapest, pageable, is
     chosen (as on a CPU, where PyTorch does not pin)."""
-    from analysis.tune_model import predict
+    from analysis.tune.model import predict
     from tests.fixtures.tune_sim import COPYING, COPYING_GRID, Bench, true_rate
 
     p = replace(COPYING, copy_s=0.0, pinned_copy_s=0.0, pin_s=0.0)

@@ -16,12 +16,20 @@ import pytest
 
 from analysis.load import load_results
 from analysis.report import build_report
-from analysis.tune_model import Config, lightning_workers
-from analysis.tune_report import render
+from analysis.tune.model import Config, lightning_workers
+from analysis.tune.report import render
 from harness.config.plan import expand
 from harness.config.spec import load_spec
 from harness.storage.sweep import load_points
-from harness.tuning import TUNE_FILE, TuneError, check_grid, overhead_s, parse_what_if, small_grid_note, tune
+from harness.tune.driver import (
+    TUNE_FILE,
+    TuneError,
+    check_grid,
+    overhead_s,
+    parse_what_if,
+    small_grid_note,
+    tune,
+)
 from tests.harness.test_cli import harness
 
 READ_S, STEP_S, BATCH = 0.010, 0.060, 8
@@ -199,7 +207,7 @@ def test_tune_on_the_local_backend_measures_every_rank(tmp_path: Path) -> None:
 
 
 def test_a_script_workload_is_refused(tmp_path: Path) -> None:
-    script = Path(__file__).resolve().parents[1] / "fixtures" / "probe_script.py"
+    script = Path(__file__).resolve().parents[2] / "fixtures" / "probe_script.py"
     spec = write_spec(tmp_path, f"name: p\nworkload: {{script: {script}}}\nloader: {{num_workers: [0, 1]}}\n")
     with pytest.raises(TuneError, match=r"a script workload does not have .* sweep it with harness run"):
         check_grid(expand(load_spec(spec)))

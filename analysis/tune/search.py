@@ -1,6 +1,6 @@
 """What `harness tune` measures after the profile, and when it stops: the confirmation search.
 
-Start from the model's choice (analysis/tune_model.py: the cheapest configuration predicted
+Start from the model's choice (analysis/tune/model.py: the cheapest configuration predicted
 within the margin of the best) and measure it with its neighbours on each axis of the grid
 (one value down and one up of num_workers, prefetch_factor, persistent_workers, pin_memory
 and non_blocking, the others held), `repeats` runs each. Then judge the measurements as the
@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from analysis import noise
-from analysis.tune_model import COPY, MODELLED, Config, Prediction, cheapest_meeting
+from analysis.tune.model import COPY, MODELLED, Config, Prediction, cheapest_meeting
 
 AXES = (*MODELLED, *COPY)
 

@@ -13,7 +13,7 @@ from tabulate import tabulate
 
 from analysis import caching
 from analysis.noise import MARGIN
-from analysis.tune_model import (
+from analysis.tune.model import (
     COPY,
     Config,
     Profile,

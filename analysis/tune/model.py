@@ -73,7 +73,7 @@ of stalls (a storage server busy for seconds) defeat any prefetch and the model 
 too much for prefetch. Memory is PSS per worker, not the prefetched batches. Where the model is
 wrong, `harness tune` finds out by measuring: it measures the predicted choice and its
 neighbours on each axis, and where the measurements contradict the prediction it goes on
-measuring along that axis (analysis/tune_search.py).
+measuring along that axis (analysis/tune/search.py).
 
 Torch-free: the analysis imports it, and so do the unit tests that check it on synthetic
 profiles against answers computed by hand.
@@ -259,7 +259,7 @@ def batches_per_s(p: Profile, c: Config) -> float:
 
 def plateau_config(grid: Sequence[Config], profiled: int = 1) -> Config | None:
     """The grid's most workers with its most prefetch: the configuration likeliest to run at
-    the step's side of the bound, where a run shows the hand-off (tune_model.with_plateau).
+    the step's side of the bound, where a run shows the hand-off (tune.model.with_plateau).
     None where the grid has no more workers than the fit's profile point."""
     beyond = [c for c in grid if c.num_workers > profiled]
     return max(

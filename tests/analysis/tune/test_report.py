@@ -7,8 +7,8 @@ import dataclasses
 from dataclasses import asdict
 from typing import Any
 
-from analysis.tune_model import Config, Profile, predict
-from analysis.tune_report import render, render_what_if
+from analysis.tune.model import Config, Profile, predict
+from analysis.tune.report import render, render_what_if
 
 
 def w(n: int) -> Config:

@@ -5,10 +5,10 @@ confirmations, in one normal sweep folder.
    the rungs the model needs (`host_batch`, the step's demand; `full`, with the loader's
    capacity timed alone), one run each; and in the same round the plateau point, the grid's
    most workers and prefetch at `full`, one run, for the hand-off each batch costs the rank's
-   own thread (tune_model.with_plateau); and for each further copy mode its `host_batch` and
+   own thread (tune.model.with_plateau); and for each further copy mode its `host_batch` and
    its plateau point, one run each.
-2. **Predict** every grid point (analysis/tune_model.py, fitted by `fit_profile`).
-3. **Confirm** (analysis/tune_search.py): the predicted cheapest configuration that meets the
+2. **Predict** every grid point (analysis/tune/model.py, fitted by `fit_profile`).
+3. **Confirm** (analysis/tune/search.py): the predicted cheapest configuration that meets the
    demand and its neighbours on each axis, rung `full`, `repeats` runs each (at least 3),
    judged by analysis/noise.py's three-way rule; where the measurements contradict the model,
    the search measures further along that axis.
@@ -18,13 +18,13 @@ Every point runs through the inline or local backend, or as a Slurm job array pe
 `submit --wait` does), into one sweep folder (harness/storage/sweep.py); the sweep's plan
 lists the points measured so far, so `harness report` and `harness status` read it as any
 sweep. `tune.json` beside it holds the profile, the grid's
-predictions, the measured runs and what each approach costs (analysis/tune_report.py renders
+predictions, the measured runs and what each approach costs (analysis/tune/report.py renders
 it; `harness tune --what-if gpus=8,cores=64 SWEEP` reads its profile again).
 
 The model covers num_workers, prefetch_factor and persistent_workers; the copy settings
 (pin_memory, non_blocking) are measured: each further copy mode of the grid adds its bound rung
 (the step with that mode's copy) and its plateau point to the profile's round
-(tune_model.with_copy_mode). A grid that varies any other setting is refused with the setting
+(tune.model.with_copy_mode). A grid that varies any other setting is refused with the setting
 named (tune one value of it at a time).
 On Slurm, the rounds are the profile (one array of three points), then one array per round of
 confirmations (one to three rounds in the benchmarks' grids): each waits in the queue, so a
@@ -49,7 +49,7 @@ import pandas as pd
 from analysis import caching
 from analysis.aggregate import summarize
 from analysis.load import load_results
-from analysis.tune_model import (
+from analysis.tune.model import (
     COPY,
     MODELLED,
     Config,
@@ -64,7 +64,7 @@ from analysis.tune_model import (
     with_copy_mode,
     with_plateau,
 )
-from analysis.tune_search import SearchResult, search
+from analysis.tune.search import SearchResult, search
 from harness.backends.base import Backend
 from harness.backends.registry import BACKENDS
 from harness.config import rungs as rung_names
@@ -410,7 +410,7 @@ def tune_summary(
 
 def caching_entries(prof: Profile, rows: pd.DataFrame, configs: Sequence[Config]) -> list[dict[str, Any]]:
     """Per cached rung the profile measured, Plumber's what-if in the model's terms: the grid
-    predicted with that stage's output cached (tune_model.with_cache), its cheapest
+    predicted with that stage's output cached (tune.model.with_cache), its cheapest
     configuration within the margin of its best, and what the cache would take (the bytes of
     one cached value, the data set's samples, the job's memory limit, from the rung's row)."""
     out = []
@@ -489,7 +489,7 @@ def parse_what_if(text: str) -> tuple[int, int]:
 
 def run_tune_verb(args: argparse.Namespace, load_plan: Callable[[Path, Sequence[str]], Plan]) -> int:
     """`harness tune SPEC` or `harness tune --what-if gpus=G,cores=C SWEEP` (cli.cmd_tune)."""
-    from analysis.tune_report import render, render_what_if
+    from analysis.tune.report import render, render_what_if
 
     if args.what_if:
         gpus, cores = parse_what_if(args.what_if)
