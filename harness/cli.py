@@ -477,7 +477,8 @@ def cmd_make_data(args: argparse.Namespace) -> int:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from harness.tune.driver import TuneError, run_tune_verb
+    from harness.tune.rounds import TuneError
+    from harness.tune.verb import run_tune_verb
 
     try:
         return run_tune_verb(args, _load_plan)

@@ -21,15 +21,9 @@ from analysis.tune.report import render
 from harness.config.plan import expand
 from harness.config.spec import load_spec
 from harness.storage.sweep import load_points
-from harness.tune.driver import (
-    TUNE_FILE,
-    TuneError,
-    check_grid,
-    overhead_s,
-    parse_what_if,
-    small_grid_note,
-    tune,
-)
+from harness.tune.driver import check_grid, small_grid_note, tune
+from harness.tune.rounds import TuneError
+from harness.tune.summary import TUNE_FILE
 from tests.harness.test_cli import harness
 
 READ_S, STEP_S, BATCH = 0.010, 0.060, 8
@@ -186,13 +180,6 @@ def test_a_grid_over_an_unmodelled_setting_is_refused(tmp_path: Path) -> None:
         check_grid(expand(load_spec(spec)))
 
 
-@pytest.mark.parametrize("text", ["gpus=0,cores=8", "cores=8", "gpus=2,cores=8,ram=4", "gpus=a,cores=2"])
-def test_parse_what_if_refuses(text: str) -> None:
-    with pytest.raises(TuneError, match=f"got '{text}'"):
-        parse_what_if(text)
-    assert parse_what_if("gpus=4,cores=40") == (4, 40)
-
-
 def test_tune_on_the_local_backend_measures_every_rank(tmp_path: Path) -> None:
     """Two ranks a point (submitit's local executor): the profile counts them, and every
     measured point has both ranks' rows."""
@@ -226,26 +213,3 @@ def test_a_grid_no_dearer_than_tune_is_said_to_be_cheaper_measured() -> None:
         "tune: the grid has 4 points (20 runs at 5 a point); tune spends at least 20"
     )
     assert small_grid_note(5, 5) == ""  # 25 runs against 20
-
-
-def test_a_runs_overhead_leaves_out_the_capacity_phase_of_the_profile() -> None:
-    """50 steps at 20 steps/s: 2.5 s of stepping. A plain run of 3.5 s: 1 s of overhead. A
-    profile run that then timed the loader (40 batches at 20/s: 2 s, held to the window's
-    2.5 s) in 6 s: the same 1 s. Plain runs are preferred where there are any."""
-    import pandas as pd
-
-    def row(seconds: float, capacity: float) -> dict[str, object]:
-        return {
-            "started_at": "2026-11-23T10:00:00",
-            "finished_at": f"2026-11-23T10:00:{seconds:04.1f}",
-            "warmup_steps": 10,
-            "steps": 40,
-            "steps_per_s": 20.0,
-            "loader_capacity": capacity,
-        }
-
-    nan = float("nan")
-    assert overhead_s(pd.DataFrame([row(3.5, nan)])) == pytest.approx(1.0)
-    assert overhead_s(pd.DataFrame([row(6.0, 20.0)])) == pytest.approx(1.0)
-    assert overhead_s(pd.DataFrame([row(3.5, nan), row(9.0, 20.0)])) == pytest.approx(1.0)
-    assert overhead_s(pd.DataFrame([row(2.0, nan)])) == 0.0  # never below nothing
