@@ -51,6 +51,7 @@ from analysis.tune.model import (
     predict,
 )
 from analysis.tune.search import search
+from analysis.tune.windows import FIRST_WINDOWS, with_intervals
 from harness.backends.base import Backend
 from harness.backends.registry import BACKENDS
 from harness.config.plan import Plan
@@ -108,7 +109,7 @@ def tune(
     tuner = Tuner(plan, results, backend, world_size)
     prof = profile(tuner)
     by_config = {Config.of(p.settings()): p for p in plan.points}
-    predictions = predict(prof, by_config)
+    predictions = with_intervals(prof, predict(prof, by_config))
 
     def measure(configs: Sequence[Config], runs: int) -> dict[Config, list[float]]:
         """Each configuration's point (its id fixed by its first `repeats` runs) brought to
@@ -128,19 +129,24 @@ def tune(
 
 
 def small_grid_note(points: int, repeats: int, modes: int = 1) -> str:
-    """A line where the grid costs no more than tune's least: the profile's windows, then the
-    model's choice and a neighbour on each side of num_workers, `repeats` runs each. `modes`:
-    the grid's copy modes (each further one profiles its bound rung and plateau)."""
-    # The two points' rungs and the plateau point; two windows for each further copy mode.
-    windows = 2 * len(PROFILE_RUNGS) + 1 + 2 * (modes - 1)
+    """A line where the grid costs no more than tune's least and one configuration more: the
+    profile's windows (FIRST_WINDOWS passes), then the model's choice and a neighbour on each
+    side of num_workers, `repeats` runs each, and the configuration an uncertain profile adds
+    (search.plausible). `modes`: the grid's copy modes (each further one profiles its bound
+    rung and plateau). Counted in windows, a low count in device time: the profile's windows
+    at num_workers=0 and 1 are the grid's slowest (benchmarks/tune_truth.py prices both)."""
+    # A pass: the two points' rungs, the worker point's loader timed alone, the plateau point;
+    # two windows for each further copy mode.
+    windows = FIRST_WINDOWS * (2 * len(PROFILE_RUNGS) + 2 + 2 * (modes - 1))
     least = windows + 3 * repeats
-    if points * repeats > least:
+    if points * repeats > least + repeats:
         return ""
     return (
         f"tune: the grid has {points} points ({points * repeats} runs at {repeats} a point); tune "
-        f"spends at least {least} (the profile's {windows} windows, then 3 points "
-        f"{repeats} times): harness run measures this grid for less; tune pays from about "
-        f"{least // repeats + 1} points"
+        f"spends at least {least} (the profile's {windows} windows in {FIRST_WINDOWS} passes, then "
+        f"3 points {repeats} times), more where its profile is uncertain, and its windows at "
+        f"num_workers=0 and 1 are the grid's slowest: harness run measures this grid for less; "
+        f"tune pays from about {(least + repeats) // repeats + 1} points"
     )
 
 

@@ -16,13 +16,13 @@ from analysis.tune.model import (
     Profile,
     configs_in_mode,
     copy_modes,
-    fit_profile,
     plateau_config,
     with_copy_mode,
-    with_plateau,
 )
+from analysis.tune.windows import FIRST_WINDOWS, WINDOWS, fit_windows, passes_agree, plateau_windows
 from harness.config import rungs as rung_names
 from harness.config.plan import Point
+from harness.storage.sweep import want_repeats, with_repeats
 from harness.tune.rounds import TuneError, Tuner
 
 log = logging.getLogger(__name__)
@@ -32,9 +32,11 @@ PROFILED_WORKERS = 1
 
 
 def profile(tuner: Tuner) -> Profile:
-    """Run the profile points and fit the model (module docstring, step 1): the two points of
-    the fit and the plateau point, in the grid's first copy mode; for each further copy mode,
-    its bound rung and its plateau point. All in one round."""
+    """Run the profile points and fit the model (driver.py's docstring, step 1): the two points
+    of the fit and the plateau point, in the grid's first copy mode; for each further copy
+    mode, its bound rung and its plateau point. All in one round of FIRST_WINDOWS windows a
+    point (passes, ABC ABC), and a round of one more each where those windows disagree beyond
+    the margin (analysis/tune/windows.py): each quantity is then the median of three."""
     configs = [Config.of(q.settings()) for q in tuner.grid]
     base, *others = copy_modes(configs)
     copy = {k: getattr(base, k) for k in COPY}
@@ -44,17 +46,24 @@ def profile(tuner: Tuner) -> Profile:
         some_cfg = replace(some_cfg, prefetch_factor=2)
     cached = cached_rungs(tuner.template.rungs)
     points = [
-        tuner.variant(zero_cfg, rungs=PROFILE_RUNGS, repeats=1, capacity=True),
+        tuner.variant(zero_cfg, rungs=PROFILE_RUNGS, repeats=FIRST_WINDOWS, capacity=True),
         tuner.variant(
-            some_cfg, rungs=(PROFILE_RUNGS[0], *cached, *PROFILE_RUNGS[1:]), repeats=1, capacity=True
+            some_cfg,
+            rungs=(PROFILE_RUNGS[0], *cached, *PROFILE_RUNGS[1:]),
+            repeats=FIRST_WINDOWS,
+            capacity=True,
         ),
     ]
     tops = {m: plateau_config(configs_in_mode(configs, m)) for m in (base, *others)}
-    plateaus = {m: tuner.variant(top, rungs=("full",), repeats=1) for m, top in tops.items() if top}
+    plateaus = {
+        m: tuner.variant(top, rungs=("full",), repeats=FIRST_WINDOWS) for m, top in tops.items() if top
+    }
     # Each further copy mode: the worker point's bound rung in that mode (its step and copy).
     bounds = {
         m: tuner.variant(
-            replace(some_cfg, **{k: getattr(m, k) for k in COPY}), rungs=("host_batch",), repeats=1
+            replace(some_cfg, **{k: getattr(m, k) for k in COPY}),
+            rungs=("host_batch",),
+            repeats=FIRST_WINDOWS,
         )
         for m in others
     }
@@ -66,19 +75,69 @@ def profile(tuner: Tuner) -> Profile:
         "none (no larger worker count)" if top is None else top.text(),
         "".join(f"; copy mode {m.copy_mode()}: its bound rung and plateau" for m in others),
     )
-    rows = tuner.run([*points, *plateaus.values(), *bounds.values()])
-    zero, some = (_figures(rows, p.id) for p in points)
-    fitted = fit_profile(
-        zero,
-        some,
+    rows = _windows(tuner, points, plateaus.get(base), [*plateaus.values(), *bounds.values()])
+    zeros, somes = _aligned(_passes(rows, points[0].id), _passes(rows, points[1].id))
+    fitted = fit_windows(
+        zeros,
+        somes,
         workers=PROFILED_WORKERS,
         batch_size=tuner.template.workload.batch_size,
         ranks=tuner.world,
     )
     fitted = replace(fitted, copy_mode=base.copy_mode(), cached=_cached_figures(rows, points[1].id, cached))
     fitted = _with_plateau(fitted, rows, tops[base], plateaus.get(base))
-    base_bound = statistics.median([zero["bound_steps_per_s"], some["bound_steps_per_s"]])
+    base_bound = statistics.median(f["bound_steps_per_s"] for f in (*zeros, *somes))
     return _with_copy_modes(fitted, rows, base_bound, bounds, tops, plateaus)
+
+
+def _windows(
+    tuner: Tuner, points: Sequence[Point], plateau: Point | None, others: Sequence[Point]
+) -> pd.DataFrame:
+    """The profile's round of FIRST_WINDOWS windows a point, then one more each where they
+    disagree (windows.passes_agree); the rows of every profile point."""
+    everything = [*points, *others]
+    tuner.profile_ids = {p.id for p in everything}
+    rows = tuner.run(everything)
+    zeros, somes = _aligned(_passes(rows, points[0].id), _passes(rows, points[1].id))
+    rates = [] if plateau is None else _rates(rows, plateau.id)
+    batch = tuner.template.workload.batch_size
+    if passes_agree(zeros, somes, rates, workers=PROFILED_WORKERS, batch_size=batch):
+        return rows
+    log.info(
+        "tune: the profile's first %d windows disagree beyond the margin (a busy spell of the machine?): "
+        "one more window of each profile point, the median of %d",
+        FIRST_WINDOWS,
+        WINDOWS,
+    )
+    want_repeats(tuner.sweep_dir, {p.id: WINDOWS for p in everything})
+    return tuner.run([with_repeats(p, WINDOWS) for p in everything])
+
+
+def _passes(rows: pd.DataFrame, pid: str) -> dict[int, dict[str, float]]:
+    """A profile point's figures in each of its windows (by repeat: one pass of the round)."""
+    mine = rows[rows["point_id"] == pid]
+    if mine.empty:
+        _figures(mine, pid)  # raises, naming the point
+    return {int(k): _figures(group, pid) for k, group in mine.groupby("repeat")}
+
+
+def _aligned(
+    zero: Mapping[int, dict[str, float]], some: Mapping[int, dict[str, float]]
+) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
+    """The two points' figures of the passes both have (a pass's windows were measured side by
+    side: they are fitted together)."""
+    common = sorted(set(zero) & set(some))
+    if not common:
+        raise TuneError(
+            "tune: the profile's two points have no window of the same pass: see the rows' error column"
+        )
+    return [zero[k] for k in common], [some[k] for k in common]
+
+
+def _rates(rows: pd.DataFrame, pid: str) -> list[float]:
+    """A plateau point's steps/s in each of its windows (median over ranks)."""
+    mine = rows[(rows["point_id"] == pid) & (rows["rung"] == "full")]
+    return [float(v) for v in mine.groupby("repeat")["steps_per_s"].median()]
 
 
 def _with_copy_modes(
@@ -128,11 +187,11 @@ def _cached_figures(rows: pd.DataFrame, pid: str, cached: Sequence[str]) -> dict
 def _with_plateau(fitted: Profile, rows: pd.DataFrame, top: Config | None, point: Point | None) -> Profile:
     if top is None or point is None:
         return fitted
-    rate = _rate(rows, point.id, "full")
-    if rate is None:
+    rates = _rates(rows, point.id)
+    if not rates:
         log.warning("tune: the plateau point %s has no ok row: the hand-off is taken as 0", point.id)
         return fitted
-    return with_plateau(fitted, top, rate)
+    return plateau_windows(fitted, top, rates)
 
 
 def _rate(rows: pd.DataFrame, pid: str, rung: str) -> float | None:
@@ -142,7 +201,7 @@ def _rate(rows: pd.DataFrame, pid: str, rung: str) -> float | None:
 
 
 def _figures(rows: pd.DataFrame, pid: str) -> dict[str, float]:
-    """One profile point's figures per rank (median over ranks and runs): the `full` rung's
+    """One profile point's figures per rank (median over ranks and the rows' runs): the `full` rung's
     columns, with the bound rung's steps/s and main-process cores as bound_*."""
     mine = rows[rows["point_id"] == pid]
     full, bound = mine[mine["rung"] == "full"], mine[mine["rung"] == "host_batch"]

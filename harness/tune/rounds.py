@@ -39,6 +39,8 @@ class Tuner:
         self.template = self.grid[0]
         self.measured: list[Point] = []
         self.rounds_submitted = 0
+        self.profile_ids: set[str] = set()
+        """The profile's points (its windows: tune.json says whether the machine was shared)."""
         self.sweep_dir = create_sweep(
             replace(plan, points=()), results, backend=backend.name, world_size=world_size
         )

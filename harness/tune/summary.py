@@ -48,7 +48,14 @@ def tune_summary(
         "profile": prof.to_json(),
         "repeats": repeats,
         "predictions": [
-            {**asdict(x.config), "samples_per_s": x.samples_per_s, "memory_gb": x.memory_gb, "bound": x.bound}
+            {
+                **asdict(x.config),
+                "samples_per_s": x.samples_per_s,
+                "low": x.low,
+                "high": x.high,
+                "memory_gb": x.memory_gb,
+                "bound": x.bound,
+            }
             for x in predictions
         ],
         "model_choice": asdict(result.model_choice),
@@ -63,6 +70,8 @@ def tune_summary(
         "budget_spent": result.budget_spent,
         "grid_points": len(predictions),
         "caching": caching_entries(prof, rows, [x.config for x in predictions]),
+        "widened": [asdict(c) for c in result.widened],
+        "profile_shared": profile_shared(rows[rows["point_id"].isin(tuner.profile_ids)]),
     }
 
 
@@ -90,6 +99,18 @@ def caching_entries(prof: Profile, rows: pd.DataFrame, configs: Sequence[Config]
             }
         )
     return out
+
+
+def profile_shared(rows: pd.DataFrame) -> dict[str, float] | None:
+    """The CPU share other processes took while the profile's windows ran (the host sampler's
+    foreign_cpu_share, harness/sampling/mates.py): the mean over its windows and the most in
+    one. None where the sampler recorded none (sampler: {host: false})."""
+    if "foreign_cpu_share" not in rows:
+        return None
+    share = pd.to_numeric(rows["foreign_cpu_share"], errors="coerce").dropna()
+    if share.empty:
+        return None
+    return {"mean": float(share.mean()), "max": float(share.max()), "windows": len(share)}
 
 
 def _median(rows: pd.DataFrame, column: str) -> float | None:
