@@ -69,3 +69,17 @@ def test_predictions_carry_the_profiles_interval() -> None:
     assert step_bound.low == pytest.approx(8 / 0.025)
     assert step_bound.high == pytest.approx(8 / 0.018)
     assert step_bound.low < step_bound.samples_per_s < step_bound.high
+
+
+def test_a_window_whose_p99_missed_the_rare_stalls_does_not_halve_them() -> None:
+    """A reader stalling 200 ms on 2 % of batches: a window of 200 steps whose p99 wait
+    caught no stall reads "no stall" though its mean holds them. The length comes from the
+    windows that saw one, each window's share from its mean's excess over its p50."""
+    p = Pipeline(read_s=0.040, cpu_s=0.015, step_s=0.008, cores=16, stall_p=0.02, stall_s=0.2)
+    bench = Bench(p, seed=5)
+    bench.profile_figures()  # its first window holds no stall
+    zero, some = bench.profile_figures()  # this seed's second window holds 4 stalls
+    missed = {**zero, "loading_time_p99": zero["loading_time_p50"]}
+    fitted = fit_windows([zero, missed], [some, some], workers=1, batch_size=8)
+    assert fitted.stall_s == pytest.approx(0.2, rel=0.1)
+    assert fitted.stall_share == pytest.approx(0.02, abs=0.012)
