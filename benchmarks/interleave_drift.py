@@ -17,12 +17,15 @@ to back, the slow spell lands on B's runs only; interleaved, on both.
 
 For each order the B/A ratio of samples/s is judged by the harness's noise model
 (analysis/noise.py, ±5 % margin): independent runs (Hodges-Lehmann, Yuen/Welch), and for the
-interleaved order also paired by pass (the i-th runs of A and B measured side by side), which
-is what the paired judgement of a point's rungs does. Prints one line per trial and order, then
-for each order and method: the median error of the ratio against the truth (B's work over
-A's), the right calls (the truth's judgement, its interval holding the true ratio) and the wrong
-ones (any other call: a difference that is not there, or one called far larger than it is;
-undecided is neither). About a minute on 2 cores.
+interleaved order also paired by pass (each run labelled with its pass, as the rows' run_pass
+labels them, and judged by noise.ratio_by_pass: what the recommendation and compare do with a
+sweep run here). Prints one line per trial and order, then for each order and method: the
+median error of the ratio against the truth (B's work over A's), the right calls (the truth's
+judgement, its interval holding the true ratio), the wrong ones (any other call: a difference
+that is not there, or one called far larger than it is; undecided is neither), and the runs a
+side the decision needs (the runs it had where decided, else noise's runs_needed, MAX_RUNS
+where it cannot tell). Last, measured in this run: the runs a decision needs paired over
+independent, on the same interleaved runs. About a minute on 2 cores.
 """
 
 from __future__ import annotations
@@ -93,6 +96,11 @@ def sweep(order: Sequence[str], works: dict[str, int], burner: Burner) -> dict[s
     return runs
 
 
+def _needed(est: noise.Estimate) -> int:
+    """Runs a side the decision needs: those it had where decided, else the formula's."""
+    return est.runs_needed() or noise.MAX_RUNS
+
+
 def _said(est: noise.Estimate) -> str:
     verdict = est.judge()
     needed = est.runs_needed() if verdict == noise.UNDECIDED else None
@@ -114,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"B {args.slower:.0%} more work (truth: lower)": (round(WORK * (1 + args.slower)), noise.LOWER),
     }
     burner = Burner(args.burners)
-    tally: dict[str, list[tuple[float, bool, bool]]] = {}
+    tally: dict[str, list[tuple[float, bool, bool, int]]] = {}
     for title, (work_b, truth) in scenarios.items():
         true_ratio = WORK / work_b
         print(
@@ -125,7 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 runs = sweep(order, {"A": WORK, "B": work_b}, burner)
                 methods = {"independent": noise.independent_ratio(runs["A"], runs["B"])}
                 if order_name == "interleaved":
-                    methods["paired"] = noise.paired_ratio(runs["A"], runs["B"])
+                    passes = [f"trial{trial}#{k}" for k in range(n)]  # A's k-th run took turns with B's
+                    methods["paired"] = noise.ratio_by_pass(runs["A"], runs["B"], passes, passes)
                 for method, est in methods.items():
                     # A call is right when it is the truth's and its interval holds the true
                     # ratio: "lower by 50 %" where B is 7 % slower is a wrong call.
@@ -134,14 +143,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                     right = verdict == truth and holds
                     wrong = verdict != noise.UNDECIDED and not right
                     tally.setdefault(f"{title} | {order_name}, {method}", []).append(
-                        (abs(est.estimate / true_ratio - 1), right, wrong)
+                        (abs(est.estimate / true_ratio - 1), right, wrong, _needed(est))
                     )
                     print(f"  trial {trial}: {order_name:12s} {method:11s} {_said(est)}")
-    print(f"\nof {args.trials} trial(s): the median error of B/A against the truth; right / wrong calls")
+    print(
+        f"\nof {args.trials} trial(s): the median error of B/A against the truth; right / wrong calls; "
+        "runs a side the decision needs (median)"
+    )
     for key, marks in tally.items():
         error = statistics.median(m[0] for m in marks)
         right, wrong = sum(m[1] for m in marks), sum(m[2] for m in marks)
-        print(f"  {key}: error {error:.1%}; right {right}, wrong {wrong}")
+        needed = statistics.median(m[3] for m in marks)
+        print(f"  {key}: error {error:.1%}; right {right}, wrong {wrong}; runs needed {needed:g}")
+    print("\npairing by pass, on the same interleaved runs: the runs a decision needs, paired / independent")
+    for title in scenarios:
+        paired = statistics.median(m[3] for m in tally[f"{title} | interleaved, paired"])
+        alone = statistics.median(m[3] for m in tally[f"{title} | interleaved, independent"])
+        print(f"  {title}: {paired:g} / {alone:g} = {paired / alone:.2f}")
     return 0
 
 
