@@ -24,13 +24,17 @@ median error of the ratio against the truth (B's work over A's), the right calls
 judgement, its interval holding the true ratio), the wrong ones (any other call: a difference
 that is not there, or one called far larger than it is; undecided is neither), and the runs a
 side the decision needs (the runs it had where decided, else noise's runs_needed, MAX_RUNS
-where it cannot tell). Last, measured in this run: the runs a decision needs paired over
-independent, on the same interleaved runs. About a minute on 2 cores.
+where it cannot tell). Last, measured in this run, on the same interleaved runs, paired over
+independent: the runs a decision needs, and the width of the 95 % interval (on the log
+scale; at a given spread the runs needed grow with its square, so where both saturate at
+MAX_RUNS on a busy machine, the squared width ratio says what pairing saves). About a minute
+on 2 cores.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import multiprocessing as mp
 import statistics
 import time
@@ -101,6 +105,11 @@ def _needed(est: noise.Estimate) -> int:
     return est.runs_needed() or noise.MAX_RUNS
 
 
+def _width(est: noise.Estimate) -> float:
+    """The 95 % interval's width on the log scale (inf untested)."""
+    return math.log(est.high / est.low) if est.low and est.high else math.inf
+
+
 def _said(est: noise.Estimate) -> str:
     verdict = est.judge()
     needed = est.runs_needed() if verdict == noise.UNDECIDED else None
@@ -122,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"B {args.slower:.0%} more work (truth: lower)": (round(WORK * (1 + args.slower)), noise.LOWER),
     }
     burner = Burner(args.burners)
-    tally: dict[str, list[tuple[float, bool, bool, int]]] = {}
+    tally: dict[str, list[tuple[float, bool, bool, int, float]]] = {}
     for title, (work_b, truth) in scenarios.items():
         true_ratio = WORK / work_b
         print(
@@ -143,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     right = verdict == truth and holds
                     wrong = verdict != noise.UNDECIDED and not right
                     tally.setdefault(f"{title} | {order_name}, {method}", []).append(
-                        (abs(est.estimate / true_ratio - 1), right, wrong, _needed(est))
+                        (abs(est.estimate / true_ratio - 1), right, wrong, _needed(est), _width(est))
                     )
                     print(f"  trial {trial}: {order_name:12s} {method:11s} {_said(est)}")
     print(
@@ -155,11 +164,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         right, wrong = sum(m[1] for m in marks), sum(m[2] for m in marks)
         needed = statistics.median(m[3] for m in marks)
         print(f"  {key}: error {error:.1%}; right {right}, wrong {wrong}; runs needed {needed:g}")
-    print("\npairing by pass, on the same interleaved runs: the runs a decision needs, paired / independent")
+    print("\npairing by pass, on the same interleaved runs: paired / independent (medians over trials)")
     for title in scenarios:
-        paired = statistics.median(m[3] for m in tally[f"{title} | interleaved, paired"])
-        alone = statistics.median(m[3] for m in tally[f"{title} | interleaved, independent"])
-        print(f"  {title}: {paired:g} / {alone:g} = {paired / alone:.2f}")
+        paired, alone = tally[f"{title} | interleaved, paired"], tally[f"{title} | interleaved, independent"]
+        runs = statistics.median(m[3] for m in paired), statistics.median(m[3] for m in alone)
+        width = statistics.median(m[4] for m in paired) / statistics.median(m[4] for m in alone)
+        print(
+            f"  {title}: runs needed {runs[0]:g} / {runs[1]:g} = {runs[0] / runs[1]:.2f}; "
+            f"interval width {width:.2f}, its square {width**2:.2f}"
+        )
     return 0
 
 
