@@ -395,8 +395,14 @@ def sample_dataset(rung: str, dataset: Dataset[Any]) -> Dataset[Any]:
 def cached_value_bytes(rung: str, dataset: Dataset[Any]) -> int | None:
     """Bytes of the value a cached sample-level rung serves (what caching that stage's output
     would hold per sample), produced once here, outside any timing; None for other rungs, or
-    where it cannot be produced or sized."""
-    if rung == "full" or not rung_names.is_sample_level(rung):
+    where it cannot be produced or sized.
+
+    None for a stream, unread: its cache has no size without a length, and reading it here,
+    in the rank's own process, would start what its iteration starts (MosaicML Streaming's
+    download and preparation threads, their locks held) in the process the next rung's
+    DataLoader forks its workers from; they inherit the held locks without the threads and
+    never deliver. A stream is read by the loaders' readers only."""
+    if rung == "full" or not rung_names.is_sample_level(rung) or isinstance(dataset, IterableDataset):
         return None
     try:
         stage = sample_dataset(rung, dataset)

@@ -3,6 +3,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import os
 import re
 from pathlib import Path
 
@@ -222,3 +223,45 @@ def test_a_long_error_keeps_its_end_where_the_cause_is() -> None:
     assert text.startswith("RuntimeError: [/__w/pytorch/pytorch/third_party/gloo")
     assert text.endswith("] Connection closed by peer rank 1") and " ... " in text
     assert one_line(ValueError("short")) == "ValueError: short"
+
+
+def test_a_stream_is_never_iterated_in_the_harness_process_so_workers_forked_later_deliver(
+    tmp_path: Path,
+) -> None:
+    """MosaicML Streaming's hang: a stream whose iteration starts a thread holding a lock
+    (tests/fixtures/pipelines.py:ForkUnsafeStream) is only ever read by the workers. Sizing
+    processed_sample's cache for the caching what-if used to take the stream's first sample in
+    the rank's own process, after that rung: the workers of the next rung, forked from it,
+    inherited the held lock and never delivered (here bounded by limits.batch_timeout_s; with
+    no limit, for ever). A stream has no length, so its cache is not sized: the rows say so by
+    an empty cached_sample_bytes and dataset_samples."""
+    log = tmp_path / "log"
+    log.mkdir()
+    spec = parse_spec(
+        f"""\
+name: fork
+workload:
+  dataset: tests.fixtures.pipelines:fork_unsafe_stream
+  dataset_args: {{log: {json.dumps(str(log))}}}
+  collate: tests.fixtures.pipelines:pad_collate
+  model: tests.fixtures.pipelines:tiny_lm
+  loss: tests.fixtures.pipelines:output_loss
+  batch_size: 2
+  device: cpu
+measure: {{warmup_steps: 1, steps: 2, repeats: 1, loader_capacity: false}}
+rungs: [processed_sample, full]
+loader: {{num_workers: 1}}
+limits: {{batch_timeout_s: 30}}
+"""
+    )
+    (point,) = expand(spec).points
+    outcome = run_point(point, tmp_path)
+    rows = results.read_rows(tmp_path / "points" / point.id / "rank0.csv")
+    assert [(r["rung"], r["status"], r["error"]) for r in rows] == [
+        ("processed_sample", "ok", ""),
+        ("full", "ok", ""),
+    ]
+    assert outcome.failed == 0
+    readers = {int(p.name.removeprefix("iterated-")) for p in log.glob("iterated-*")}
+    assert os.getpid() not in readers and len(readers) == 2  # one worker per rung
+    assert {(r["cached_sample_bytes"], r["dataset_samples"]) for r in rows} == {("", "")}
