@@ -185,8 +185,8 @@ class LoaderStream:
             # the harness itself, reparented to init): end them all now.
             end_workers(self.iterator)
             raise LoaderTimeout(
-                f"no batch from the DataLoader for {seconds:g} s: a worker stuck in __getitem__? "
-                f"(a read that never returns; {TIMEOUT_SETTING} in the spec sets the wait, 0 for none)"
+                f"no batch from the DataLoader for {seconds:g} s: {_stuck_where(self.loader.dataset)} "
+                f"{TIMEOUT_SETTING} in the spec sets the wait, 0 for none)"
             ) from None
 
     def _next(self) -> Any:
@@ -228,6 +228,19 @@ class LoaderStream:
         self.iterator = None
         self.loader = None  # type: ignore[assignment]
         gc.collect()
+
+
+def _stuck_where(dataset: Any) -> str:
+    """Where a worker that delivers nothing is stuck, as the dataset's kind says."""
+    if isinstance(dataset, IterableDataset):
+        # A stream whose iteration starts threads that hold locks (MosaicML Streaming's), read
+        # in the process the workers forked from: they inherit the locks held, not the threads.
+        return (
+            f"a worker stuck in {type_name(dataset)}.__iter__? (a read that never returns, or a "
+            "lock the stream's threads held when the workers were forked: a stream read in the "
+            "parent process before the fork;"
+        )
+    return "a worker stuck in __getitem__? (a read that never returns;"
 
 
 def end_workers(iterator: Any) -> None:

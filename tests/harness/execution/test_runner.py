@@ -265,3 +265,50 @@ limits: {{batch_timeout_s: 30}}
     readers = {int(p.name.removeprefix("iterated-")) for p in log.glob("iterated-*")}
     assert os.getpid() not in readers and len(readers) == 2  # one worker per rung
     assert {(r["cached_sample_bytes"], r["dataset_samples"]) for r in rows} == {("", "")}
+
+
+def test_a_stream_whose_workers_never_deliver_is_a_failed_row_naming_the_wait(tmp_path: Path) -> None:
+    """The watchdog on a stream: a factory that peeks at its stream in the rank's process
+    (ForkUnsafeStream, peek) leaves its lock held there; the worker forked from it never yields.
+    After limits.batch_timeout_s the rung is a failed row naming the stream, the likely cause
+    and the setting; the worker is ended, and the next point (no peek) is measured."""
+    import psutil
+
+    from harness.backends.inline import run_inline
+
+    logs = {peek: tmp_path / f"log-{peek}" for peek in (True, False)}
+    args = []
+    for peek, log in logs.items():
+        log.mkdir()
+        args.append({"log": str(log), "peek": peek})
+    spec = parse_spec(
+        f"""\
+name: stuck-stream
+workload:
+  dataset: tests.fixtures.pipelines:fork_unsafe_stream
+  dataset_args: {json.dumps(args)}
+  collate: tests.fixtures.pipelines:pad_collate
+  model: tests.fixtures.pipelines:tiny_lm
+  loss: tests.fixtures.pipelines:output_loss
+  batch_size: 2
+  device: cpu
+measure: {{warmup_steps: 1, steps: 2, repeats: 1}}
+rungs: [full]
+loader: {{num_workers: 1}}
+limits: {{batch_timeout_s: 3}}
+"""
+    )
+    stuck, fine = sorted(expand(spec).points, key=lambda p: p.workload.dataset_args["peek"], reverse=True)
+    outcomes = run_inline([stuck, fine], tmp_path)
+    assert [(o.ok, o.failed) for o in outcomes] == [(0, 1), (1, 0)]
+    (row,) = results.read_rows(tmp_path / "points" / stuck.id / "rank0.csv")
+    assert (row["status"], row["error"]) == (
+        "failed",
+        "LoaderTimeout: no batch from the DataLoader for 3 s: a worker stuck in "
+        "tests.fixtures.pipelines.ForkUnsafeStream.__iter__? (a read that never returns, or a lock "
+        "the stream's threads held when the workers were forked: a stream read in the parent process "
+        "before the fork; limits.batch_timeout_s in the spec sets the wait, 0 for none)",
+    )
+    workers = [int(p.name.removeprefix("iterated-")) for p in logs[True].glob("iterated-*")]
+    workers.remove(os.getpid())  # the peek, in this process
+    assert workers and not any(psutil.pid_exists(pid) for pid in workers)
