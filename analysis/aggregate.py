@@ -59,6 +59,7 @@ METRICS = [
     "peak_device_memory_gb",
     "cpus_allotted",
     "foreign_cpu_share",
+    "idle_workers",
 ]
 # Per point, taken from its first run: the settings and where it ran.
 FIRST_COLUMNS = [*SETTING_COLUMNS, "point_index", "hostname", "sweep_id", "node", "node_type"]
@@ -187,6 +188,8 @@ def per_run(ok: pd.DataFrame) -> pd.DataFrame:
         cpus_allotted=grouped["cpus_allotted"].max(),
         # The most shared of the run's machines: its ranks wait for the slowest.
         foreign_cpu_share=grouped["foreign_cpu_share"].max(),
+        # Workers that made no batch (a stream with fewer shards than workers): any rank's.
+        idle_workers=grouped["idle_workers"].max(),
         **{column: grouped[column].max() for column in TAIL_COLUMNS},
     )
     for column, rank_column in (("loading_time", "loading_rank"), ("next_time", "next_rank")):

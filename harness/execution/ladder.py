@@ -22,6 +22,8 @@ from torch.utils.data import (
     IterableDataset,
     RandomSampler,
     Sampler,
+    default_collate,
+    get_worker_info,
 )
 
 from harness.config import rungs as rung_names
@@ -126,7 +128,9 @@ def make_loader(
         # torch's single-process iterator asserts timeout == 0: a script's own timeout (given
         # for its workers) would fail every point without workers.
         settings["timeout"] = 0
-    if parts.collate_fn is not None:
+    if loader.num_workers > 0:
+        settings["collate_fn"] = WorkerTally(parts.collate_fn or default_collate, loader.num_workers)
+    elif parts.collate_fn is not None:
         settings["collate_fn"] = parts.collate_fn
     if isinstance(dataset, IterableDataset):
         if parts.sampler is not None or parts.batch_sampler is not None:
@@ -145,6 +149,31 @@ def make_loader(
         drop_last=loader.drop_last,
         **settings,
     )
+
+
+class WorkerTally:
+    """The collate, counting the batches each DataLoader worker makes, in shared memory.
+
+    Why: a stream with fewer shards than workers leaves the extra workers without data (Hugging
+    Face's stops them, webdataset's and `streams.shard` give them nothing), and the row would
+    say num_workers=2 where one worked. The collate runs in the worker for every batch, so it
+    is the one cheap place to count (one add per batch); the counts live in a tensor in shared
+    memory, which forked and spawned workers alike write into (each its own slot)."""
+
+    def __init__(self, collate: Callable[[list[Any]], Any], workers: int) -> None:
+        self.collate = collate
+        self.made = torch.zeros(workers, dtype=torch.int64).share_memory_()
+
+    def __call__(self, samples: list[Any]) -> Any:
+        batch = self.collate(samples)
+        info = get_worker_info()
+        if info is not None:
+            self.made[info.id] += 1
+        return batch
+
+    def idle(self) -> int:
+        """Workers that have made no batch so far."""
+        return int((self.made == 0).sum())
 
 
 def _sampler(dataset: Dataset[Any], where: Placement, parts: LoaderParts) -> Sampler[Any]:
@@ -202,6 +231,11 @@ class LoaderStream:
                 return next(self.iterator)
             except StopIteration:
                 raise RuntimeError(_no_batch(self.loader)) from None
+
+    def idle_workers(self) -> int | None:
+        """Workers of this loader that have delivered no batch so far (None without workers)."""
+        tally = getattr(self.loader, "collate_fn", None)
+        return tally.idle() if isinstance(tally, WorkerTally) else None
 
     def ready(self) -> int | None:
         """Batches made and not yet taken: in the result queue, and received out of order

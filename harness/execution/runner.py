@@ -35,6 +35,7 @@ from harness.execution.train_step import (
     reset_peak_memory,
 )
 from harness.execution.waiting import watched
+from harness.naming import type_name
 from harness.sampling.host import job_memory_limit_bytes, process_tree_memory_bytes
 from harness.sampling.timeline import Phase, RankSampler, TimelineFile, timeline_name
 from harness.storage import layout, reading
@@ -369,6 +370,7 @@ def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, re
         # Taken while the workers are still alive: what the loader really holds.
         memory_gb = process_tree_memory_bytes() / 1e9
         capacity = _capacity(rank, rung, stream, phases, times.training_time)
+        idle = _idle_workers(rank, rung, stream)
     except ladder.RungUnavailable as e:
         log.warning("point %s, rung %s skipped: %s", point.id, rung, e)
         return rank.rows.row(rung, repeat, status="skipped", error=str(e), started=started)
@@ -384,7 +386,7 @@ def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, re
     row.cpu_memory_gb, row.loader_capacity = memory_gb, capacity
     row.cached_sample_bytes, row.dataset_samples, row.memory_limit_gb = _caching_sizes(rank, rung)
     row.max_memory_allocated_gb, row.max_memory_reserved_gb = peaks
-    row.epoch_steps = stream.epoch_steps
+    row.epoch_steps, row.idle_workers = stream.epoch_steps, idle
     row.input_shapes = rank.shapes()
     if phases.measured is not None:
         for key, value in phases.measured.summary(samples=row.samples).items():
@@ -398,6 +400,43 @@ def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, re
         times.loading_time,
     )
     return row
+
+
+def _idle_workers(rank: Rank, rung: str, stream: ladder.LoaderStream | ladder.RepeatStream) -> int | None:
+    """The rung's workers that made no batch (None where there are none to count), said when
+    some did not: the row's num_workers would otherwise overstate the loader."""
+    idle = stream.idle_workers() if isinstance(stream, ladder.LoaderStream) else None
+    if idle:
+        workers = rank.point.loader.num_workers
+        log.warning("point %s, rung %s: %s", rank.point.id, rung, idle_text(idle, workers, rank.dataset))
+    return idle
+
+
+def idle_text(idle: int, workers: int, dataset: Any) -> str:
+    """What workers that made no batch mean, and the fix, in the words of the dataset's kind."""
+    said = f"{idle} of {workers} DataLoader workers delivered no batch"
+    if not isinstance(dataset, IterableDataset):
+        return f"{said}: fewer batches per epoch than workers"
+    shards = declared_shards(dataset)
+    count = f" ({type_name(dataset)} has {shards} shard{'s' * (shards != 1)})" if shards is not None else ""
+    return (
+        f"{said}: the stream has fewer shards than readers{count}, so the row's num_workers="
+        f"{workers} worked as {workers - idle}; give the stream at least num_workers × ranks shards "
+        "(Hugging Face: to_iterable_dataset(num_shards=...); webdataset: more tar files)"
+    )
+
+
+def declared_shards(dataset: Any) -> int | None:
+    """The shards a stream says it has, read from its attributes without iterating it: Hugging
+    Face's IterableDataset.n_shards (and num_shards, as others spell it); None where none says."""
+    for name in ("n_shards", "num_shards"):
+        try:
+            value = getattr(dataset, name, None)
+        except Exception:  # a property that fails: the stream does not say
+            continue
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
 
 
 def _stream(rank: Rank, rung: str) -> ladder.LoaderStream | ladder.RepeatStream:

@@ -148,6 +148,10 @@ class RungRow:
     """Share of the CPU time of the CPUs the rank may run on, over the window, that other
     processes took (neither the rank's tree nor its job's; steal included): > 0.1 says the
     machine was shared (harness/sampling/mates.py)."""
+    idle_workers: int | None = None
+    """DataLoader workers that made no batch in the rung (warmup, window and loader capacity),
+    of num_workers; empty without workers and on the batch-level rungs. > 0 on a stream: it has
+    fewer shards than readers, and those workers idled (harness/execution/ladder.py:WorkerTally)."""
 
     def cells(self) -> dict[str, Any]:
         """The row as the CSV holds it: column -> value."""

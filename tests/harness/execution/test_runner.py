@@ -312,3 +312,49 @@ limits: {{batch_timeout_s: 3}}
     workers = [int(p.name.removeprefix("iterated-")) for p in logs[True].glob("iterated-*")]
     workers.remove(os.getpid())  # the peek, in this process
     assert workers and not any(psutil.pid_exists(pid) for pid in workers)
+
+
+def test_workers_a_stream_leaves_without_a_shard_are_counted_in_the_row_and_said(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stream of 1 shard read by 2 workers (Hugging Face's to_iterable_dataset default):
+    the second worker makes nothing while the row says num_workers=2. The row's idle_workers
+    counts it and the log says what it means and the fix; with 2 shards both work."""
+    spec = parse_spec(
+        """\
+name: shards
+workload:
+  dataset: tests.fixtures.pipelines:sharded_stream
+  dataset_args: [{num_shards: 1, per_shard: 64}, {num_shards: 2, per_shard: 64}]
+  collate: tests.fixtures.pipelines:pad_collate
+  model: tests.fixtures.pipelines:tiny_lm
+  loss: tests.fixtures.pipelines:output_loss
+  batch_size: 2
+  device: cpu
+measure: {warmup_steps: 1, steps: 4, repeats: 1}
+rungs: [host_batch, full]
+loader: {num_workers: 2}
+"""
+    )
+    one, two = sorted(expand(spec).points, key=lambda p: p.workload.dataset_args["num_shards"])
+    with caplog.at_level(logging.WARNING, logger="harness.execution.runner"):
+        for point in (one, two):
+            run_point(point, tmp_path)
+    idle = {
+        (p.workload.dataset_args["num_shards"], r["rung"]): (r["status"], r["num_workers"], r["idle_workers"])
+        for p in (one, two)
+        for r in results.read_rows(tmp_path / "points" / p.id / "rank0.csv")
+    }
+    assert idle == {
+        (1, "host_batch"): ("ok", "2", ""),  # one batch, repeated: nothing to count
+        (1, "full"): ("ok", "2", "1"),
+        (2, "host_batch"): ("ok", "2", ""),
+        (2, "full"): ("ok", "2", "0"),
+    }
+    said = [r.getMessage() for r in caplog.records if "delivered no batch" in r.getMessage()]
+    assert said == [
+        f"point {one.id}, rung full: 1 of 2 DataLoader workers delivered no batch: the stream has "
+        "fewer shards than readers (tests.fixtures.pipelines.ShardedStream has 1 shard), so the "
+        "row's num_workers=2 worked as 1; give the stream at least num_workers × ranks shards "
+        "(Hugging Face: to_iterable_dataset(num_shards=...); webdataset: more tar files)"
+    ]
