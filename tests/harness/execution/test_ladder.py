@@ -528,3 +528,23 @@ def test_an_image_folder_with_its_own_getitem_is_not_cut_behind_its_back(tmp_pat
         match=r"rung raw_sample needs a dataset with load_raw.*; tests\.harness\.execution\.test_ladder\..*<locals>\.Mine has not",
     ):
         ladder.sample_dataset("raw_sample", Mine(str(tmp_path), transform=T.ToTensor()))
+
+
+def test_idle_workers_are_counted_by_the_loaders_own_collate() -> None:
+    """Each worker's batches are counted where they are made: a map-style dataset keeps both
+    workers busy, a stream of 1 shard leaves the second idle; without workers nothing is
+    counted. The user's collate still makes the batch."""
+    workers = dataclasses.replace(NO_WORKERS, num_workers=2, prefetch_factor=2)
+    cases = {
+        "map-style": (plain_dataset(32), workers, ladder.LoaderParts()),
+        "1 shard": (pipelines.sharded_stream(1, 16), workers, PAD),
+        "no workers": (pipelines.sharded_stream(1, 16), NO_WORKERS, PAD),
+    }
+    idle = {}
+    for name, (dataset, settings, parts) in cases.items():
+        stream = ladder.LoaderStream(ladder.make_loader(dataset, settings, 4, CPU, parts))
+        batches = [stream.next() for _ in range(4)]
+        idle[name] = stream.idle_workers()
+        stream.close()
+        assert all(len(b[1] if isinstance(b, list) else b["labels"]) == 4 for b in batches)
+    assert idle == {"map-style": 0, "1 shard": 1, "no workers": None}
