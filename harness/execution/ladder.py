@@ -364,6 +364,12 @@ class CachedStage(Dataset[Any]):
     def __init__(self, length: int, produce: Callable[[], Any], finish: Callable[[Any], Any] | None) -> None:
         self.length, self.produce, self.finish = length, produce, finish
         self.cache: Any = _EMPTY
+        self.value_bytes = torch.full((1,), -1, dtype=torch.int64).share_memory_()
+        """Bytes of the cached value (the caching what-if's size a sample), written by the
+        process that produced it, a worker included (shared memory); -1 until then, or where
+        it has no size. Sized where it is made, so the harness never reads the user's dataset
+        in the rank's own process between rungs: state a read opens there (an HDF5 or LMDB
+        handle, a library's threads) would be inherited by the next rung's forked workers."""
 
     def __len__(self) -> int:
         return self.length
@@ -371,6 +377,8 @@ class CachedStage(Dataset[Any]):
     def __getitem__(self, index: int) -> Any:
         if self.cache is _EMPTY:
             self.cache = self.produce()
+            size = batches.nbytes(self.cache)
+            self.value_bytes[0] = -1 if size is None else size
         return self.cache if self.finish is None else self.finish(self.cache)
 
 
@@ -439,24 +447,17 @@ def sample_dataset(rung: str, dataset: Dataset[Any]) -> Dataset[Any]:
     return stage(*_transform_cut(rung, k, cut, dataset))
 
 
-def cached_value_bytes(rung: str, dataset: Dataset[Any]) -> int | None:
-    """Bytes of the value a cached sample-level rung serves (what caching that stage's output
-    would hold per sample), produced once here, outside any timing; None for other rungs, or
-    where it cannot be produced or sized.
+def cached_value_bytes(stream: LoaderStream | RepeatStream) -> int | None:
+    """Bytes of the value a cached sample-level rung served (what caching that stage's output
+    would hold per sample), as the process that produced it sized it; None for other rungs,
+    before a value was produced, or where it has no size. Read before the stream is closed.
 
-    None for a stream, unread: its cache has no size without a length, and reading it here,
-    in the rank's own process, would start what its iteration starts (MosaicML Streaming's
-    download and preparation threads, their locks held) in the process the next rung's
-    DataLoader forks its workers from; they inherit the held locks without the threads and
-    never deliver. A stream is read by the loaders' readers only."""
-    if rung == "full" or not rung_names.is_sample_level(rung) or isinstance(dataset, IterableDataset):
+    None for a stream: its cache has no size without a length (CachedStream does not size)."""
+    stage = getattr(getattr(stream, "loader", None), "dataset", None)
+    if not isinstance(stage, CachedStage):
         return None
-    try:
-        stage = sample_dataset(rung, dataset)
-        value = stage.produce() if isinstance(stage, (CachedStage, CachedStream)) else None
-    except Exception:  # the rung itself reports its failure; the size is only a what-if
-        return None
-    return None if value is None else batches.nbytes(value)
+    size = int(stage.value_bytes[0])
+    return size if size >= 0 else None
 
 
 def _cut(rung: str, dataset: Any) -> _Cut:

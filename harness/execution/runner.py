@@ -370,7 +370,7 @@ def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, re
         # Taken while the workers are still alive: what the loader really holds.
         memory_gb = process_tree_memory_bytes() / 1e9
         capacity = _capacity(rank, rung, stream, phases, times.training_time)
-        idle = _idle_workers(rank, rung, stream)
+        idle = _loader_facts(rank, rung, stream)
     except ladder.RungUnavailable as e:
         log.warning("point %s, rung %s skipped: %s", point.id, rung, e)
         return rank.rows.row(rung, repeat, status="skipped", error=str(e), started=started)
@@ -402,9 +402,13 @@ def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, re
     return row
 
 
-def _idle_workers(rank: Rank, rung: str, stream: ladder.LoaderStream | ladder.RepeatStream) -> int | None:
-    """The rung's workers that made no batch (None where there are none to count), said when
-    some did not: the row's num_workers would otherwise overstate the loader."""
+def _loader_facts(rank: Rank, rung: str, stream: ladder.LoaderStream | ladder.RepeatStream) -> int | None:
+    """What the rung's loader knows before it is closed: the cached value's size (kept for the
+    caching what-if), and its workers that made no batch (returned; None where there are none
+    to count), said when some did not: the row's num_workers would otherwise overstate it."""
+    size = ladder.cached_value_bytes(stream)
+    if size is not None:
+        rank.sizes[rung] = size
     idle = stream.idle_workers() if isinstance(stream, ladder.LoaderStream) else None
     if idle:
         workers = rank.point.loader.num_workers
@@ -456,14 +460,13 @@ def _stream(rank: Rank, rung: str) -> ladder.LoaderStream | ladder.RepeatStream:
 
 def _caching_sizes(rank: Rank, rung: str) -> tuple[int | None, int | None, float]:
     """What caching this rung's stage output would take (the verdict's what-if): its bytes a
-    sample (produced once, untimed), the data set's samples, the job's memory limit (GB)."""
-    if rung not in rank.sizes:
-        rank.sizes[rung] = ladder.cached_value_bytes(rung, rank.dataset)
+    sample (sized by the reader that produced it: _loader_facts), the data set's samples, the
+    job's memory limit (GB)."""
     if "memory_limit_gb" not in rank.sizes:
         rank.sizes["memory_limit_gb"] = job_memory_limit_bytes() / 1e9
     dataset = rank.dataset
     length = None if isinstance(dataset, IterableDataset) or not hasattr(dataset, "__len__") else len(dataset)
-    return rank.sizes[rung], length, rank.sizes["memory_limit_gb"]
+    return rank.sizes.get(rung), length, rank.sizes["memory_limit_gb"]
 
 
 def _capacity(

@@ -358,3 +358,23 @@ loader: {num_workers: 2}
         "row's num_workers=2 worked as 1; give the stream at least num_workers × ranks shards "
         "(Hugging Face: to_iterable_dataset(num_shards=...); webdataset: more tar files)"
     ]
+
+
+def test_a_map_style_dataset_is_read_only_by_the_workers_and_its_cache_still_sized(tmp_path: Path) -> None:
+    """The caching what-if's size a sample is taken by the worker that produced the cached
+    value: the rank's own process never reads the dataset between rungs (it used to read
+    item 0 after processed_sample, opening there what the next rung's workers would inherit)."""
+    log = tmp_path / "log"
+    log.mkdir()
+    workload = TINY_WORKLOAD.replace("dataset: fake_cifar", "dataset: tests.fixtures.workloads:reader_pids")
+    workload = workload.replace(
+        "{size: 48, image_size: 8, resize: null}", json.dumps({"size": 32, "log": str(log)})
+    )
+    (point,) = points_of("loader: {num_workers: 1}\nrungs: [processed_sample, full]\n", workload)
+    outcome = run_point(point, tmp_path)
+    assert outcome.ok == 2
+    rows = {r["rung"]: r for r in results.read_rows(tmp_path / "points" / point.id / "rank0.csv")}
+    assert rows["processed_sample"]["cached_sample_bytes"] == str(3 * 8 * 8 * 4 + 8)
+    assert rows["processed_sample"]["dataset_samples"] == "32"
+    readers = {int(p.name.removeprefix("read-")) for p in log.glob("read-*")}
+    assert readers and os.getpid() not in readers
