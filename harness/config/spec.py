@@ -301,8 +301,8 @@ def parse_spec(text: str, *, file: str | None = None, path: Path | None = None) 
     notes = () if script else _check_factories(c, values)
     rungs = _rungs(c, top.get("rungs", ["full"]))
     sequence = _sequence(c, top.get("sequence"), values)
-    _check_pipeline(c, values, sequence)
     notes = (*notes, *_check_loader(c, values, sequence, rungs))
+    _check_pipeline(c, values, sequence)
     return Spec(
         name=name,
         description=description,

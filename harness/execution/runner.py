@@ -36,6 +36,7 @@ from harness.execution.train_step import (
     reset_peak_memory,
 )
 from harness.execution.waiting import watched
+from harness.naming import type_name
 from harness.sampling.host import job_memory_limit_bytes, process_tree_memory_bytes
 from harness.sampling.timeline import Phase, RankSampler, TimelineFile, timeline_name
 from harness.storage import layout, reading
@@ -194,6 +195,7 @@ def _given(opened: OpenPoint, source: Any) -> given_loader.GivenLoader | None:
     if not isinstance(source, given_loader.GivenLoader):
         return None
     opened.rows.point = dataclasses.replace(opened.point, loader=source.recorded)
+    opened.rows.loader_given = type_name(source.loader)
     return source
 
 

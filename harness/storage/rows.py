@@ -148,6 +148,10 @@ class RungRow:
     """Share of the CPU time of the CPUs the rank may run on, over the window, that other
     processes took (neither the rank's tree nor its job's; steal included): > 0.1 says the
     machine was shared (harness/sampling/mates.py)."""
+    loader_given: str = ""
+    """The class of a loader the harness measured as it was given, not built (workload.loader's
+    factory, a script's DataLoader subclass, a torchdata.nodes Loader): its settings columns are
+    then the loader's own where it reports them (empty where it does not), not the spec's."""
 
     def cells(self) -> dict[str, Any]:
         """The row as the CSV holds it: column -> value."""
