@@ -16,7 +16,9 @@ settings, the way torchdata's own "migrating from DataLoader" guide maps them:
 
 The data are synthetic images, `size` samples of `shape`, each read with `read_ms` of sleep (a
 stand-in for storage: a sleeping read releases the GIL, as a file read does, so threads overlap
-it) and collated with `collate_ms` of sleep per batch: the costs the ladder is meant to name.
+it), decoded with `decode_ms` of CPU work (a busy loop: the CPU a decoder burns, which the
+harness counts in `loader_cores` though it runs in threads of the rank's own process), and
+collated with `collate_ms` of sleep per batch: the costs the ladder is meant to name.
 
 ```yaml
 workload:
@@ -45,10 +47,13 @@ __all__ = ["SlowImages", "make_loader"]
 class SlowImages(Dataset[tuple[torch.Tensor, int]]):
     """`size` seeded random images of `shape`, each read with `read_ms` of sleep."""
 
-    def __init__(self, size: int, shape: tuple[int, ...], read_ms: float, num_classes: int = 10) -> None:
+    def __init__(
+        self, size: int, shape: tuple[int, ...], read_ms: float, decode_ms: float = 0.0, num_classes: int = 10
+    ) -> None:
         if size < 1:
             raise ValueError(f"size must be >= 1 (got {size})")
         self.size, self.shape, self.read_s, self.num_classes = size, tuple(shape), read_ms / 1000, num_classes
+        self.decode_s = decode_ms / 1000
 
     def __len__(self) -> int:
         return self.size
@@ -56,6 +61,10 @@ class SlowImages(Dataset[tuple[torch.Tensor, int]]):
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         if self.read_s:
             time.sleep(self.read_s)
+        if self.decode_s:
+            end = time.thread_time() + self.decode_s  # CPU time of this thread: a decoder's work
+            while time.thread_time() < end:
+                pass
         generator = torch.Generator().manual_seed(index)
         return torch.rand(self.shape, generator=generator), index % self.num_classes
 
@@ -73,13 +82,14 @@ def make_loader(
     size: int = 256,
     shape: tuple[int, ...] | list[int] = (3, 16, 16),
     read_ms: float = 0.0,
+    decode_ms: float = 0.0,
     collate_ms: float = 0.0,
 ) -> Any:
     """A torchdata.nodes `Loader` of (images, labels) batches for this rank (the module says how
     each setting maps to a node)."""
     import torchdata.nodes as tn  # the optional extra `libs`: imported when the loader is built
 
-    dataset = SlowImages(size, tuple(shape), read_ms)
+    dataset = SlowImages(size, tuple(shape), read_ms, decode_ms)
     sampler: DistributedSampler[Any] = DistributedSampler(
         dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed
     )

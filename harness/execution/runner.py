@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torch.utils.data import IterableDataset
+from torch.utils.data import DataLoader, IterableDataset
 
 from harness.config import rungs as rung_names
 from harness.config.plan import Point, WorkloadSettings
@@ -243,6 +243,8 @@ class OpenPoint:
         sampler = RankSampler(
             hz=point.sampler.hz, host=point.sampler.host, gpu=point.sampler.gpu, device=device, rank=env.rank
         )
+        # A loader that is not a DataLoader may work in threads of this process (torchdata.nodes).
+        sampler.threads_as_loader(given is not None and not isinstance(given.loader, DataLoader))
         # A requeued or resumed point appends to the timeline of its earlier runs (TimelineFile).
         timeline = TimelineFile(self.path / timeline_name(env.rank), keep_earlier=self.skip_done)
         return Rank(

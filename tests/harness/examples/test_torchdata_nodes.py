@@ -60,3 +60,25 @@ def test_a_cost_injected_into_the_pipeline_is_named_by_the_ladder(
     # The loader is not cut (no .dataset): its whole pipeline is the one stage named.
     whole = ["collation and worker IPC + transforms + raw data loading"]
     assert verdict.stages == (whole if named else []), verdict.sentence
+
+
+def test_its_reading_threads_count_as_loader_cores(tmp_path: Path) -> None:
+    # torchdata.nodes decodes in threads of the rank's process: loader_cores read 0 (issue 27).
+    from harness.storage import layout
+    from harness.storage import rows as results
+
+    spec = parse_spec(
+        "name: td\nworkload:\n  loader: harness.examples.torchdata_nodes:make_loader\n"
+        "  loader_args: {decode_ms: 5}\n  model: emulated\n  model_args: {step_ms: 30}\n"
+        "  batch_size: 4\n  device: cpu\nmeasure: {warmup_steps: 2, steps: 8}\n"
+        "loader: {num_workers: 2}\nrungs: [full]\n"
+    )
+    (point,) = expand(spec).points
+    run_point(point, tmp_path, env=DistEnv(hostname="node-a"))
+    (row,) = results.read_rows(layout.rank_file(layout.point_dir(tmp_path, point.id), 0))
+    assert row["status"] == "ok", row["error"]
+    # 20 ms of CPU a batch in the reader threads against a 30 ms sleeping step: CPU seconds
+    # (not timings) decide, so a busy machine stretches both alike.
+    loader, main = float(row["loader_cores"]), float(row["main_cores"])
+    assert loader > 0.1 and loader > 2 * main, (loader, main)
+    assert row["loader_given"] == "torchdata.nodes.loader.Loader"
