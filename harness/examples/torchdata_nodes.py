@@ -4,7 +4,7 @@ torchdata.nodes (torchdata >= 0.10) replaces the DataLoader by a graph of nodes:
 `ParallelMapper` that reads samples in worker *threads* (`method="thread"`, its default), a
 `Batcher`, a collate `Mapper`, `PinMemory` and a `Prefetcher`, iterated through a `Loader`. There
 is no DataLoader, so the harness cannot build it; this factory builds it with the point's
-settings, the way torchdata's own "migrating from DataLoader" guide maps them:
+settings, one node per DataLoader setting:
 
     num_workers      -> ParallelMapper(num_workers=...) (0: a serial Mapper, as DataLoader's 0)
     prefetch_factor  -> Prefetcher(prefetch_factor=...) (batches held ready)

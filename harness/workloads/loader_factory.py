@@ -24,15 +24,10 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from harness.config.settings import LOADER_COLUMNS
 from harness.workloads import registry
 
-LOADER_SETTINGS: tuple[str, ...] = (
-    "num_workers",
-    "persistent_workers",
-    "pin_memory",
-    "prefetch_factor",
-    "drop_last",
-)
+LOADER_SETTINGS: tuple[str, ...] = tuple(name for name in LOADER_COLUMNS if name != "non_blocking")
 """The loader settings a factory may take. `non_blocking` is not among them: it is the copy's,
 and the harness makes the copy (its timed part of loading) whatever the loader is."""
 PLACE: tuple[str, ...] = ("batch_size", "rank", "world_size", "seed")
