@@ -182,7 +182,7 @@ class WorkloadSettings:
     dataset: str = setting(
         check=_dataset_name,
         allowed=f'one of {", ".join(registry.DATASETS)} or "package.module:factory"',
-        doc="the data set: a built-in name or your own factory",
+        doc="the data set: a built-in name or your own factory (with `loader`: optional, given to it)",
         axis=True,
     )
     dataset_args: Mapping[str, Any] = setting(
@@ -255,6 +255,14 @@ class WorkloadSettings:
         "function(batch) -> its number of samples (default: the tensors' leading dimension)",
         function=True,
     )
+    # --- a user's own loader, whole (harness/workloads/loader_factory.py): for loaders that
+    # replace or wrap the DataLoader (torchdata.nodes, a Lightning DataModule, litdata's
+    # StreamingDataLoader); called with the point's batch size and the loader settings it accepts ---
+    loader: str | None = _factory(
+        "your loader: factory(batch_size=, num_workers=, ..., rank=, world_size=, **loader_args) "
+        "-> any iterable of batches (a DataModule: its train_dataloader())"
+    )
+    loader_args: Mapping[str, Any] = _factory_args("loader")
     # --- a user's own training script, measured through harness.probe (docs/guides/training-script.md):
     # the script owns its dataset, model and step, so with `script` only
     # `args` and `batch_size` may be given beside it (spec.py, SCRIPT_FIELDS) ---

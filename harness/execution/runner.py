@@ -7,6 +7,7 @@ rung still runs. A rung the dataset cannot serve gives a skipped row saying why.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import traceback
@@ -15,11 +16,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torch.utils.data import IterableDataset
+from torch.utils.data import DataLoader, IterableDataset
 
 from harness.config import rungs as rung_names
 from harness.config.plan import Point, WorkloadSettings
-from harness.execution import ladder
+from harness.execution import given_loader, ladder
 from harness.execution.batches import count_samples
 from harness.execution.dist import DistEnv, agreement, barrier, init_process_group
 from harness.execution.loop import capacity_loop, drive, window
@@ -66,11 +67,19 @@ class PointOutcome:
     rows: tuple[results.RungRow, ...]
 
 
-def build_workload(point: Point, device: Any, *, distributed: bool = False) -> tuple[Any, TrainStep]:
-    """The point's dataset and its train step (model, loss or the user's step, optimizer,
-    precision, copy, sample count)."""
+def build_workload(
+    point: Point, device: Any, *, distributed: bool = False, where: ladder.Placement | None = None
+) -> tuple[Any, TrainStep]:
+    """The point's dataset (with workload.loader: the factory's loader, a GivenLoader) and its
+    train step (model, loss or the user's step, optimizer, precision, copy, sample count).
+    `where` is this rank's place: a dataset or loader factory that asks for it gets it."""
     w = point.workload
-    dataset = build_dataset(w)
+    where = where or ladder.Placement(device=device)
+    place = {"batch_size": w.batch_size, "rank": where.rank, "world_size": where.world_size}
+    dataset = None if w.dataset is None else build_dataset(w, place)
+    source = dataset if w.loader is None else given_loader.from_factory(point, where, dataset)
+    if isinstance(source, given_loader.GivenLoader):
+        dataset = dataset if dataset is not None else source.dataset
     normalize = dataset.to_uint8() if w.gpu_normalize else None  # type: ignore[attr-defined]
     model = build_model(w, int(getattr(dataset, "num_classes", 10)))
     parts = StepParts(
@@ -91,7 +100,7 @@ def build_workload(point: Point, device: Any, *, distributed: bool = False) -> t
         normalize=normalize,
         parts=parts,
     )
-    return dataset, step
+    return source, step
 
 
 def loader_parts(w: WorkloadSettings) -> ladder.LoaderParts:
@@ -152,8 +161,11 @@ def run_point(
         opened.rows.device = str(device)
         init_process_group(env, device.type, point.limits.dist_timeout_s)
         layout.write_meta(opened.path, env.rank, collect_meta(device, env))
-        dataset, step = build_workload(point, device, distributed=env.distributed)
+        where = ladder.Placement(device=device, rank=env.rank, world_size=env.world_size)
+        dataset, step = build_workload(point, device, distributed=env.distributed, where=where)
         parts = loader_parts(point.workload)
+        given = _given(opened, dataset)
+        dataset = given.dataset if given is not None else dataset
         opened.rows.transform_names = ladder.transform_names(dataset)
     except CannotWrite:
         raise  # the disk, not the point: the sweep stops with one line (cli.py)
@@ -161,6 +173,7 @@ def run_point(
         return opened.fail_all(e)
     rank = opened.rank(
         dataset=dataset,
+        given=given,
         device=device,
         to_device=step.to_device,
         count=step.count,
@@ -175,6 +188,15 @@ def run_point(
     if point.profile is not None and not outcome.failed:
         _profile(point, dataset, step, rank, opened.path / "profile")
     return outcome
+
+
+def _given(opened: OpenPoint, source: Any) -> given_loader.GivenLoader | None:
+    """A factory's loader, whose rows from now on record the settings it really ran with."""
+    if not isinstance(source, given_loader.GivenLoader):
+        return None
+    opened.rows.point = dataclasses.replace(opened.point, loader=source.recorded)
+    opened.rows.loader_given = type_name(source.loader)
+    return source
 
 
 @dataclass(kw_only=True, slots=True)
@@ -213,6 +235,7 @@ class OpenPoint:
         on_rung: Callable[[], None] = lambda: None,
         shapes: Callable[[], int | None] = lambda: None,
         parts: ladder.LoaderParts | None = None,
+        given: given_loader.GivenLoader | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> Rank:
         """What this rank measures with, its sampler and its timeline (not started yet)."""
@@ -220,6 +243,8 @@ class OpenPoint:
         sampler = RankSampler(
             hz=point.sampler.hz, host=point.sampler.host, gpu=point.sampler.gpu, device=device, rank=env.rank
         )
+        # A loader that is not a DataLoader may work in threads of this process (torchdata.nodes).
+        sampler.threads_as_loader(given is not None and not isinstance(given.loader, DataLoader))
         # A requeued or resumed point appends to the timeline of its earlier runs (TimelineFile).
         timeline = TimelineFile(self.path / timeline_name(env.rank), keep_earlier=self.skip_done)
         return Rank(
@@ -230,6 +255,7 @@ class OpenPoint:
             on_rung=on_rung,
             shapes=shapes,
             parts=parts or ladder.LoaderParts(),
+            given=given,
             where=ladder.Placement(device=device, rank=env.rank, world_size=env.world_size),
             sampler=sampler,
             agree=agreement(env, device.type),
@@ -281,6 +307,9 @@ class Rank:
     """Distinct input shapes seen in the rung (None where nobody looks)."""
     parts: ladder.LoaderParts
     """The user's collate, sampler or batch sampler and other DataLoader arguments."""
+    given: given_loader.GivenLoader | None
+    """A loader the harness did not build (workload.loader's, a script's measured as given):
+    the rungs read it (given_loader.build_stream); `dataset` is then the one it exposes."""
     where: ladder.Placement
     sampler: RankSampler
     agree: Callable[[bool], bool]
@@ -349,7 +378,7 @@ def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, re
     point = rank.point
     started = now()
     phases = _Phases(rank.sampler, f"{rung}/{repeat}")
-    stream: ladder.LoaderStream | ladder.RepeatStream | None = None
+    stream: ladder.LoaderStream | ladder.RepeatStream | given_loader.IterStream | None = None
     rank.on_rung()
     try:
         stream = _stream(rank, rung)
@@ -403,10 +432,15 @@ def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, re
     return row
 
 
-def _loader_facts(rank: Rank, rung: str, stream: ladder.LoaderStream | ladder.RepeatStream) -> int | None:
+def _loader_facts(
+    rank: Rank, rung: str, stream: ladder.LoaderStream | ladder.RepeatStream | given_loader.IterStream
+) -> int | None:
     """What the rung's loader knows before it is closed: the cached value's size (kept for the
     caching what-if), and its workers that made no batch (returned; None where there are none
-    to count), said when some did not: the row's num_workers would otherwise overstate it."""
+    to count), said when some did not: the row's num_workers would otherwise overstate it. A
+    loader the harness was given (given_loader.IterStream) tells neither."""
+    if isinstance(stream, given_loader.IterStream):
+        return None
     size = ladder.cached_value_bytes(stream)
     if size is not None:
         rank.sizes[rung] = size
@@ -444,10 +478,14 @@ def declared_shards(dataset: Any) -> int | None:
     return None
 
 
-def _stream(rank: Rank, rung: str) -> ladder.LoaderStream | ladder.RepeatStream:
+def _stream(rank: Rank, rung: str) -> ladder.LoaderStream | ladder.RepeatStream | given_loader.IterStream:
     """The rung's stream of batches from this rank's data, each wait for the workers bounded
     by limits.batch_timeout_s."""
     point = rank.point
+    if rank.given is not None:
+        return given_loader.build_stream(
+            rung, rank.given, point.workload.batch_size, rank.where, timeout_s=point.limits.batch_timeout_s
+        )
     return ladder.build_stream(
         rung,
         rank.dataset,
@@ -473,7 +511,7 @@ def _caching_sizes(rank: Rank, rung: str) -> tuple[int | None, int | None, float
 def _capacity(
     rank: Rank,
     rung: str,
-    stream: ladder.LoaderStream | ladder.RepeatStream,
+    stream: ladder.LoaderStream | ladder.RepeatStream | given_loader.IterStream,
     phases: _Phases,
     window_s: float,
 ) -> float | None:

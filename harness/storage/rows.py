@@ -183,6 +183,10 @@ class RungRow:
     """DataLoader workers that made no batch in the rung (warmup, window and loader capacity),
     of num_workers; empty without workers and on the batch-level rungs. > 0 on a stream: it has
     fewer shards than readers, and those workers idled (harness/execution/ladder.py:WorkerTally)."""
+    loader_given: str = ""
+    """The class of a loader the harness measured as it was given, not built (workload.loader's
+    factory, a script's DataLoader subclass, a torchdata.nodes Loader): its settings columns are
+    then the loader's own where it reports them (empty where it does not), not the spec's."""
 
     def cells(self) -> dict[str, Any]:
         """The row as the CSV holds it: column -> value."""

@@ -5,7 +5,7 @@ as registry.PIPELINE_CALLS says it is called."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from torch import nn
@@ -13,17 +13,21 @@ from torch.utils.data import Dataset, IterableDataset
 
 from harness.config.plan import WorkloadSettings
 from harness.naming import type_name
-from harness.workloads import registry
+from harness.workloads import loader_factory, registry
 
 
 class WorkloadError(RuntimeError):
     """A factory failed or returned the wrong thing; the message names which and why."""
 
 
-def build_dataset(settings: WorkloadSettings) -> Dataset[Any]:
+def build_dataset(settings: WorkloadSettings, place: Mapping[str, Any] | None = None) -> Dataset[Any]:
+    """The point's dataset. `place` (batch_size, rank, world_size: the point's and this rank's)
+    goes to a factory whose signature names them (loader_factory.DATASET_PLACE): MosaicML's
+    StreamingDataset takes batch_size, a stream sharding by rank its rank and world size."""
     factory = registry.resolve(settings.dataset, registry.DATASETS, "dataset")
+    asked = {k: v for k, v in (place or {}).items() if k in loader_factory.dataset_place(factory)}
     try:
-        dataset = factory(**settings.dataset_args)
+        dataset = factory(**asked, **settings.dataset_args)
     except Exception as e:
         raise WorkloadError(f"dataset {settings.dataset!r} failed to build: {type(e).__name__}: {e}") from e
     if isinstance(dataset, IterableDataset):
