@@ -6,8 +6,9 @@ pipeline), after torchvision's detection reference scripts (references/detection
   target is the boxes (x1, y1, x2, y2, pixels) and their labels (1..num_classes; 0 is the
   background, as torchvision's detection models count). Box counts vary from image to image,
   as in COCO, so samples cannot be stacked into one tensor.
-- **Samples** are `(image, target)`: `load_raw(i)` decodes the JPEG (PIL, as the reference's COCO reader) into a
-  `tv_tensors.Image` and gives `{"boxes": tv_tensors.BoundingBoxes, "labels", "image_id"}`;
+- **Samples** are `(image, target)`: `load_raw(i)` decodes the JPEG (with PIL, as the
+  reference's COCO reader does) into a `tv_tensors.Image` and gives
+  `{"boxes": tv_tensors.BoundingBoxes, "labels", "image_id"}`;
   `transform_sample` runs the reference's `torchvision.transforms.v2` training pipeline on the
   pair (the same random flip for the image and its boxes, a photometric distortion, float
   conversion, and `SanitizeBoundingBoxes`, which drops boxes a transform made degenerate).
@@ -43,11 +44,11 @@ Sample = tuple[torch.Tensor, Target]
 
 
 def scene(
-    rng: torch.Generator, size: int, boxes: tuple[int, int], num_classes: int
+    rng: torch.Generator, size: int, counts: tuple[int, int], num_classes: int
 ) -> tuple[torch.Tensor, Target]:
-    """One uint8 image (3, size, size) with boxes[0]..boxes[1] rectangles, their boxes and labels."""
+    """One uint8 image (3, size, size) with counts[0]..counts[1] rectangles, their boxes and labels."""
     image = torch.randint(0, 64, (3, size, size), generator=rng, dtype=torch.uint8)
-    count = int(torch.randint(boxes[0], boxes[1] + 1, (1,), generator=rng))
+    count = int(torch.randint(counts[0], counts[1] + 1, (1,), generator=rng))
     corners = torch.randint(0, size - 8, (count, 2), generator=rng)
     extents = torch.randint(8, max(9, size // 2), (count, 2), generator=rng)
     boxes = torch.cat([corners, (corners + extents).clamp(max=size)], dim=1)
@@ -112,11 +113,11 @@ class SyntheticDetection(Dataset[Sample]):
             time.sleep(self.read_s)
         with Image.open(io.BytesIO(self.files[index])) as stored:
             image = tv_tensors.Image(v2.functional.pil_to_tensor(stored.convert("RGB")))
-        stored = self.targets[index]
+        kept = self.targets[index]
         canvas = (self.image_size, self.image_size)
         target = {
-            "boxes": tv_tensors.BoundingBoxes(stored["boxes"], format="XYXY", canvas_size=canvas),
-            "labels": stored["labels"].clone(),
+            "boxes": tv_tensors.BoundingBoxes(kept["boxes"], format="XYXY", canvas_size=canvas),
+            "labels": kept["labels"].clone(),
             "image_id": index,
         }
         return image, target
@@ -139,7 +140,7 @@ def make_dataset(**kwargs: Any) -> SyntheticDetection:
 
 def collate_fn(batch: Sequence[Sample]) -> tuple[tuple[torch.Tensor, ...], tuple[Target, ...]]:
     """torchvision's references/detection/utils.py collate_fn: images and targets, per sample."""
-    return tuple(zip(*batch))  # type: ignore[return-value]
+    return tuple(zip(*batch, strict=True))  # type: ignore[return-value]
 
 
 def make_collate() -> Callable[[Sequence[Sample]], Any]:

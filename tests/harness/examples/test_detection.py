@@ -33,7 +33,7 @@ def test_transformed_samples_are_float_images_with_boxes_inside_them() -> None:
     dataset = make_dataset(**SMALL)
     for i in range(len(dataset)):
         image, target = dataset[i]
-        assert image.dtype == torch.float32 and 0 <= float(image.min()) and float(image.max()) <= 1
+        assert image.dtype == torch.float32 and float(image.min()) >= 0 and float(image.max()) <= 1
         boxes = target["boxes"]
         assert len(boxes) == len(target["labels"]) >= 1
         assert bool((boxes[:, 2] > boxes[:, 0]).all() and (boxes[:, 3] > boxes[:, 1]).all())

@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader
 
 from harness.examples.hf_text import HFTexts, HFTextStream, make_dataset, make_stream
 from harness.examples.text import make_collate
-from tests.fixtures.ladder_runs import ladder_verdict
+from tests.fixtures.ladder_runs import SPLIT_LADDER, ladder_verdict
 
 SIZE = 64
 
@@ -89,34 +89,40 @@ def test_bad_arguments_are_refused_with_the_value() -> None:
 # --- the shipped specs under the ladder: an injected cost is named, and nothing else ---------------
 
 # 4 samples a batch, 50 ms a sample where a cost is put: 200 ms a batch against a 100 ms step.
-CASES = [
-    ("read_ms: 50", ["raw data loading"]),
-    ("transform_ms: 50", ["transforms"]),
-    ("read_ms: 0", []),
-]
+# A slow read needs no processed_sample rung (its drop is between raw_sample and full): one
+# rung less to run.
+READ = ("read_ms: 50", ["raw data loading"], "[host_batch, raw_sample, full]")
+TOKENIZER = ("transform_ms: 50", ["transforms"], SPLIT_LADDER)
+NOTHING = ("read_ms: 0", [], SPLIT_LADDER)
 
 
-@pytest.mark.parametrize(("injected", "named"), CASES, ids=["slow-read", "slow-tokenizer", "nothing"])
+@pytest.mark.parametrize(
+    ("injected", "named", "rungs"), [READ, TOKENIZER, NOTHING], ids=["slow-read", "slow-tokenizer", "nothing"]
+)
 def test_map_style_a_cost_injected_is_named_by_the_ladder(
-    tmp_path: Path, injected: str, named: list[str]
+    tmp_path: Path, injected: str, named: list[str], rungs: str
 ) -> None:
     verdict = ladder_verdict(
         "hf_text-cpu.yaml",
         tmp_path,
         f"workload.dataset_args={{size: 256, tokenize: transform, {injected}}}",
         "workload.batch_size=4",
+        rungs=rungs,
     )
     assert verdict.stages == named, verdict.sentence
 
 
-@pytest.mark.parametrize(("injected", "named"), CASES, ids=["slow-read", "slow-tokenizer", "nothing"])
+@pytest.mark.parametrize(
+    ("injected", "named", "rungs"), [TOKENIZER, NOTHING], ids=["slow-tokenizer", "nothing"]
+)
 def test_streaming_a_cost_injected_is_named_by_the_ladder(
-    tmp_path: Path, injected: str, named: list[str]
+    tmp_path: Path, injected: str, named: list[str], rungs: str
 ) -> None:
     verdict = ladder_verdict(
         "hf_stream-cpu.yaml",
         tmp_path,
         f"workload.dataset_args={{size: 256, num_shards: 4, {injected}}}",
         "workload.batch_size=4",
+        rungs=rungs,
     )
     assert verdict.stages == named, verdict.sentence
