@@ -26,19 +26,28 @@ the tests inject them and expect the ladder's verdict to name the stage they wer
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import datasets
 import torch
+import torch.distributed as dist
 from datasets.distributed import split_dataset_by_node
 from torch.utils.data import Dataset, IterableDataset
 
 from harness.examples.text import SyntheticCorpus, WordTokenizer
-from harness.workloads.streams import rank_and_world
 
 TOKENIZE = ("map", "transform")
+
+
+def rank_and_world() -> tuple[int, int]:
+    """This process's rank and the number of ranks: torch.distributed's where it is initialised
+    (a DDP job's, before its data set is built), else torchrun's RANK and WORLD_SIZE, else 1."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
 
 
 def corpus_table(
