@@ -260,7 +260,7 @@ def _add_data_verb(verbs: Verbs) -> None:
 def _add_tune_verb(verbs: Verbs) -> None:
     tune = verbs.add_parser(
         "tune",
-        help="the grid's answer from a profile, a model and a few confirmations (harness/tuning.py)",
+        help="the grid's answer from a profile, a model and a few confirmations (harness/tune/driver.py)",
     )
     tune.add_argument("spec", type=Path, help="a spec with a loader grid; with --what-if, a tune's sweep")
     _add_overrides(tune)
@@ -516,7 +516,8 @@ def cmd_make_data(args: argparse.Namespace) -> int:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from harness.tuning import TuneError, run_tune_verb
+    from harness.tune.rounds import TuneError
+    from harness.tune.verb import run_tune_verb
 
     try:
         return run_tune_verb(args, _load_plan)

@@ -51,6 +51,7 @@ class RowMaker:
             transform_names=self.transform_names,
             started_at=started or now(),
             finished_at=now(),
+            run_pass=p.run_pass.number if p.run_pass else None,
         )
 
     def measured(self, rung: str, repeat: int, times: LoopTimes, *, started: str) -> RungRow:

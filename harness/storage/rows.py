@@ -174,6 +174,11 @@ class RungRow:
     """Share of the CPU time of the CPUs the rank may run on, over the window, that other
     processes took (neither the rank's tree nor its job's; steal included): > 0.1 says the
     machine was shared (harness/sampling/mates.py)."""
+    run_pass: int | None = None
+    """The pass of the sweep in which this unit was measured, where points' repeats are
+    interleaved (inline, local: ABC ABC, harness.sweeps.run_points): rows of two points with
+    the same run_pass were measured side by side, and the analysis compares them paired.
+    Empty where a point's repeats ran back to back (Slurm)."""
 
     def cells(self) -> dict[str, Any]:
         """The row as the CSV holds it: column -> value."""
