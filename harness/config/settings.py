@@ -328,6 +328,10 @@ DEFAULT_MAX_REPEATS = 10
 DRAIN_FACTOR = 4
 """After the stock's own warmup steps, at most this many times more to see the stock used up
 (harness/execution/loop.py); declared here, torch-free, so that `harness plan` can say it."""
+MIN_PERIODS = 3
+"""A window covers at least this many periods of a periodic delivery (bursts of num_workers
+batches from workers in step), else it is said to be too short (harness/execution/steady.py);
+torch-free, so that the analysis says it too."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -371,6 +375,16 @@ class Measure:
         allowed="auto, true or false",
         doc="also time each sample-level rung's loader alone, with no train step "
         "(auto: when the rungs include device_batch or host_batch, the demand to compare with)",
+    )
+    seconds: float | None = setting(
+        None,
+        check=optional(lambda v: is_number(v) and v > 0),
+        allowed="a number of seconds > 0, or null",
+        doc="the window's least duration: after `steps`, it goes on in whole periods of the "
+        "loader's delivery until it has lasted this long (null: `steps` alone decides)",
+        # It changes what a window measures, so it is in the point id once given; at null it is
+        # left out, and the points of sweeps measured before it existed keep their ids.
+        id_at_default=False,
     )
 
     @property

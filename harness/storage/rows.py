@@ -148,6 +148,10 @@ class RungRow:
     """Share of the CPU time of the CPUs the rank may run on, over the window, that other
     processes took (neither the rank's tree nor its job's; steal included): > 0.1 says the
     machine was shared (harness/sampling/mates.py)."""
+    delivery_period: int | None = None
+    """Steps per period where the loader delivered in bursts (workers in step: a wait every
+    `delivery_period` steps, harness/execution/steady.py): the window covers whole periods, and
+    the wait is periodic, not a heavy tail. Empty where the delivery was not periodic."""
 
     def cells(self) -> dict[str, Any]:
         """The row as the CSV holds it: column -> value."""
