@@ -59,6 +59,7 @@ METRICS = [
     "peak_device_memory_gb",
     "cpus_allotted",
     "foreign_cpu_share",
+    "delivery_period",
 ]
 # Per point, taken from its first run: the settings and where it ran.
 FIRST_COLUMNS = [*SETTING_COLUMNS, "point_index", "hostname", "sweep_id", "node", "node_type"]
@@ -187,6 +188,8 @@ def per_run(ok: pd.DataFrame) -> pd.DataFrame:
         cpus_allotted=grouped["cpus_allotted"].max(),
         # The most shared of the run's machines: its ranks wait for the slowest.
         foreign_cpu_share=grouped["foreign_cpu_share"].max(),
+        # Bursts of the loader's delivery (steps per period), where any rank saw them.
+        delivery_period=grouped["delivery_period"].max(),
         **{column: grouped[column].max() for column in TAIL_COLUMNS},
     )
     for column, rank_column in (("loading_time", "loading_rank"), ("next_time", "next_rank")):

@@ -28,11 +28,12 @@ BURST_SHARE = 0.25
 first arrive a few milliseconds apart on a busy machine (measured: 1-6 ms after a 56 ms wait),
 which is not the wait between bursts."""
 REPEATS = 2
-"""Periods seen after the first before a pattern is called periodic: one match is a coincidence."""
-MATCH = 0.75
-"""Share of the waits that recur `period` steps later (the others: a hiccup, a late batch)."""
+"""Periods seen after the first before a pattern is called periodic (and more waits than
+this among them): one match is a coincidence."""
 ALIKE = 0.25
-"""Most the waits of a period may differ from those of the next, as a share of their sum."""
+"""Most the waits of a period may differ from those of the next, as a share of their sum: a
+wait that crosses the line between a wait and a ready batch (12 ms in one period, 20 in the
+next) weighs as little as it lasts, where counting waits would make it a broken pattern."""
 SMOOTH = 0.8
 """Share of steps that wait beyond which the delivery is smooth (every step waits alike)."""
 
@@ -68,6 +69,8 @@ def waits(next_s: Sequence[float], total_s: Sequence[float]) -> list[bool]:
 def delivery(next_s: Sequence[float], total_s: Sequence[float], longest: int) -> Delivery:
     """The delivery pattern of these steps (the steady part of a warmup): the shortest period
     of at most `longest` steps (the loader's stock) with which the waits recur."""
+    if next_s and sorted(next_s)[len(next_s) // 4] > 0.5 * statistics.median(total_s):
+        return Delivery("smooth")  # three steps in four wait most of their time: no burst
     waited = waits(next_s, total_s)
     count = sum(waited)
     if count == 0:
@@ -75,10 +78,13 @@ def delivery(next_s: Sequence[float], total_s: Sequence[float], longest: int) ->
     if count >= SMOOTH * len(waited):
         return Delivery("smooth")
     for period in range(2, min(longest, len(waited) // (REPEATS + 1)) + 1):
-        # The latest periods only: the warmup's first ones still show the workers' start.
-        latest = -(REPEATS + 1) * period
-        if _recurs(waited[latest:], period) and _alike(next_s[latest:], period):
-            return Delivery("periodic", period)
+        # The latest periods only (the warmup's first ones still show the workers' start), or
+        # those just before them (a hiccup in the last period does not undo the pattern).
+        span = (REPEATS + 1) * period
+        for end in (len(waited), len(waited) - period):
+            stretch = slice(max(end - span, 0), end)
+            if end >= span and sum(waited[stretch]) > REPEATS and _alike(next_s[stretch], period):
+                return Delivery("periodic", period)
     if len(waited) >= (REPEATS + 1) * longest:
         return Delivery("irregular")
     return Delivery("unsettled")
@@ -90,13 +96,6 @@ def _alike(next_s: Sequence[float], period: int) -> bool:
     pairs = list(zip(next_s, next_s[period:], strict=False))
     total = sum(a + b for a, b in pairs)
     return total > 0 and sum(abs(a - b) for a, b in pairs) <= ALIKE * total
-
-
-def _recurs(waited: Sequence[bool], period: int) -> bool:
-    """Do the waits recur `period` steps later (MATCH of them, over at least REPEATS periods)?"""
-    pairs = [(a, b) for a, b in zip(waited, waited[period:], strict=False) if a or b]
-    both = sum(a and b for a, b in pairs)
-    return both >= REPEATS and both >= MATCH * len(pairs)
 
 
 def whole_periods(steps: int, period: int) -> int:
