@@ -72,8 +72,8 @@ def periodic_notes(shown: pd.DataFrame) -> list[str]:
     notes = [
         f"the wait for data is periodic in {len(bursty)} of {len(shown)} row(s) ({listed}{more}): the "
         f"loader delivers in bursts of {_counts(periods)} batches (workers of equal cost in step), and "
-        "the step waits between bursts; not erratic storage: the loader is short on average, and "
-        "each window covers whole periods"
+        "the step waits between bursts: the loader's rhythm, not a tail; it is short on average "
+        "(more workers or cheaper batches raise its rate), and each window covers whole periods"
     ]
     steps = pd.to_numeric(bursty["steps"], errors="coerce")
     short = bursty[steps < MIN_PERIODS * bursty["delivery_period"]]

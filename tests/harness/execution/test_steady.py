@@ -41,7 +41,10 @@ def test_a_hiccup_does_not_hide_the_period() -> None:
     [
         ([0.0003] * 24, "keeps up"),  # no step waits: nothing to align
         ([0.015, 0.016, 0.015, 0.014] * 6, "smooth"),  # every step waits alike: one-step periods
-        ([0.06, 0, 0, 0.05, 0, 0, 0, 0, 0, 0.07, 0, 0.03, 0, 0, 0, 0, 0.08, 0, 0, 0, 0, 0.05, 0, 0], "irregular"),
+        (
+            [0.06, 0, 0, 0.05, 0, 0, 0, 0, 0, 0.07, 0, 0.03, 0, 0, 0, 0, 0.08, 0, 0, 0, 0, 0.05, 0, 0],
+            "irregular",
+        ),
         ([0.06, 0, 0, 0, 0, 0, 0, 0, 0.06, 0, 0], "unsettled"),  # one gap: could be a coincidence
     ],
 )
