@@ -7,9 +7,10 @@ least the loader's stock, then up to DRAIN_FACTOR × stock more until the stock 
 and `steps` measured batches, rounded up to whole periods of a bursty delivery (a period is at
 most the stock: up to stock − 1 more). The drain's and the rounding's lengths are decided while
 it runs, so the count here is their longest (with `measure.seconds` the window's length is
-known only as it runs: the count is that without it, and the probe says when more came); the probe fills what a rung did not take (a short drain, a failed or skipped
-rung) with untimed batches after the last window, and one more untimed batch closes the loop:
-the last window's clock stops when the loop asks for the batch after its last, so the loop's
+known only as it runs: the count is that without it, and the probe says when more came);
+the probe fills what a rung did not take (a short drain, a failed or skipped rung) with
+untimed batches after the last window, and one more untimed batch closes the loop: the last
+window's clock stops when the loop asks for the batch after its last, so the loop's
 last batch (where scripts validate and checkpoint) is never inside a window.
 
 Torch-free: `harness plan` says the count before anything runs.
