@@ -136,6 +136,8 @@ def _lower_amp(v: Any) -> str:
 
 
 BOOL = "true or false"
+MODEL_LOSS = "model"
+"""workload.loss: the model's output carries its loss (harness/execution/train_step.py)."""
 
 
 def _factory_path(v: Any) -> bool:
@@ -244,7 +246,16 @@ class WorkloadSettings:
     sampler_args: Mapping[str, Any] = _factory_args("sampler")
     batch_sampler: str | None = _factory("an iterable of lists of indices, for this rank (e.g. by length)")
     batch_sampler_args: Mapping[str, Any] = _factory_args("batch_sampler")
-    loss: str | None = _factory("loss_fn(model output, batch) -> scalar (default: cross-entropy)")
+    loss: str | None = setting(
+        None,
+        check=lambda v: v == MODEL_LOSS or _factory_path(v),
+        allowed=f'"{MODEL_LOSS}", "package.module:factory" or null',
+        doc="loss_fn(model output, batch) -> scalar; model: the output's own loss (output.loss or "
+        "output['loss'], as Hugging Face models return it); null: that where the output carries "
+        "one, else cross-entropy on (inputs, targets)",
+        axis=True,
+        id_at_default=False,
+    )
     loss_args: Mapping[str, Any] = _factory_args("loss")
     step: str | None = _factory("step_fn(batch): forward, loss, backward, optimizer (default: SGD)")
     step_args: Mapping[str, Any] = _factory_args("step")

@@ -506,3 +506,15 @@ def test_a_spec_name_with_a_percent_or_a_line_break_is_refused(name: str) -> Non
     """The name is a folder of the results root and part of the job's name."""
     message = error_of(spec_text().replace("name: t", f"name: {name!r}".replace("'", '"')))
     assert message.startswith(f"jobs/x.yaml:1: name: {name!r} is not allowed; expected letters, digits")
+
+
+def test_loss_model_names_the_outputs_own_loss_and_a_typo_says_what_is_allowed() -> None:
+    spec = parse_spec(
+        "name: t\n" + DICT_WORKLOAD.replace("  batch_size: 4", "  batch_size: 4\n  loss: model")
+    )
+    assert spec.field_values["workload.loss"] == ("model",)
+    typo = "name: t\n" + DICT_WORKLOAD.replace("  batch_size: 4", "  batch_size: 4\n  loss: modle")
+    assert re.search(
+        r"workload\.loss: 'modle' is not allowed.*\"model\", \"package\.module:factory\" or null",
+        error_of(typo),
+    ), error_of(typo)
