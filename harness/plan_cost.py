@@ -86,7 +86,7 @@ def point_cost(point: Point) -> PointCost:
         capacity_windows += m.repeats if sample and _capacity(point) else 0
     step_s = _step_seconds(point)
     seconds = None if step_s is None else step_s * (least + capacity_windows * m.steps)
-    if seconds is not None and m.seconds:
+    if step_s is not None and seconds is not None and m.seconds:
         # Each window lasts at least measure.seconds, and so does each loader-capacity pass.
         windows = m.repeats * len(point.rungs) + capacity_windows
         seconds += windows * max(m.seconds - step_s * m.steps, 0.0)
