@@ -58,6 +58,9 @@ WAITED = 0.05
 DRIFT_FLOOR = 0.05
 """A drift under 5 % between the window's halves is never called unsteady."""
 MIN_STEADY_STEPS = 8
+_LOOKED_AT = steady.REPEATS + 2
+"""The warmup's latest steps the delivery is read from, in stocks: the longest period looked
+for is the stock, over REPEATS + 1 periods and one more (a hiccup in the last)."""
 CHUNK = 8
 """With measure.seconds, the window grows by at least this many steps at a time (whole
 periods): under DDP each growth is a collective, which a per-step check would pay every step."""
@@ -256,7 +259,7 @@ def _period(warm: Sequence[Clocked], stock: int) -> int:
     """Steps per period of the loader's delivery as the warmup's steady part shows it (its
     first step, the iterator's start, left out); 1 where it is not periodic. A period longer
     than the stock is no burst of the workers': left alone."""
-    tail = [w for w in warm[1:] if not w.new_epoch]
+    tail = [w for w in warm[1:] if not w.new_epoch][-_LOOKED_AT * max(stock, 1) :]
     pattern = steady.delivery([w.next_s for w in tail], [w.total_s for w in tail], stock)
     return pattern.period
 
@@ -338,7 +341,7 @@ def _warm_up(
 def _settled(done: Sequence[Clocked], stock: int) -> bool:
     """The waits' pattern is known: none, every step alike, or a spacing that has repeated
     (steady.delivery); the iterator's first step is left out (its start-up)."""
-    tail = [d for d in done[1:] if not d.new_epoch]
+    tail = [d for d in done[1:] if not d.new_epoch][-_LOOKED_AT * max(stock, 1) :]
     return steady.delivery([d.next_s for d in tail], [d.total_s for d in tail], stock).settled
 
 
