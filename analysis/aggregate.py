@@ -16,7 +16,9 @@ Aggregation rules, in order:
    runs, as every judgement of a difference). A run that stands out (analysis.noise.outliers)
    is named in `outliers` ("repeat 2 -8%": its repeat, and how far it lies from the median),
    and stays in every figure. The runs' own figures stay in `run_samples_per_s` and
-   `run_loading_time`, for the judgements (compare, the recommendation, the expectations).
+   `run_loading_time`, for the judgements (compare, the recommendation, the expectations),
+   with `run_passes`: the pass each run was measured in (`<sweep>#<run_pass>`, None where the
+   point's repeats ran back to back), by which two points' runs are paired (analysis.noise).
 4. The tail of the wait (`loading_time_p50`, `_p95`, `_p99`, `waited_share`) is, in a run, that
    of the rank with the longest tail: under DDP every rank waits for the one whose read stalled.
 """
@@ -188,8 +190,10 @@ def per_run(ok: pd.DataFrame) -> pd.DataFrame:
         cpus_allotted=grouped["cpus_allotted"].max(),
         # The most shared of the run's machines: its ranks wait for the slowest.
         foreign_cpu_share=grouped["foreign_cpu_share"].max(),
+        # The ranks of a run measured it in one pass.
+        run_pass=grouped["run_pass"].max() if "run_pass" in ok else float("nan"),
         # Bursts of the loader's delivery (steps per period), where any rank saw them.
-        delivery_period=grouped["delivery_period"].max(),
+        delivery_period=grouped["delivery_period"].max() if "delivery_period" in ok else float("nan"),
         **{column: grouped[column].max() for column in TAIL_COLUMNS},
     )
     for column, rank_column in (("loading_time", "loading_rank"), ("next_time", "next_rank")):
@@ -237,6 +241,7 @@ def over_runs(runs: pd.DataFrame) -> pd.DataFrame:
     summary["run_samples_per_s"] = rates.agg(tuple)
     summary["outliers"] = _outliers(runs, summary["run_samples_per_s"])
     summary["run_loading_time"] = by_point["loading_time"].agg(tuple)
+    summary["run_passes"] = _pass_labels(runs).groupby([runs[c] for c in KEY], sort=False).agg(tuple)
     summary["runs"] = by_point.size()
     summary["repeats"] = by_point["repeat"].nunique()
     summary["nodes"] = by_point["node"].nunique()
@@ -256,6 +261,17 @@ def over_runs(runs: pd.DataFrame) -> pd.DataFrame:
     out["jobid"] = out["jobid"].fillna(out["point_id"]).astype(object)
     out["sweep"] = [_sweep_label(s) for s in out["sweep_dir"]]
     return out
+
+
+def _pass_labels(runs: pd.DataFrame) -> pd.Series:
+    """Per run, its pass as `<sweep_dir>#<run_pass>` (passes are numbered per sweep), or None
+    where the run was not measured in an interleaved pass (Slurm, results older than passes)."""
+    passes = runs["run_pass"] if "run_pass" in runs else pd.Series(float("nan"), index=runs.index)
+    labels = [
+        None if pd.isna(number) else f"{sweep}#{int(number)}"
+        for sweep, number in zip(runs["sweep_dir"], passes, strict=True)
+    ]
+    return pd.Series(labels, index=runs.index, dtype=object)
 
 
 def _outliers(runs: pd.DataFrame, rates: pd.Series) -> pd.Series:

@@ -7,7 +7,9 @@ is constant in A and in B but differs between them (the change itself: batch_siz
 in B) is left out of the match and named under "what changed".
 
 Judgements, by analysis.noise (the one noise model): the runs of a configuration on each side
-(its repeats, and every point that measured it) are independent runs. Throughput: B over A is
+(its repeats, and every point that measured it) are independent runs, unless the two sides'
+runs took turns in the passes of one sweep (`run_pass`: two selections of one sweep run
+here): then they are paired by pass, and the drift each pass shares cancels. Throughput: B over A is
 *faster* or *slower* when its whole 95 % interval lies beyond the ±5 % margin, *same* when it
 lies inside it, *undecided* otherwise (with the runs per side that would likely decide).
 The wait for data (loading_time) is judged by what it costs a step: B − A as a share of A's
@@ -137,6 +139,7 @@ def _per_config(frame: pd.DataFrame, key: list[str]) -> pd.DataFrame:
         points=("point_id", lambda s: ",".join(sorted(set(s)))),
         run_samples_per_s=("run_samples_per_s", _pooled),
         run_loading_time=("run_loading_time", _pooled),
+        run_passes=("run_passes", _pooled),
     )
     return out.reset_index()
 
@@ -152,18 +155,23 @@ def _judge_changes(table: pd.DataFrame) -> pd.DataFrame:
         return table
     table = table.copy()
     table["change"] = table["samples_per_s_b"] / table["samples_per_s_a"] - 1
+    passes = list(zip(table["run_passes_a"], table["run_passes_b"], strict=True))
     judged = [
-        _judge(a, b, "faster", "slower")
-        for a, b in zip(table["run_samples_per_s_a"], table["run_samples_per_s_b"], strict=True)
+        _judge(a, b, "faster", "slower", passes=ab)
+        for a, b, ab in zip(table["run_samples_per_s_a"], table["run_samples_per_s_b"], passes, strict=True)
     ]
     table["interval"] = [interval for interval, _ in judged]
     table["judgement"] = [word for _, word in judged]
     table["tested"] = table["interval"] != ""
     table["loading_change"] = table["loading_time_b"] / table["loading_time_a"] - 1
     waits = [
-        _judge(a, b, "longer", "shorter", step=step)
-        for a, b, step in zip(
-            table["run_loading_time_a"], table["run_loading_time_b"], table["step_time_a"], strict=True
+        _judge(a, b, "longer", "shorter", step=step, passes=ab)
+        for a, b, step, ab in zip(
+            table["run_loading_time_a"],
+            table["run_loading_time_b"],
+            table["step_time_a"],
+            passes,
+            strict=True,
         )
     ]
     table["loading_interval"] = [interval for interval, _ in waits]
@@ -172,12 +180,22 @@ def _judge_changes(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _judge(
-    a: tuple[float, ...], b: tuple[float, ...], up: str, down: str, *, step: float | None = None
+    a: tuple[float, ...],
+    b: tuple[float, ...],
+    up: str,
+    down: str,
+    *,
+    step: float | None = None,
+    passes: tuple[tuple[noise.Pass, ...], tuple[noise.Pass, ...]] = ((), ()),
 ) -> tuple[str, str]:
     """(the interval of B against A, or "" when untested; the word for the change). With
-    `step`, B − A as a share of that step time; else B over A."""
+    `step`, B − A as a share of that step time; else B over A. Paired by pass where A's and
+    B's runs took turns in the passes of one sweep (analysis.noise.ratio_by_pass)."""
     try:
-        estimate = noise.independent_ratio(a, b) if step is None else noise.independent_shift(a, b, step)
+        if step is None:
+            estimate = noise.ratio_by_pass(a, b, *passes)
+        else:
+            estimate = noise.shift_by_pass(a, b, step, *passes)
     except ValueError:  # a side without a figure (or no step time): nothing to compare
         return "", ""
     judgement = estimate.judge()

@@ -23,7 +23,11 @@ The method (the README repeats it in a few lines):
   the interval covered no change 95-99 % of the time.) Paired
   where two figures were measured in turn in the same process (the rungs of a point, ABC ABC;
   the ranks of a repeat): the one-sample version on the per-repeat log-ratios, which cancels a
-  slow spell of the machine. Independent otherwise (two points, two sweeps, two nodes).
+  slow spell of the machine. Two points are paired the same way **by pass** where their
+  runs took turns on one machine (inline, local: passes ABC ABC, each row's `run_pass`):
+  `ratio_by_pass` pairs the i-th run of A with the run of B of the same pass, where every run
+  of the side with fewer runs has its partner; the drift a pass shares cancels in the pair's
+  ratio. Independent otherwise (points run back to back on Slurm, two sweeps, two nodes).
   Outliers are not discounted at 3-4 runs on purpose: on erratic storage a slow run is most
   often the configuration's own stall, and discounting it would flatter exactly the
   configurations that erratic reads hurt.
@@ -123,6 +127,8 @@ class Estimate:
     shift: bool = False
     """A difference (estimate − 0) rather than a ratio (estimate / 1)."""
     sides: tuple[_Side, ...] = ()
+    paired: bool = False
+    """From pairs of runs measured side by side (n pairs), not from two independent samples."""
 
     @property
     def tested(self) -> bool:
@@ -224,15 +230,15 @@ def _hodges_lehmann(b: Sequence[float], a: Sequence[float] | None = None) -> flo
     return statistics.median(y - x for x in a for y in b)
 
 
-def _estimate(sides: tuple[_Side, ...], center: float, *, shift: bool) -> Estimate:
+def _estimate(sides: tuple[_Side, ...], center: float, *, shift: bool, paired: bool = False) -> Estimate:
     """The interval of `center` from the sides' trimmed means and squared standard errors."""
     n = min(s.n for s in sides)
     back = (lambda v: v) if shift else math.exp
     if n < 2:
-        return Estimate(back(center), None, None, n, shift, sides)
+        return Estimate(back(center), None, None, n, shift, sides, paired)
     se = math.sqrt(sum(s.var for s in sides))
     half = t_quantile(max(1.0, _welch_df(sides))) * se
-    return Estimate(back(center), back(center - half), back(center + half), n, shift, sides)
+    return Estimate(back(center), back(center - half), back(center + half), n, shift, sides, paired)
 
 
 def paired_ratio(a: Sequence[float], b: Sequence[float]) -> Estimate:
@@ -240,7 +246,71 @@ def paired_ratio(a: Sequence[float], b: Sequence[float]) -> Estimate:
     logs = [math.log(y / x) for x, y in zip(a, b, strict=True) if _positive(x) and _positive(y)]
     if not logs:
         raise ValueError("no pair of positive values to compare")
-    return _estimate((_side(logs),), _hodges_lehmann(logs), shift=False)
+    return _estimate((_side(logs),), _hodges_lehmann(logs), shift=False, paired=True)
+
+
+Pass = str | None
+"""A run's pass (a sweep and its run_pass, as analysis.aggregate labels it), or None where the
+run was not measured in an interleaved pass."""
+
+
+def ratio_by_pass(
+    a: Sequence[float], b: Sequence[float], a_passes: Sequence[Pass] = (), b_passes: Sequence[Pass] = ()
+) -> Estimate:
+    """B over A, paired by pass where the runs allow it (`pairs_by_pass`), else independent:
+    the runs of one point that took turns with the other's on one machine share its drift."""
+    pairs = pairs_by_pass(a, b, a_passes, b_passes)
+    if pairs is None:
+        return independent_ratio(a, b)
+    return paired_ratio([x for x, _ in pairs], [y for _, y in pairs])
+
+
+def shift_by_pass(
+    a: Sequence[float],
+    b: Sequence[float],
+    scale: float,
+    a_passes: Sequence[Pass] = (),
+    b_passes: Sequence[Pass] = (),
+) -> Estimate:
+    """B − A over `scale`, paired by pass where the runs allow it, else independent."""
+    pairs = pairs_by_pass(a, b, a_passes, b_passes, positive=False)
+    if pairs is None or not scale > 0:
+        return independent_shift(a, b, scale)
+    return paired_shift([(y - x) / scale for x, y in pairs])
+
+
+def pairs_by_pass(
+    a: Sequence[float],
+    b: Sequence[float],
+    a_passes: Sequence[Pass],
+    b_passes: Sequence[Pass],
+    *,
+    positive: bool = True,
+) -> list[tuple[float, float]] | None:
+    """(a run of A, the run of B of the same pass) for every pass that holds one run of each;
+    None unless there are two pairs or more and every run of the side with fewer runs is in
+    one (a pair per pass: a side with two runs in one pass, pooled points, is not paired).
+    Runs of the other side without a partner are left out of the paired judgement."""
+    if len(a_passes) != len(a) or len(b_passes) != len(b):
+        return None
+    a_by, b_by = _one_per_pass(a, a_passes, positive), _one_per_pass(b, b_passes, positive)
+    if a_by is None or b_by is None:
+        return None
+    shared = [k for k in a_by if k in b_by]
+    if len(shared) < 2 or len(shared) < min(len(a), len(b)):
+        return None
+    return [(a_by[k], b_by[k]) for k in shared]
+
+
+def _one_per_pass(values: Sequence[float], passes: Sequence[Pass], positive: bool) -> dict[str, float] | None:
+    """Pass -> its run; None where a run has no pass, no figure, or shares its pass."""
+    out: dict[str, float] = {}
+    for value, label in zip(values, passes, strict=True):
+        usable = _positive(value) if positive else value == value
+        if label is None or label in out or not usable:
+            return None
+        out[label] = value
+    return out
 
 
 def paired_shift(differences: Sequence[float]) -> Estimate:
@@ -248,7 +318,7 @@ def paired_shift(differences: Sequence[float]) -> Estimate:
     clean = [d for d in differences if d == d]
     if not clean:
         raise ValueError("no difference to judge")
-    return _estimate((_side(clean),), _hodges_lehmann(clean), shift=True)
+    return _estimate((_side(clean),), _hodges_lehmann(clean), shift=True, paired=True)
 
 
 def independent_ratio(a: Sequence[float], b: Sequence[float]) -> Estimate:

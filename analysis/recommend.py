@@ -1,14 +1,18 @@
 """Per node and sweep: the best configuration, and the cheapest one tied with it.
 
 The best is the highest median samples/s. Every other configuration is judged against it by
-analysis.noise's three-way rule on the runs of both (each point's per-run samples/s, as
-independent runs): *tied* only when the 95 % interval of the difference lies inside the
-practical margin (±5 %), *slower* when it lies wholly below, *undecided* otherwise: a wide
-interval is never a tie. The cheapest of the tied is recommended. Cheapest means, in this
-order: fewest workers, no persistent workers, least host memory (the rank's process tree,
-workers included). Cheaper configurations left undecided are named, with the runs per point
-that would likely decide them (`undecided_points` gives the same to code: the adaptive
-repeats measure those points again). With one run on a side there is nothing to test: the
+analysis.noise's three-way rule on the runs of both (each point's per-run samples/s, paired
+by pass where the two took turns on one machine, else as independent runs): *tied* only when
+the 95 % interval of the difference lies inside the practical margin (±5 %), *slower* when it
+lies wholly below, *undecided* otherwise: a wide interval is never a tie. The cheapest of the
+tied is recommended. Cheapest means, in this order: fewest workers, no persistent workers,
+least host memory (the rank's process tree, workers included). Cheaper configurations left
+undecided are named, with the runs per point that would likely decide them
+(`undecided_points` gives the same to code: the adaptive repeats measure those points
+again); the cheapest of them whose estimate lies within the margin is the *candidate*, said
+right under the recommendation with its figures ("within 1.6% of the best, not proven tied:
+15 more runs per point would decide"): what the evidence supports, not hidden behind the
+best, and not called tied. With one run on a side there is nothing to test: the
 old rule stands in, labelled untested: within 5 % of the best counts as tied. Both are given
 with their speedup over the sweep's baseline, its first point (point_index 0): the spec's
 first values are the user's starting point; the same judgement says whether the speedup is
@@ -63,6 +67,8 @@ class Choice:
     run_samples_per_s: tuple[float, ...]
     """samples/s of each run (repeats; nodes of one type with --by gpu)."""
     cpu_memory_gb: float
+    run_passes: tuple[noise.Pass, ...] = ()
+    """The pass of each run (analysis.aggregate's labels), for the paired judgement."""
     pooled: tuple[str, ...] = ()
     """The points measured as the same configuration on this device (NO_EFFECT_OFF_CUDA), whose
     runs are pooled with this one's."""
@@ -79,8 +85,11 @@ class Choice:
         return " ".join(f"{k}={_value(v)}" for k, v in self.settings.items())
 
     def against(self, other: Choice) -> noise.Estimate:
-        """This one's samples/s over the other's, from their runs."""
-        return noise.independent_ratio(other.run_samples_per_s, self.run_samples_per_s)
+        """This one's samples/s over the other's, from their runs (paired by pass where they
+        took turns on one machine)."""
+        return noise.ratio_by_pass(
+            other.run_samples_per_s, self.run_samples_per_s, other.run_passes, self.run_passes
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +111,25 @@ class Undecided:
     def challenges(self) -> bool:
         """Its interval reaches beyond +margin: it may be the real best."""
         return self.ratio.high is not None and self.ratio.high > 1 + noise.MARGIN
+
+    @property
+    def close(self) -> bool:
+        """Cheaper, and its estimate lies within the margin of the best: the runs point to a
+        tie they cannot prove yet (a candidate, where it is the cheapest such)."""
+        return self.cheaper and abs(self.ratio.change) <= noise.MARGIN
+
+    def candidate_line(self) -> str:
+        """What the evidence supports, said as such: its figures, how close, and that it is
+        not proven tied."""
+        c, r = self.choice, self.ratio
+        if self.runs is None:
+            more = f"more than {noise.MAX_RUNS} runs per point would be needed to decide"
+        else:
+            more = f"{self.runs - c.runs} more runs per point would decide (about {self.runs} in all)"
+        return (
+            f"candidate, cheaper: {c.name} {c.settings_text()}: {c.samples_per_s:.2f} samples/s, "
+            f"within {abs(r.change):.1%} of the best ({r.interval_text()}), not proven tied: {more}"
+        )
 
     def line(self) -> str:
         c, r = self.choice, self.ratio
@@ -157,6 +185,12 @@ class Recommendation:
     """Said once under the choices: settings with no effect on this device."""
 
     @property
+    def candidate(self) -> Undecided | None:
+        """The cheapest configuration cheaper than the recommended one whose estimate lies
+        within the margin of the best, but whose interval does not (undecided, not tied)."""
+        return next((u for u in self.undecided if u.close), None)
+
+    @property
     def provisional(self) -> bool:
         """Some configuration may be faster than the best by more than the margin: until it is
         decided, the best, and so the recommendation, may be the wrong one."""
@@ -193,7 +227,10 @@ class Recommendation:
             out = [f"best: {best.name} {best.settings_text()}: {best.samples_per_s:.2f} samples/s, "]
             out[0] += self.against_baseline(best)
             out.append(self._cheapest_line(best))
-            out += [u.line() for u in (*self.challengers, *self.undecided)]
+            candidate = self.candidate
+            if candidate is not None:
+                out.append(candidate.candidate_line())
+            out += [u.line() for u in (*self.challengers, *self.undecided) if u is not candidate]
         out += [u.line() for u in self.unranked]
         if base is not None:
             where = " (measured on another node or node type)" if self.baseline_elsewhere else ""
@@ -208,7 +245,11 @@ class Recommendation:
     def _cheapest_line(self, best: Choice) -> str:
         cheap = self.cheapest
         assert cheap is not None, "a recommendation with a best has a cheapest"
-        provisional = "; provisional, the best is undecided" if self.provisional else ""
+        open_ = [
+            w for w, on in (("the best", self.provisional), ("a cheaper candidate", self.candidate)) if on
+        ]
+        verb = "are" if len(open_) > 1 else "is"
+        provisional = f"; provisional, {' and '.join(open_)} {verb} undecided" if open_ else ""
         label = (
             f"cheapest tied with the best (within ±{noise.MARGIN:.0%}{provisional})"
             if self.tested
@@ -359,6 +400,7 @@ def _pooled(members: pd.DataFrame) -> pd.Series:
         return row
     runs = tuple(v for rates in members["run_samples_per_s"] for v in rates)
     row["run_samples_per_s"] = runs
+    row["run_passes"] = _passes_pooled(members)
     row["samples_per_s"] = statistics.median(runs)
     row["runs"] = len(runs)
     row["cpu_memory_gb"] = members["cpu_memory_gb"].median()
@@ -428,13 +470,12 @@ def _judged(
     tied with the best: its interval inside the margin; with one run on a side (untested),
     within WITHIN of the best stands in."""
     out: dict[str, tuple[noise.Estimate | None, bool]] = {}
-    for point_id, runs, rate in zip(
-        rows["point_id"], rows["run_samples_per_s"], rows["samples_per_s"], strict=True
-    ):
+    for (_, row), rate in zip(rows.iterrows(), rows["samples_per_s"], strict=True):
+        point_id = row["point_id"]
         if point_id == best.point_id:
             out[str(point_id)] = (None, True)
             continue
-        ratio = noise.independent_ratio(best.run_samples_per_s, runs)
+        ratio = _choice(row, []).against(best)
         judgement = ratio.judge(margin)
         if judgement == noise.NOT_TESTED:
             out[str(point_id)] = (ratio, rate >= (1 - margin) * best.samples_per_s)
@@ -503,6 +544,7 @@ def _baseline(rows: pd.DataFrame, chosen: pd.DataFrame, sweep_dir: str) -> tuple
     row["samples_per_s"] = there["samples_per_s"].median()
     # Every run of point 0 in the other groups: the runs the speedup is tested against.
     row["run_samples_per_s"] = tuple(v for runs in there["run_samples_per_s"] for v in runs)
+    row["run_passes"] = _passes_pooled(there)
     row["runs"] = there["runs"].sum()
     return row, True
 
@@ -528,9 +570,24 @@ def _choice(row: pd.Series, shown: list[str]) -> Choice:
         settings={c: row[c] for c in shown},
         samples_per_s=float(row["samples_per_s"]),
         run_samples_per_s=tuple(float(v) for v in row["run_samples_per_s"]),
+        run_passes=_passes(row),
         cpu_memory_gb=float(row["cpu_memory_gb"]),
         pooled=pooled if isinstance(pooled := row.get("pooled"), tuple) else (),
     )
+
+
+def _passes(row: pd.Series) -> tuple[noise.Pass, ...]:
+    """The row's run_passes (none in a frame made before passes: then nothing is paired)."""
+    passes = row.get("run_passes")
+    return tuple(passes) if isinstance(passes, tuple) else ()
+
+
+def _passes_pooled(members: pd.DataFrame) -> tuple[noise.Pass, ...]:
+    """The pooled rows' passes, aligned with their pooled runs; none where a row lacks them."""
+    per_row = [_passes(row) for _, row in members.iterrows()]
+    if any(len(p) != len(r) for p, r in zip(per_row, members["run_samples_per_s"], strict=True)):
+        return ()
+    return tuple(label for passes in per_row for label in passes)
 
 
 def render_recommendations(recs: list[Recommendation], fmt: str) -> str:

@@ -1,5 +1,5 @@
-"""Lay out the per-node DataLoader table of the course (004_*) from the summary that
-analysis.aggregate makes, and render it (terminal, markdown, csv, latex, html).
+"""Lay out the per-node DataLoader table of the Jean Zay course (https://github.com/IDRIS-CNRS/DLO-JZ)
+from the summary that analysis.aggregate makes, and render it (terminal, markdown, csv, latex, html).
 
 Columns: the course's first (the job, the loader's knobs, its two chronometers), then ours; the
 noise of the repeats (`runs`, `ci95`: the point's samples/s known to ± that, and `outliers`:
@@ -19,8 +19,8 @@ from analysis.aggregate import SAMPLED_COLUMNS, WORKLOAD_COLUMNS, table_rows
 from analysis.tail import heavy_tailed
 from harness.config import settings
 
-# The Jean Zay table's columns, in its order (004_*): the job, the loader's knobs (every one
-# declared, so a new knob joins the table), the two chronometers. Then ours.
+# The Jean Zay table's columns, in its order (DLO-JZ, Jour2/tp_dlojz_jour2/dlojz2_3.py): the job,
+# the loader's knobs (every one declared, so a new knob joins the table), the two chronometers. Then ours.
 JEAN_ZAY_COLUMNS = ["jobid", *settings.LOADER_COLUMNS, "loading_time", "training_time"]
 EXTRA_COLUMNS = ["first_step_loading_time", "samples_per_s", "cpu_memory_gb"]
 FORMATS = {"terminal": "simple", "markdown": "github", "latex": "latex_booktabs", "html": "html"}

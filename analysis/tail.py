@@ -1,8 +1,9 @@
 """The tail of the wait for data: when it is heavy, and which loader setting absorbs it.
 
-A mean `loading_time` hides a read that stalls now and then (a busy shared file system: "IOs on
-Jean Zay are erratic", 004_*). The rows keep the per-step percentiles (`loading_time_p50`,
-`_p95`, `_p99`) and `waited_share`, the share of steps that waited longer than they computed.
+A mean `loading_time` hides a read that stalls now and then (a busy shared file system: "IOs on Jean
+Zay are erratic", the IDRIS course, https://github.com/IDRIS-CNRS/DLO-JZ). The rows keep the
+per-step percentiles (`loading_time_p50`, `_p95`, `_p99`) and `waited_share`, the share of steps
+that waited longer than they computed.
 
 A point's wait is **heavy-tailed** when its p99 is at least TAIL_RATIO times its p50 *and* the
 difference is worth TAIL_FLOOR of a step: a 2 ms p99 over a 0.1 ms p50 is IPC jitter of a loader

@@ -1,12 +1,14 @@
 """The caching ladder's verdict, the judgement: per point and node, the rung table and whether
-the input pipeline keeps up with the device, and if not, which stage costs the most (000_*,
-001_* in shared/reference). Its words are analysis.verdict_text's.
+the input pipeline keeps up with the device, and if not, which stage costs the most (C. Rand,
+"A Caching Strategy for Identifying Bottlenecks on the Data Input Pipeline",
+https://towardsdatascience.com/a-caching-strategy-for-identifying-bottlenecks-on-the-data-input-pipeline/).
+Its words are analysis.verdict_text's.
 
 With parallel workers a step takes about max(device step, loader work ÷ workers). A drop in
 steps/s between two rungs therefore lands on whichever stage brings the loader under the
 device's demand: when reading costs 27 % of the loader's work and the transforms 73 %, caching
 the read is enough to keep up, the drop lands on reading and the transforms are never named
-(001_* warns of exactly this). So where the loader's capacity was measured (`loader_capacity`:
+(the article warns of exactly this). So where the loader's capacity was measured (`loader_capacity`:
 batches/s the same loader delivers with no train step), the verdict is read from capacities:
 
 - the device's demand is the bound rung's steps/s (host_batch when measured: it includes the

@@ -32,7 +32,7 @@ MARGIN = f"±{noise.MARGIN:.0%}"
 NO_CAPACITY = (
     "the loader's capacity was not measured (measure.loader_capacity, or rows of an older "
     "harness): a stage named by its drop may only have tipped the loader over, and the "
-    "costliest stage may be hidden (001_*)"
+    "costliest stage may be hidden (Rand's caching article)"
 )
 NO_DEMAND = (
     "loader capacities were measured but no device_batch or host_batch rung gives the step's "
@@ -162,7 +162,7 @@ def drop_clause(s: _Stage) -> str:
 def saturated(s: _Stage, busy: float, allotted: float) -> str:
     return (
         f"the CPU was saturated on {s.below} ({busy:.1f} of {allotted:.0f} cores busy): {s.label} "
-        "may only have tipped it over; another stage may be the one to optimise (001_*)"
+        "may only have tipped it over; another stage may be the one to optimise (Rand's caching article)"
     )
 
 
@@ -185,7 +185,7 @@ def step_on_cpu(cores: float, bound: str) -> str:
 def shapes(count: int) -> str:
     return (
         f"inputs vary in size ({count} sample shapes seen): a single cached sample or batch may "
-        "not reflect real steps (001_*)"
+        "not reflect real steps (Rand's caching article)"
     )
 
 

@@ -17,17 +17,24 @@ to back, the slow spell lands on B's runs only; interleaved, on both.
 
 For each order the B/A ratio of samples/s is judged by the harness's noise model
 (analysis/noise.py, ±5 % margin): independent runs (Hodges-Lehmann, Yuen/Welch), and for the
-interleaved order also paired by pass (the i-th runs of A and B measured side by side), which
-is what the paired judgement of a point's rungs does. Prints one line per trial and order, then
-for each order and method: the median error of the ratio against the truth (B's work over
-A's), the right calls (the truth's judgement, its interval holding the true ratio) and the wrong
-ones (any other call: a difference that is not there, or one called far larger than it is;
-undecided is neither). About a minute on 2 cores.
+interleaved order also paired by pass (each run labelled with its pass, as the rows' run_pass
+labels them, and judged by noise.ratio_by_pass: what the recommendation and compare do with a
+sweep run here). Prints one line per trial and order, then for each order and method: the
+median error of the ratio against the truth (B's work over A's), the right calls (the truth's
+judgement, its interval holding the true ratio), the wrong ones (any other call: a difference
+that is not there, or one called far larger than it is; undecided is neither), and the runs a
+side the decision needs (the runs it had where decided, else noise's runs_needed, MAX_RUNS
+where it cannot tell). Last, measured in this run, on the same interleaved runs, paired over
+independent: the runs a decision needs, and the width of the 95 % interval (on the log
+scale; at a given spread the runs needed grow with its square, so where both saturate at
+MAX_RUNS on a busy machine, the squared width ratio says what pairing saves). About a minute
+on 2 cores.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import multiprocessing as mp
 import statistics
 import time
@@ -93,6 +100,16 @@ def sweep(order: Sequence[str], works: dict[str, int], burner: Burner) -> dict[s
     return runs
 
 
+def _needed(est: noise.Estimate) -> int:
+    """Runs a side the decision needs: those it had where decided, else the formula's."""
+    return est.runs_needed() or noise.MAX_RUNS
+
+
+def _width(est: noise.Estimate) -> float:
+    """The 95 % interval's width on the log scale (inf untested)."""
+    return math.log(est.high / est.low) if est.low and est.high else math.inf
+
+
 def _said(est: noise.Estimate) -> str:
     verdict = est.judge()
     needed = est.runs_needed() if verdict == noise.UNDECIDED else None
@@ -114,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"B {args.slower:.0%} more work (truth: lower)": (round(WORK * (1 + args.slower)), noise.LOWER),
     }
     burner = Burner(args.burners)
-    tally: dict[str, list[tuple[float, bool, bool]]] = {}
+    tally: dict[str, list[tuple[float, bool, bool, int, float]]] = {}
     for title, (work_b, truth) in scenarios.items():
         true_ratio = WORK / work_b
         print(
@@ -125,7 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 runs = sweep(order, {"A": WORK, "B": work_b}, burner)
                 methods = {"independent": noise.independent_ratio(runs["A"], runs["B"])}
                 if order_name == "interleaved":
-                    methods["paired"] = noise.paired_ratio(runs["A"], runs["B"])
+                    passes = [f"trial{trial}#{k}" for k in range(n)]  # A's k-th run took turns with B's
+                    methods["paired"] = noise.ratio_by_pass(runs["A"], runs["B"], passes, passes)
                 for method, est in methods.items():
                     # A call is right when it is the truth's and its interval holds the true
                     # ratio: "lower by 50 %" where B is 7 % slower is a wrong call.
@@ -134,14 +152,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                     right = verdict == truth and holds
                     wrong = verdict != noise.UNDECIDED and not right
                     tally.setdefault(f"{title} | {order_name}, {method}", []).append(
-                        (abs(est.estimate / true_ratio - 1), right, wrong)
+                        (abs(est.estimate / true_ratio - 1), right, wrong, _needed(est), _width(est))
                     )
                     print(f"  trial {trial}: {order_name:12s} {method:11s} {_said(est)}")
-    print(f"\nof {args.trials} trial(s): the median error of B/A against the truth; right / wrong calls")
+    print(
+        f"\nof {args.trials} trial(s): the median error of B/A against the truth; right / wrong calls; "
+        "runs a side the decision needs (median)"
+    )
     for key, marks in tally.items():
         error = statistics.median(m[0] for m in marks)
         right, wrong = sum(m[1] for m in marks), sum(m[2] for m in marks)
-        print(f"  {key}: error {error:.1%}; right {right}, wrong {wrong}")
+        needed = statistics.median(m[3] for m in marks)
+        print(f"  {key}: error {error:.1%}; right {right}, wrong {wrong}; runs needed {needed:g}")
+    print("\npairing by pass, on the same interleaved runs: paired / independent (medians over trials)")
+    for title in scenarios:
+        paired, alone = tally[f"{title} | interleaved, paired"], tally[f"{title} | interleaved, independent"]
+        runs = statistics.median(m[3] for m in paired), statistics.median(m[3] for m in alone)
+        width = statistics.median(m[4] for m in paired) / statistics.median(m[4] for m in alone)
+        print(
+            f"  {title}: runs needed {runs[0]:g} / {runs[1]:g} = {runs[0] / runs[1]:.2f}; "
+            f"interval width {width:.2f}, its square {width**2:.2f}"
+        )
     return 0
 
 

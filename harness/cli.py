@@ -34,11 +34,14 @@ from harness.extras import MissingExtra
 from harness.storage.atomic import CannotWrite
 from harness.storage.lock import SweepHeld
 from harness.storage.reading import UnreadableFile
+from harness.text_tables import TABLE_FORMATS
 
 log = logging.getLogger("harness")
 
 DEFAULT_RESULTS = Path(os.environ.get("HARNESS_RESULTS", "results"))
 RESULTS_HELP = "results root (default: ./results, or $HARNESS_RESULTS)"
+SPEC_HELP = "the spec: a YAML file (jobs/*.yaml)"
+SWEEP_HELP = "a sweep folder (results/<name>/<sweep id>), as run, submit and status print it"
 ANALYSIS_VERBS = ("report", "compare")
 
 
@@ -51,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.overrides += rest
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    _setup_logging(args.verbose)
+    _setup_logging(args.verbose, args.quiet)
     try:
         refuse_unsafe_results(getattr(args, "results", None))
         return int(args.func(args))
@@ -87,16 +90,38 @@ def _parser(analysis: bool = True) -> argparse.ArgumentParser:
         prog="harness",
         description="Benchmark PyTorch input pipelines: the caching ladder and the DataLoader grid.",
     )
-    parser.add_argument(
-        "-v", "--verbose", action="store_true", help="debug logging (tracebacks of failed points)"
-    )
+    from harness import __version__
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    _add_verbosity(parser, default=False)
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     _add_here_verbs(verbs)
     _add_slurm_verbs(verbs)
     _add_analysis_verbs(verbs, analysis)
     _add_data_verb(verbs)
     _add_tune_verb(verbs)
+    for verb in verbs.choices.values():
+        # After the verb too (`harness run x.yaml -v`); SUPPRESS keeps a -v given before it.
+        _add_verbosity(verb, default=argparse.SUPPRESS)
     return parser
+
+
+def _add_verbosity(parser: argparse.ArgumentParser, default: object) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=default,
+        help="debug logging (tracebacks of failed points)",
+    )
+    group.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        default=default,
+        help="warnings and errors only (no progress lines)",
+    )
 
 
 Verbs: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -104,18 +129,19 @@ Verbs: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 def _add_here_verbs(verbs: Verbs) -> None:
     plan = verbs.add_parser("plan", help="print the expanded points of a spec; run nothing")
-    plan.add_argument("spec", type=Path)
+    plan.add_argument("spec", type=Path, help=SPEC_HELP)
     _add_overrides(plan)
+    _add_format(plan)
     plan.set_defaults(func=cmd_plan)
 
     run = verbs.add_parser(
         "run", help="run every point (here, or on Slurm with --backend slurm) and print the table"
     )
-    run.add_argument("spec", type=Path)
+    run.add_argument("spec", type=Path, help=SPEC_HELP)
     _add_overrides(run)
     run.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help=RESULTS_HELP)
     _add_backend(run, "inline")
-    run.add_argument("--format", choices=["terminal", "markdown", "latex", "csv"], default="terminal")
+    _add_format(run)
     run.set_defaults(func=cmd_run)
 
 
@@ -123,6 +149,15 @@ BACKEND_HELP = (
     "where points run: inline, in this process; local, slurm.tasks_per_node subprocesses per "
     "point; slurm, a job array (run and tune follow it to its end, as submit --wait)"
 )
+
+
+def _add_format(verb: argparse.ArgumentParser) -> None:
+    verb.add_argument(
+        "--format",
+        choices=TABLE_FORMATS,
+        default="terminal",
+        help="how the tables are printed (default: terminal)",
+    )
 
 
 def _add_backend(verb: argparse.ArgumentParser, default: str | None, more: str = "") -> None:
@@ -134,14 +169,16 @@ def _add_backend(verb: argparse.ArgumentParser, default: str | None, more: str =
 def _add_slurm_verbs(verbs: Verbs) -> None:
     wait_help = "follow the jobs to their end, then print the table"
     submit = verbs.add_parser("submit", help="submit the sweep to Slurm as one job array")
-    submit.add_argument("spec", type=Path)
+    submit.add_argument("spec", type=Path, help=SPEC_HELP)
     _add_overrides(submit)
     submit.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help=RESULTS_HELP)
     submit.add_argument("--wait", action="store_true", help=wait_help)
+    _add_format(submit)
     submit.set_defaults(func=cmd_submit)
 
     status = verbs.add_parser("status", help="where each point of a sweep stands (sacct and results)")
-    status.add_argument("sweep", type=Path)
+    status.add_argument("sweep", type=Path, help=SWEEP_HELP)
+    _add_format(status)
     status.set_defaults(func=cmd_status)
 
     resume = verbs.add_parser(
@@ -149,7 +186,7 @@ def _add_slurm_verbs(verbs: Verbs) -> None:
         help="run again only the points without complete results and without a live job "
         "(resubmitted to Slurm, or run here for an inline or local sweep)",
     )
-    resume.add_argument("sweep", type=Path)
+    resume.add_argument("sweep", type=Path, help=SWEEP_HELP)
     resume.add_argument("--wait", action="store_true", help=wait_help + " (Slurm sweeps)")
     resume.add_argument(
         "--failed",
@@ -163,7 +200,7 @@ def _add_slurm_verbs(verbs: Verbs) -> None:
     resume.set_defaults(func=cmd_resume)
 
     sbatch = verbs.add_parser("sbatch", help="write a standalone sbatch script for the sweep")
-    sbatch.add_argument("spec", type=Path)
+    sbatch.add_argument("spec", type=Path, help=SPEC_HELP)
     _add_overrides(sbatch)
     sbatch.add_argument("-o", "--output", type=Path, default=Path("sbatch"), help="folder for the script")
     sbatch.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help=RESULTS_HELP)
@@ -202,11 +239,13 @@ def _add_analysis_verbs(verbs: Verbs, with_arguments: bool) -> None:
 
 def _add_data_verb(verbs: Verbs) -> None:
     data = verbs.add_parser("make-data", help="write an image_folder data set of random images")
-    data.add_argument("root", type=Path)
-    data.add_argument("--images", type=int, default=1000)
-    data.add_argument("--classes", type=int, default=10)
+    data.add_argument("root", type=Path, help="the folder to write (created)")
+    data.add_argument("--images", type=int, default=1000, help="how many images (default 1000)")
+    data.add_argument("--classes", type=int, default=10, help="how many classes, a folder each (default 10)")
     data.add_argument("--size", type=int, default=256, help="image side in pixels (default 256)")
-    data.add_argument("--image-format", choices=["jpg", "png"], default="jpg")
+    data.add_argument(
+        "--image-format", choices=["jpg", "png"], default="jpg", help="file format (default jpg)"
+    )
     data.add_argument(
         "--shards", type=int, default=0, help="pack the images into this many shard files (image_shards)"
     )
@@ -221,7 +260,7 @@ def _add_data_verb(verbs: Verbs) -> None:
 def _add_tune_verb(verbs: Verbs) -> None:
     tune = verbs.add_parser(
         "tune",
-        help="the grid's answer from a profile, a model and a few confirmations (harness/tuning.py)",
+        help="the grid's answer from a profile, a model and a few confirmations (harness/tune/driver.py)",
     )
     tune.add_argument("spec", type=Path, help="a spec with a loader grid; with --what-if, a tune's sweep")
     _add_overrides(tune)
@@ -237,9 +276,9 @@ def _add_tune_verb(verbs: Verbs) -> None:
     tune.set_defaults(func=cmd_tune)
 
 
-def _setup_logging(verbose: bool) -> None:
+def _setup_logging(verbose: bool, quiet: bool = False) -> None:
     logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
+        level=logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO,
         format="%(asctime)s %(levelname).1s %(message)s",
         datefmt="%H:%M:%S",
         stream=sys.stderr,
@@ -321,7 +360,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     plan = _load_plan(args.spec, args.overrides)
     _check_scripts(args.spec, plan)
-    print(plan_table(plan))
+    print(plan_table(plan, args.format))
     for note in plan.notes:
         print(f"note: {note}")
     if args.overrides:
@@ -342,7 +381,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    return _new_sweep(args, "slurm", wait=args.wait)
+    return _new_sweep(args, "slurm", wait=args.wait, fmt=args.format)
 
 
 def _new_sweep(args: argparse.Namespace, backend_name: str, *, wait: bool, fmt: str = "terminal") -> int:
@@ -365,7 +404,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     sweep_dir = _open_sweep(args.sweep)
     statuses = sweep_status(sweep_dir)
-    print(status_table(statuses))
+    print(status_table(statuses, args.format))
     print(f"\n{counts(statuses)}")
     for line in advice(statuses, sweep_dir, load_info(sweep_dir).backend):
         print(line)
@@ -477,7 +516,8 @@ def cmd_make_data(args: argparse.Namespace) -> int:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from harness.tuning import TuneError, run_tune_verb
+    from harness.tune.rounds import TuneError
+    from harness.tune.verb import run_tune_verb
 
     try:
         return run_tune_verb(args, _load_plan)

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from tabulate import tabulate
-
 from harness.config.plan import Plan, Point
 from harness.config.settings import MODEL_LOSS
 from harness.execution.loop_length import batches_before_run
 from harness.plan_cost import point_cost, sweep_lines, warmup_cell
+from harness.text_tables import render
 from harness.workloads import registry
 
 
-def plan_table(plan: Plan) -> str:
+def plan_table(plan: Plan, fmt: str = "terminal") -> str:
+    """The head line, the table of points in `fmt` (harness/text_tables.py), the sweep's cost."""
     varying = plan.varying_settings()
     adjusted = any(q.adjustments for q in plan.points)
     rows: list[dict[str, Any]] = []
@@ -46,8 +46,7 @@ def plan_table(plan: Plan) -> str:
         f"{spec.name}: {len(plan.points)} point(s) × {len(spec.rungs)} rung(s) × "
         f"{repeats}, {m.steps:,} measured steps each after a warmup (its column)"
     )
-    table = tabulate(rows, headers="keys", tablefmt="simple", disable_numparse=True)
-    return "\n".join([head, table, *sweep_lines(plan), *_loss_lines(plan)])
+    return "\n".join([head, render(rows, fmt), *sweep_lines(plan), *_loss_lines(plan)])
 
 
 def _loss_lines(plan: Plan) -> list[str]:

@@ -2,7 +2,7 @@
 (harness/backends/base.py): `harness run` and `submit` (a new sweep), `harness resume` (the
 points without complete results), the adaptive rounds of `measure.repeats: auto`, and the
 end of a sweep (its tables and exit status). The CLI (harness/cli.py) parses and calls these;
-`harness tune` runs its rounds through the same backends (harness/tuning.py).
+`harness tune` runs its rounds through the same backends (harness/tune/driver.py).
 
 Every verb that runs points takes the sweep's lock first (harness/storage/lock.py), before it
 reads what is done: two resumes of one sweep never measure the same units side by side.
@@ -167,9 +167,7 @@ def run_points(
 def _run_passes(
     backend: Backend, points: Sequence[Point], sweep_dir: Path, announce: Announce | None
 ) -> None:
-    from harness.backends.adaptive import passes
-
-    batches = passes(points, lacking(points, sweep_dir))
+    batches = _numbered(points, sweep_dir)
     whole = {p.id: p for p in points}
     failing: list[Point] = []  # every unit failed in the last pass: the rest at once, next pass
     given_up: set[str] = set()
@@ -182,6 +180,40 @@ def _run_passes(
         failing = [whole[p.id] for p in batch if _failed_wholly(sweep_dir, p)]
     if failing:
         backend.run(failing, sweep_dir, announce=announce or _quiet)
+
+
+def _numbered(points: Sequence[Point], sweep_dir: Path) -> list[list[Point]]:
+    """The passes of what the points lack (adaptive.passes), each point marked with its pass
+    (RunPass): numbered on from the sweep's last pass, so that rows with the same run_pass
+    were measured side by side, whichever run of the sweep measured them."""
+    from dataclasses import replace
+
+    from harness.backends.adaptive import passes
+    from harness.config.plan import RunPass
+
+    batches = passes(points, lacking(points, sweep_dir))
+    first = next_pass(sweep_dir)
+    repeats = {p.id: p.measure.repeats for p in points}
+    return [
+        [
+            replace(p, run_pass=RunPass(number=first + k, k=k + 1, of=len(batches), repeats=repeats[p.id]))
+            for p in batch
+        ]
+        for k, batch in enumerate(batches)
+    ]
+
+
+def next_pass(sweep_dir: Path) -> int:
+    """The number of the sweep's next pass: one past the highest run_pass of its rows."""
+    from harness.storage import layout
+    from harness.storage.reading import read_point
+    from harness.storage.sweep import load_info, load_points
+
+    world_size = load_info(sweep_dir).world_size
+    done = [
+        read_point(layout.point_dir(sweep_dir, p.id), world_size).last_pass for p in load_points(sweep_dir)
+    ]
+    return max(done, default=-1) + 1
 
 
 def _failed_wholly(sweep_dir: Path, point: Point) -> bool:

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The README's second command: set up, lint, type-check, and run the whole test suite.
+# The README's test command: set up, lint, type-check, build the documentation site, and run the
+# whole test suite (which checks the docs' links, runs their examples, and their generated pages).
 #
 # HARNESS_TEST_PYTHON=/path/to/python: that Python instead of .venv, with nothing set up or
 # installed (a GPU machine's own PyTorch, often without a network: scripts/gpu_suite.sh runs
@@ -25,6 +26,13 @@ if [ -z "${HARNESS_TEST_PYTHON:-}" ] || has mypy; then
     "$py" -m mypy
 else
     echo "test.sh: $py has no mypy: type check skipped (pip install mypy, or bring its wheel)"
+fi
+# The documentation site, built as CI builds it: --strict fails on a broken link or anchor, a
+# page outside the nav, an API name mkdocstrings cannot find (into build/site, gitignored).
+if [ -z "${HARNESS_TEST_PYTHON:-}" ] || has mkdocs; then
+    NO_MKDOCS_2_WARNING=1 "$py" -m mkdocs build --strict --quiet --site-dir build/site
+else
+    echo "test.sh: $py has no mkdocs: documentation build skipped (pip install -e '.[dev]')"
 fi
 # The browser test of the HTML report (tests/analysis/test_browser.py) needs Chromium: installed
 # here only as root on Debian when it is missing (a fresh CI machine); otherwise that test skips.

@@ -2,7 +2,7 @@
 
 A `Backend` runs a sweep's points somewhere (this process, local subprocesses, a Slurm job
 array). Every policy that runs points (`harness run`, `resume`, `submit`, the adaptive rounds,
-`tune`'s rounds; harness/sweeps.py and harness/tuning.py) is written once against this
+`tune`'s rounds; harness/sweeps.py and harness/tune/driver.py) is written once against this
 protocol; the CLI's `--backend` choices are the keys of the one registry
 (harness/backends/registry.py). Adding a backend is a module with a class of this shape and one
 line in the registry.

@@ -19,11 +19,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from tabulate import tabulate
-
 from harness.backends.status import PointStatus, advice, scheduler_view, sweep_status
 from harness.storage import rows as results
 from harness.storage.sweep import live_owner, load_info
+from harness.text_tables import render
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +43,9 @@ def counts(statuses: Sequence[PointStatus]) -> str:
     return ", ".join(f"{n} {word}" for word, n in sorted(tally.items()))
 
 
-def status_table(statuses: Sequence[PointStatus]) -> str:
-    """A line per point: its job, the scheduler's state, its progress and its first error."""
+def status_table(statuses: Sequence[PointStatus], fmt: str = "terminal") -> str:
+    """A line per point: its job, the scheduler's state, its progress and its first error (in
+    `fmt`: harness/text_tables.py)."""
     rows = [
         {
             "#": st.point.index,
@@ -58,7 +58,7 @@ def status_table(statuses: Sequence[PointStatus]) -> str:
         }
         for st in statuses
     ]
-    return tabulate(rows, headers="keys", tablefmt="simple", disable_numparse=True)
+    return render(rows, fmt)
 
 
 def time_left(done: float, total: float, elapsed_s: float) -> str:

@@ -1,4 +1,5 @@
-"""What a submitted job runs: one point, on every task (rank) of the job.
+"""What a submitted job runs: one point, on every task (rank) of the job; or, for the local
+backend, the points of one pass one after the other (PassJob: the ranks start once a pass).
 
 Also what `python -m harness.backends.worker` runs on each rank, whoever started it: a
 submitit job, srun, or torchrun (`torchrun --nproc-per-node N -m harness.backends.worker SWEEP
@@ -49,6 +50,48 @@ class PointJob(submitit.helpers.Checkpointable):
         finally:
             destroy_process_group()
         return {"point_id": point.id, "rank": env.rank, "ok": outcome.ok, "failed": outcome.failed}
+
+
+class PassJob(submitit.helpers.Checkpointable):
+    """The points of one pass (harness.sweeps.run_points), one after the other in the same rank
+    processes: the local backend starts a job a pass, not a job a point a pass, whose start-up
+    (processes, imports, the workload built) doubled a tiny sweep's time once repeats ran in
+    passes. Each point runs as PointJob runs it, within its own limit (a timer: the job's
+    limit is the sum of theirs), its process group left before the next joins."""
+
+    def __init__(self, sweep_dir: str) -> None:
+        self.sweep_dir = sweep_dir
+
+    def __call__(self, points_json: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        from harness.extras import require_run_extra
+
+        require_run_extra("a submitted job")
+        from harness.backends.limit import job_limit, run_limited
+        from harness.config.plan import Point
+        from harness.execution.dist import destroy_process_group, rank_environment
+
+        _job_logging()
+        _threads_from_allocation()
+        env = rank_environment()
+        sweep_dir = Path(self.sweep_dir)
+        ended = []
+        for n, data in enumerate(points_json, 1):
+            point = Point.from_json(data)
+            log.info(
+                "[%d/%d] point %s on %s, rank %d of %d",
+                n,
+                len(points_json),
+                point.id,
+                env.hostname,
+                env.rank,
+                env.world_size,
+            )
+            try:
+                outcome = run_limited(point, sweep_dir, env, job_limit(point, sweep_dir), timer=True)
+            finally:
+                destroy_process_group()
+            ended.append({"point_id": point.id, "rank": env.rank, "ok": outcome.ok, "failed": outcome.failed})
+        return ended
 
 
 def _threads_from_allocation() -> None:

@@ -2,7 +2,10 @@
 
 `tasks_per_node` processes per point are the ranks of one node: DDP over NCCL across the GPUs
 of a multi-GPU workstation or cloud instance, or over gloo on the CPU. Points run one after
-the other: concurrent points would share the cores and spoil each other's timings.
+the other: concurrent points would share the cores and spoil each other's timings. The points
+of a call (a pass of the sweep: harness.sweeps.run_points) run in one job, one after the other
+in the same rank processes (harness.backends.job.PassJob): the ranks start once a pass, not
+once a point a pass.
 
 The GPUs: submitit's LocalExecutor sets the tasks' CUDA_VISIBLE_DEVICES to the GPUs it is
 given (`visible_gpus`, the first `gpus_per_node` of them) and to "" when given none, which
@@ -22,6 +25,8 @@ from typing import Any, ClassVar
 from harness.backends.base import BackendRefusal, no_announcement
 from harness.config.plan import Plan, Point
 from harness.config.spec import SlurmConfig, Spec
+from harness.storage import layout
+from harness.storage.rows import point_complete
 
 log = logging.getLogger(__name__)
 
@@ -31,51 +36,81 @@ class LocalBackendError(BackendRefusal):
 
 
 def run_local(points: Sequence[Point], sweep_dir: Path, cfg: SlurmConfig) -> list[str]:
-    """Run each point with `cfg.tasks_per_node` ranks; return the points whose job crashed."""
+    """Run the points with `cfg.tasks_per_node` ranks, all in one job (a pass of the sweep:
+    PassJob, the ranks started once); return the points whose job crashed. A job that ends
+    badly (a rank killed) is named on the point it was measuring, and the points after it
+    run in a job of their own."""
+    gpus = local_gpus(points, cfg)
+    crashed: list[str] = []
+    todo = list(points)
+    while todo:
+        job = _submit(todo, sweep_dir, cfg, gpus)
+        failure = _wait(job)
+        # The points the job left without a final row for each of their units, in its order.
+        left = [
+            p
+            for p in todo
+            if not point_complete(
+                layout.point_dir(sweep_dir, p.id), p.rungs, p.measure.repeats, cfg.tasks_per_node
+            )
+        ]
+        if not failure and not left:
+            break
+        point = left[0] if left else todo[-1]
+        if not _ended_well(job, failure, point, sweep_dir, cfg.tasks_per_node):
+            crashed.append(point.id)
+        todo = left[1:]
+    return crashed
+
+
+def _submit(points: Sequence[Point], sweep_dir: Path, cfg: SlurmConfig, gpus: tuple[int, ...]) -> Any:
+    """One job that runs the points one after the other on every rank (PassJob)."""
     import submitit
 
-    from harness.backends.job import PointJob
+    from harness.backends.job import PassJob
     from harness.backends.limit import GRACE_S, point_limit
     from harness.backends.ranks import RankExecutor
     from harness.execution.dist import TORCHRUN_VARIABLES
     from harness.storage.sweep import record_jobs
 
-    gpus = local_gpus(points, cfg)
-    # The limit's signal (SIGUSR2) at the point's limit, the kill GRACE_S later; a point that
-    # timed out is never requeued (max_num_timeout=0), it would hang again.
-    limit = point_limit(points[0], cfg.time)
+    # Each point within its own limit (its timer); the job's limit is the sum of theirs, and
+    # at it the signal (SIGUSR2), the kill GRACE_S later. A point that timed out is never
+    # requeued (max_num_timeout=0): it would hang again.
+    seconds = sum(point_limit(p, cfg.time).seconds for p in points)
     executor = RankExecutor(folder=sweep_dir / "local" / "%j", max_num_timeout=0)
     executor.update_parameters(
         tasks_per_node=cfg.tasks_per_node,
         nodes=1,
-        timeout_min=(limit.seconds + GRACE_S) / 60,
+        timeout_min=(seconds + GRACE_S) / 60,
         signal_delay_s=GRACE_S,
         gpus_per_node=len(gpus),
         visible_gpus=gpus,
     )
-    crashed: list[str] = []
-    for n, point in enumerate(points, 1):
-        log.info("[%d/%d] point %s: %d local task(s)", n, len(points), point.id, cfg.tasks_per_node)
-        # A shell started by torchrun or srun has RANK, MASTER_ADDR, SLURM_*...: the tasks
-        # would inherit them, and they are not the tasks' (submitit's clean_env, for this case).
-        with submitit.helpers.clean_env(extra_names=TORCHRUN_VARIABLES):
-            job = executor.submit(PointJob(str(sweep_dir)), point.to_json())
-        record_jobs(sweep_dir, [point], [str(job.job_id)], "local", process=True)
-        if not _job_ended_well(job, point, sweep_dir, cfg.tasks_per_node):
-            crashed.append(point.id)
-    return crashed
+    ids = ", ".join(p.id for p in points)
+    log.info("%d point(s) (%s) in one job: %d local task(s)", len(points), ids, cfg.tasks_per_node)
+    # A shell started by torchrun or srun has RANK, MASTER_ADDR, SLURM_*...: the tasks
+    # would inherit them, and they are not the tasks' (submitit's clean_env, for this case).
+    with submitit.helpers.clean_env(extra_names=TORCHRUN_VARIABLES):
+        job = executor.submit(PassJob(str(sweep_dir)), [p.to_json() for p in points])
+    record_jobs(sweep_dir, list(points), [str(job.job_id)] * len(points), "local", process=True)
+    return job
 
 
-def _job_ended_well(job: Any, point: Point, sweep_dir: Path, world_size: int) -> bool:
-    """Wait for the job; False when a rank died outside run_point (killed: the OOM killer,
-    kill -9), after naming it on the console and in its rows (harness/backends/ranks.py)."""
-    from harness.backends.ranks import ended_ranks, fail_dead_ranks
-
+def _wait(job: Any) -> str:
+    """Wait for the job: "" when it ended well, else its failure in one line."""
     try:
         job.results()
-        failure = ""
     except Exception as e:
-        failure = str(e).strip().splitlines()[-1][:300] if str(e).strip() else type(e).__name__
+        return str(e).strip().splitlines()[-1][:300] if str(e).strip() else type(e).__name__
+    return ""
+
+
+def _ended_well(job: Any, failure: str, point: Point, sweep_dir: Path, world_size: int) -> bool:
+    """False when a rank died outside run_point (killed: the OOM killer, kill -9) while the
+    job measured `point`, after naming it on the console and in its rows
+    (harness/backends/ranks.py), or when the job failed otherwise."""
+    from harness.backends.ranks import ended_ranks, fail_dead_ranks
+
     lines = fail_dead_ranks(point, sweep_dir, ended_ranks(job.paths.folder, str(job.job_id)), world_size)
     for line in lines:
         log.error("point %s: %s", point.id, line)

@@ -69,7 +69,7 @@ def sbatch_parameters(cfg: SlurmConfig, job_name: str) -> dict[str, Any]:
         "signal_delay_s": max(10, min(90, seconds // 4)),
     }
     if cfg.gpus_per_node:
-        params["gres"] = f"gpu:{cfg.gpus_per_node}"  # the course's --gres=gpu:N (004_*)
+        params["gres"] = f"gpu:{cfg.gpus_per_node}"  # the Jean Zay course's --gres=gpu:N (IDRIS-CNRS/DLO-JZ)
     for key in ("cpus_per_task", "mem", "partition", "account", "qos", "constraint"):
         value = getattr(cfg, key)
         if value is not None:

@@ -25,7 +25,32 @@ from harness.config.settings import (
 )
 from harness.config.spec import Spec
 
-__all__ = ["LoaderSettings", "Plan", "Point", "WorkloadSettings", "expand", "point_id", "resolve_loader"]
+__all__ = [
+    "LoaderSettings",
+    "Plan",
+    "Point",
+    "RunPass",
+    "WorkloadSettings",
+    "expand",
+    "point_id",
+    "resolve_loader",
+]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunPass:
+    """Where a point's run sits among the interleaved passes of a sweep run here (ABC ABC:
+    harness.sweeps.run_points): what its rows record (`run_pass`) and its progress line says."""
+
+    number: int
+    """The pass's number in the sweep, counted across every run of it (first round, resume,
+    adaptive rounds): rows of two points with the same number were measured side by side."""
+    k: int
+    """This pass's place in the current run, from 1."""
+    of: int
+    """The passes of the current run."""
+    repeats: int
+    """The point's repeats in all (its measure.repeats is raised pass by pass)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -50,6 +75,9 @@ class Point:
     limits: Limits = field(default_factory=Limits)
     """How long a wait may last before it is a fault; not part of the id (a limit changes
     when a point gives up, not what it measures)."""
+    run_pass: RunPass | None = None
+    """The pass this run of the point belongs to, where its repeats are interleaved with
+    other points' (None: its repeats run back to back); not part of the id."""
 
     def settings(self) -> dict[str, Any]:
         """Flat field -> value, the columns of plan.csv and of every row."""
@@ -65,6 +93,8 @@ class Point:
         return script_flags.arguments(w.flags, values)
 
     def to_json(self) -> dict[str, Any]:
+        # run_pass only where there is one: the sweep's points.json stays as it was.
+        run_pass = {"run_pass": asdict(self.run_pass)} if self.run_pass else {}
         return {
             "index": self.index,
             "id": self.id,
@@ -78,6 +108,7 @@ class Point:
             "profile": asdict(self.profile) if self.profile else None,
             "script_keeps": list(self.script_keeps),
             "limits": asdict(self.limits),
+            **run_pass,
         }
 
     @staticmethod
@@ -96,6 +127,7 @@ class Point:
             profile=ProfileSpec(**data["profile"]) if data.get("profile") else None,
             script_keeps=tuple(data.get("script_keeps", ())),
             limits=Limits(**data.get("limits", {})),  # plans written before limits existed
+            run_pass=RunPass(**data["run_pass"]) if data.get("run_pass") else None,
         )
 
 

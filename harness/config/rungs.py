@@ -9,7 +9,9 @@ from __future__ import annotations
 import re
 
 # From the bound (everything cached on the device) down to the full pipeline; the drop between
-# two neighbours is the cost of the stage between them (000_*, 001_* in shared/reference).
+# two neighbours is the cost of the stage between them: the method of C. Rand, "A Caching Strategy
+# for Identifying Bottlenecks on the Data Input Pipeline" (2025),
+# https://towardsdatascience.com/a-caching-strategy-for-identifying-bottlenecks-on-the-data-input-pipeline/
 LADDER: tuple[str, ...] = (
     "device_batch",
     "host_batch",

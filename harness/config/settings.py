@@ -8,7 +8,8 @@ metadata (`setting(...)`). Everything else is derived from these declarations:
 - the plan's point settings and their hash (`harness/config/plan.py`),
 - the columns of `plan.csv` and of every row (`harness/storage/rows.py`),
 - the analysis's setting columns and the course's table (`analysis/`),
-- the README's field tables (`field_table()`; a test keeps the README in step).
+- the spec reference's field tables (`field_table()`, pasted into docs/reference/spec.md by
+  scripts/docs_reference.py; a test keeps the page in step).
 
 A new DataLoader knob is one `setting(...)` in `LoaderSettings` plus its use where the
 DataLoader is built (`harness/execution/ladder.py`). Torch-free: the analysis imports it.
@@ -224,7 +225,9 @@ class WorkloadSettings:
         False, check=is_bool, allowed=BOOL, doc="model and inputs in channels-last memory format", axis=True
     )
     zero_grad_set_to_none: bool = setting(
-        # PyTorch 2's default; the optimisation sequence of 002_* starts from false.
+        # PyTorch 2's default; the optimisation sequence of C. Rand's "PyTorch Model Performance
+        # Analysis and Optimization" starts from false:
+        # https://towardsdatascience.com/pytorch-model-performance-analysis-and-optimization-10c3c5822869
         True,
         check=is_bool,
         allowed=BOOL,
@@ -235,10 +238,10 @@ class WorkloadSettings:
         False,
         check=is_bool,
         allowed=BOOL,
-        doc="the loader yields uint8; /255 and Normalize run on the device (002_*, #4)",
+        doc="the loader yields uint8; /255 and Normalize run on the device (Rand's optimisation 4)",
         axis=True,
     )
-    # --- a user's own pipeline: factories as "package.module:factory" (README, "Your own
+    # --- a user's own pipeline: factories as "package.module:factory" (docs/guides/own-workload.md, "Your own
     # workload"; how each is called: harness/workloads/registry.py's PIPELINE_CALLS) ---
     collate: str | None = _factory("collate_fn(list of samples) -> batch (default: PyTorch's)")
     collate_args: Mapping[str, Any] = _factory_args("collate")
@@ -263,8 +266,8 @@ class WorkloadSettings:
         "function(batch) -> its number of samples (default: the tensors' leading dimension)",
         function=True,
     )
-    # --- a user's own training script, measured through harness.probe (README, "Your own
-    # training script"): the script owns its dataset, model and step, so with `script` only
+    # --- a user's own training script, measured through harness.probe (docs/guides/training-script.md):
+    # the script owns its dataset, model and step, so with `script` only
     # `args` and `batch_size` may be given beside it (spec.py, SCRIPT_FIELDS) ---
     script: str | None = setting(
         None,
@@ -287,7 +290,7 @@ class WorkloadSettings:
         allowed="a mapping of settings (batch_size and the loader's) to the script's flags: \"--x\" "
         '(a boolean as --x/--no-x), "--x=" (--x=4, --x=true) or {true: --x, false: null}',
         doc="the script's own flags for the point's settings: the script's args get the values the "
-        'spec names (README, "Your own training script")',
+        'spec names (docs: "Your own training script")',
         in_row=False,
         id_at_default=False,
     )
@@ -626,7 +629,7 @@ def column_type(name: str) -> type:
 
 
 def field_table(section: str) -> str:
-    """The section's fields as a Markdown table (the README's tables are these, verbatim)."""
+    """The section's fields as a Markdown table (docs/reference/spec.md's tables are these, verbatim)."""
     lines = ["| field | default | allowed | axis | meaning |", "|---|---|---|---|---|"]
     for f in fields(SECTIONS[section]):
         rule = rule_of(f)
@@ -647,7 +650,7 @@ def _yaml(value: Any) -> str:
     return f"`{value}`" if value != {} else "`{}`"
 
 
-if __name__ == "__main__":  # python -m harness.config.settings [SECTION...]: the README's tables
+if __name__ == "__main__":  # python -m harness.config.settings [SECTION...]: the spec reference's tables
     import sys
 
     for name in sys.argv[1:] or list(SECTIONS):

@@ -308,9 +308,9 @@ class CachedStage(Dataset[Any]):
 
     `produce()` gives the cached value once per process; `finish(value)` runs the stages that
     are not cached and returns the sample (None: the value is the sample). The cached value is
-    handed to `finish` as is, as the article does (001_*): a copy per item would charge a memcpy
+    handed to `finish` as is, as the caching article does: a copy per item would charge a memcpy
     of the whole sample to the stages under test (seen: +15 ms per batch of 16 3×512² samples).
-    A transform that works in place (001_*'s RandomMask does) therefore also changes the cache;
+    A transform that works in place (the article's RandomMask does) therefore also changes the cache;
     that changes values, not the work done, and the ladder measures work.
     """
 

@@ -2,7 +2,8 @@
 
 What a measured step is: wait for the next batch (`next()`), the host-to-device copy call,
 then the train step. `loading_time` is the first two, as the Jean Zay course's chronometer
-times them (004_*); `next_time` is `next()` alone.
+times them (https://github.com/IDRIS-CNRS/DLO-JZ, Jour2/tp_dlojz_jour2/dlojz2_3.py);
+`next_time` is `next()` alone.
 
 The rules of the window, each for a reason a user would otherwise be misled by:
 

@@ -3,9 +3,9 @@
 Besides the means, the row keeps the tail of the wait for data: the 50th, 95th and 99th
 percentiles of the per-step `loading_time`, and `waited_share`, the share of measured steps that
 waited for their batch longer than they computed. A mean hides a read that stalls now and then
-(erratic shared storage, "IOs on Jean Zay are erratic", 004_*); prefetch_factor exists for
-exactly that ("prevents GPU inactivity if the CPU occasionally struggles"), and only the tail
-shows whether it does.
+(erratic shared storage, "IOs on Jean Zay are erratic": the IDRIS course,
+https://github.com/IDRIS-CNRS/DLO-JZ); prefetch_factor exists for exactly that ("prevents GPU
+inactivity if the CPU occasionally struggles"), and only the tail shows whether it does.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ class RowMaker:
             transform_names=self.transform_names,
             started_at=started or now(),
             finished_at=now(),
+            run_pass=p.run_pass.number if p.run_pass else None,
         )
 
     def measured(self, rung: str, repeat: int, times: LoopTimes, *, started: str) -> RungRow:

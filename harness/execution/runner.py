@@ -311,7 +311,8 @@ def measure_point(rank: Rank) -> Generator[Any, None, PointOutcome]:
     yielding every batch (on the device) to the train step of whoever drives it: `run_point`
     with the harness's step, or a user's own loop through `harness.probe`."""
     rows: list[results.RungRow] = []
-    progress = Progress(rank.point.id, rank.opened.env.rank, rank.point.measure.repeats)
+    point = rank.point
+    progress = Progress(point.id, rank.opened.env.rank, point.measure.repeats, point.run_pass)
     rank.sampler.start()
     progress.start()
     try:

@@ -232,8 +232,8 @@ class TrainStep:
         """Samples in a batch: the user's batch_samples, else batches.count_samples."""
         self.user_step = self._user_step(parts)
         self.step_checked = self.batch_checked = False
-        self.criterion = nn.CrossEntropyLoss()  # the default loss (001_*, 002_*)
-        # The optimiser of the reference scripts (001_*, 002_*); a user's step has its own.
+        self.criterion = nn.CrossEntropyLoss()  # the default loss (Rand's articles)
+        # The optimiser of the articles' scripts; a user's step has its own.
         self.optimizer = (
             torch.optim.SGD(self.model.parameters(), lr=lr, momentum=0.9) if self.user_step is None else None
         )
@@ -253,7 +253,8 @@ class TrainStep:
         return made
 
     def to_device(self, batch: Any) -> Any:
-        """The copy call the course's chronometer times with next() (004_*): every tensor of
+        """The copy call the course's chronometer times with next() (IDRIS-CNRS/DLO-JZ,
+        Jour2/tp_dlojz_jour2/dlojz2_3.py): every tensor of
         the batch (batches.to_device). Where the batch is (inputs, targets, ...), the inputs
         are normalised on the device (gpu_normalize) and made channels-last (channels_last)."""
         if not self.batch_checked:
@@ -263,7 +264,7 @@ class TrainStep:
         if (self.normalize is not None or self.memory_format is torch.channels_last) and _pair(moved):
             inputs = moved[0]
             if self.normalize is not None:
-                inputs = self.normalize(inputs)  # uint8 in, float out: 4× less to copy (002_*, #4)
+                inputs = self.normalize(inputs)  # uint8 in, float out: 4× less to copy (Rand's step 4)
             if inputs.dim() == 4 and self.memory_format is torch.channels_last:
                 inputs = inputs.contiguous(memory_format=torch.channels_last)
             rest = moved[1:]
@@ -318,7 +319,7 @@ class TrainStep:
         return self.compiled(inputs)
 
     def call_model(self, batch: Any) -> Any:
-        """The model on a batch, by the convention of README's "Your own workload": a tensor ->
+        """The model on a batch, by the convention of docs/guides/own-workload.md: a tensor ->
         model(batch); a tuple or list -> model(batch[0]); a mapping -> model(**batch); anything
         else -> model(batch). Batches that are not one input tensor run on a graph compiled
         with automatic dynamic shapes (padded lengths vary from batch to batch)."""

@@ -154,6 +154,8 @@ class PointRows:
     """The first failed row's error."""
     unreadable: tuple[UnreadableFile, ...] = ()
     """Rank files that exist and cannot be read: their units count as missing."""
+    last_pass: int = -1
+    """The highest run_pass of its rows (-1: none was measured in an interleaved pass)."""
 
 
 def read_point(point_path: Path, world_size: int) -> PointRows:
@@ -162,6 +164,7 @@ def read_point(point_path: Path, world_size: int) -> PointRows:
     failed: set[Unit] = set()
     error = ""
     unreadable: list[UnreadableFile] = []
+    last_pass = -1
     for rank in range(world_size):
         path = layout.rank_file(point_path, rank)
         try:
@@ -174,8 +177,11 @@ def read_point(point_path: Path, world_size: int) -> PointRows:
             if r["status"] == "failed":
                 failed.add((r["rung"], int(r["repeat"])))
                 error = error or r.get("error", "")
+        last_pass = max([last_pass, *(int(r["run_pass"]) for r in rows if r.get("run_pass"))])
     units = set.intersection(*per_rank) if per_rank else set()
-    return PointRows(units=units, failed=failed & units, error=error, unreadable=tuple(unreadable))
+    return PointRows(
+        units=units, failed=failed & units, error=error, unreadable=tuple(unreadable), last_pass=last_pass
+    )
 
 
 def set_aside(path: Path, why: str) -> Path:

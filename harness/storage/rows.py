@@ -48,15 +48,23 @@ class RungRow:
     """
 
     sweep_id: str
+    """The sweep's folder name (its creation time): results/<spec name>/<sweep id>."""
     point_id: str
+    """The point's id: a short hash of everything measured, the same in every sweep."""
     point_index: int
+    """The point's place in the plan (0 is the baseline)."""
     sequence_step: str
     """The sequence step's name, or "" outside a sequence."""
     rung: str
+    """The caching ladder's rung: full, or the stage the input was cached after."""
     repeat: int
+    """Which run of the point (0, 1, ...)."""
     rank: int
+    """The DDP rank that wrote the row."""
     world_size: int
+    """How many ranks ran the point."""
     hostname: str
+    """The node the rank ran on."""
     jobid: str
     """Slurm job id (array job id _ task id) where there is one, else empty."""
     device: str
@@ -64,12 +72,14 @@ class RungRow:
     status: str
     """ok, failed or skipped."""
     error: str
+    """Why a failed or skipped row failed or was skipped; empty when ok."""
     settings: dict[str, Any] = field(default_factory=dict)
     """Setting column -> cell (see settings.setting_cells)."""
     # --- the window (see harness/execution/loop.py for the rules) ---
     warmup_steps: int = 0
     """Steps run before the window: the spec's, plus those that used up the workers' stock."""
     steps: int = 0
+    """Measured steps in the window."""
     samples: int = 0
     """Samples actually delivered in the window (a partial last batch counts what it holds)."""
     first_step_loading_time: float | None = None
@@ -77,23 +87,31 @@ class RungRow:
     loading_time: float | None = None
     """Mean per measured step of next() plus the host-to-device copy call (the course's chronometer)."""
     loading_time_median: float | None = None
+    """Median of the per-step loading_time."""
     loading_time_total: float | None = None
+    """Sum of the per-step loading_time over the window."""
     loading_time_p50: float | None = None
     """The tail of the per-step loading_time: its 50th, 95th and 99th percentiles (a read that
     stalls now and then shows in p99 long before it moves the mean)."""
     loading_time_p95: float | None = None
+    """95th percentile of the per-step loading_time."""
     loading_time_p99: float | None = None
+    """99th percentile of the per-step loading_time."""
     waited_share: float | None = None
     """Share of measured steps whose wait for data exceeded their own compute (step time minus
     the wait): how often the accelerator stood idle more than it worked."""
     next_time: float | None = None
     """Mean time blocked in next(iterator) alone, per measured step."""
     step_time: float | None = None
+    """Mean wall time of a measured step, the wait for data included."""
     step_time_median: float | None = None
+    """Median wall time of a measured step."""
     training_time: float | None = None
     """Wall time of all measured steps, device synchronised at both ends."""
     samples_per_s: float | None = None
+    """Samples delivered over the window's wall time (training_time)."""
     steps_per_s: float | None = None
+    """Measured steps over the window's wall time."""
     window_drift: float | None = None
     """Mean step time of the window's second half over its first half, minus 1."""
     window_steady: bool | None = None
@@ -120,10 +138,15 @@ class RungRow:
     gpu_util: float | None = None
     """Mean GPU utilization, percent."""
     gpu_mem_util: float | None = None
+    """Mean GPU memory-controller utilization, percent (NVML)."""
     gpu_power_w: float | None = None
+    """Mean GPU power draw, watts."""
     energy_j: float | None = None
+    """GPU energy over the window, joules (the energy counter, else power integrated)."""
     energy_per_sample_j: float | None = None
+    """energy_j over the samples of the window."""
     peak_device_memory_gb: float | None = None
+    """Most GPU memory in use on the rank's GPU (NVML's used, every context)."""
     loader_cores: float | None = None
     """Cores used by the DataLoader worker processes (CPU seconds / wall seconds)."""
     main_cores: float | None = None
@@ -131,6 +154,7 @@ class RungRow:
     cpus_allotted: int | None = None
     """Cores this process may run on (Slurm's --cpus-per-task, via the affinity mask)."""
     peak_host_memory_gb: float | None = None
+    """Most memory of the rank's process tree, DataLoader workers included."""
     max_memory_allocated_gb: float | None = None
     """This rank's most memory allocated by its tensors on its GPU during the rung (PyTorch's
     count: unlike NVML's `used`, no other context and no cached-but-free blocks)."""
@@ -142,12 +166,19 @@ class RungRow:
     input_shapes: int | None = None
     """How many distinct input shapes (batch dimension aside) the rung saw: > 1 means inputs vary."""
     started_at: str = ""
+    """When the rung's run started (UTC, ISO 8601)."""
     finished_at: str = ""
+    """When it finished."""
     # --- appended columns (older results lack them and still load) ---
     foreign_cpu_share: float | None = None
     """Share of the CPU time of the CPUs the rank may run on, over the window, that other
     processes took (neither the rank's tree nor its job's; steal included): > 0.1 says the
     machine was shared (harness/sampling/mates.py)."""
+    run_pass: int | None = None
+    """The pass of the sweep in which this unit was measured, where points' repeats are
+    interleaved (inline, local: ABC ABC, harness.sweeps.run_points): rows of two points with
+    the same run_pass were measured side by side, and the analysis compares them paired.
+    Empty where a point's repeats ran back to back (Slurm)."""
     delivery_period: int | None = None
     """Steps per period where the loader delivered in bursts (workers in step: a wait every
     `delivery_period` steps, harness/execution/steady.py): the window covers whole periods, and

@@ -1,14 +1,16 @@
-"""FakeCIFAR (002_*): CIFAR-shaped uint8 images held in memory; Resize, ToTensor, Normalize.
+"""FakeCIFAR: CIFAR-shaped uint8 images held in memory; Resize, ToTensor, Normalize (C. Rand,
+"PyTorch Model Performance Analysis and Optimization",
+https://towardsdatascience.com/pytorch-model-performance-analysis-and-optimization-10c3c5822869).
 
-Optionally a reader that waits for storage: with `read_ms`, every read (load_raw, the storage
-stage of the caching ladder) waits that long, as on a network file system; with `stall_ms` and
-`stall_probability`, a read stalls now and then, as on a busy shared file system ("IOs on Jean
-Zay are erratic", 004_*). Both are sleeps, as a read waiting for storage uses no core: the
-loader's other workers keep theirs, and more workers overlap more reads. Each read draws afresh
-whether it stalls, as storage that is busy now and then would: from `seed` in the training
-process, and in a worker from `seed` and PyTorch's seed of that worker (new at every iterator),
-so that workers do not stall in step and each repeat meets stalls of its own, at the same rate
-for every configuration.
+Optionally a reader that waits for storage: with `read_ms`, every read (load_raw, the storage stage
+of the caching ladder) waits that long, as on a network file system; with `stall_ms` and
+`stall_probability`, a read stalls now and then, as on a busy shared file system ("IOs on Jean Zay
+are erratic": the IDRIS course, https://github.com/IDRIS-CNRS/DLO-JZ). Both are sleeps, as a read
+waiting for storage uses no core: the loader's other workers keep theirs, and more workers overlap
+more reads. Each read draws afresh whether it stalls, as storage that is busy now and then would:
+from `seed` in the training process, and in a worker from `seed` and PyTorch's seed of that worker
+(new at every iterator), so that workers do not stall in step and each repeat meets stalls of its
+own, at the same rate for every configuration.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from torch.utils.data import get_worker_info
 
 from harness.workloads.contract import Normalization, PipelineDataset
 
-MEAN = STD = (0.5, 0.5, 0.5)  # the article's normalisation constants (002_*)
+MEAN = STD = (0.5, 0.5, 0.5)  # the article's normalisation constants
 
 
 class FakeCIFAR(PipelineDataset):
@@ -65,7 +67,7 @@ class FakeCIFAR(PipelineDataset):
         self.transform = T.Compose(steps)
 
     def to_uint8(self) -> Normalization:
-        """Yield uint8 tensors; the returned normalisation is applied on the device (002_*, #4)."""
+        """Yield uint8 tensors; the returned normalisation is applied on the device (its step 4)."""
         self.transform = T.Compose([*([T.Resize(self.resize)] if self.resize else []), T.PILToTensor()])
         return Normalization(MEAN, STD)
 

@@ -1,6 +1,8 @@
-"""The same images packed into a few large shard files (001_*: "group small samples into
-larger files"): one open per shard per worker, then positioned reads, instead of an open per
-image. `harness make-data DIR --shards K` writes them.
+"""The same images packed into a few large shard files (C. Rand's caching article, its tips: "group
+small samples into larger files";
+https://towardsdatascience.com/a-caching-strategy-for-identifying-bottlenecks-on-the-data-input-pipeline/):
+one open per shard per worker, then positioned reads, instead of an open per image. `harness
+make-data DIR --shards K` writes them.
 
 Layout: DIR/shard-<k>.bin (encoded images back to back) and DIR/index.json, a list of
 {"shard", "offset", "length", "label"}. A root whose shards are in ROOT/shards/ works too, so

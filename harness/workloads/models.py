@@ -17,7 +17,7 @@ def resnet50(*, num_classes: int) -> nn.Module:
 
 
 def toy_conv(*, num_classes: int, width: int = 32, depth: int = 4) -> nn.Module:
-    """A small conv net in the spirit of 001_*'s toy model: conv/ReLU/pool blocks, a linear head."""
+    """A small conv net like the caching article's toy model: conv/ReLU/pool blocks, a linear head."""
     if width < 1 or depth < 1:
         raise ValueError(f"width and depth must be >= 1 (got {width}, {depth})")
     layers: list[nn.Module] = []

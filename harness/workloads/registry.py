@@ -153,7 +153,7 @@ def check_arguments(factory: Callable[..., Any] | inspect.Signature, args: Mappi
 
 PIPELINE_CALLS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # field -> (the positional arguments, the keyword arguments) the harness passes to the
-    # factory, before the spec's `<field>_args` (README, "Your own workload").
+    # factory, before the spec's `<field>_args` (docs/guides/own-workload.md).
     "collate": ((), ()),  # factory(**collate_args) -> collate_fn(list of samples) -> batch
     "sampler": (("dataset",), ("rank", "world_size", "seed")),  # -> Sampler
     "batch_sampler": (("dataset",), ("batch_size", "drop_last", "rank", "world_size", "seed")),

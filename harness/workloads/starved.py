@@ -1,4 +1,5 @@
-"""The deliberately starved pipeline of 001_*: random large images, a costly mask dilation.
+"""The deliberately starved pipeline of C. Rand's caching article: random large images, a costly
+mask dilation (https://towardsdatascience.com/a-caching-strategy-for-identifying-bottlenecks-on-the-data-input-pipeline/).
 
 Each raw sample is a fresh random `input_size`² RGB image (the article's 1024×1024); the
 transforms are the article's: PILToTensor, RandomCrop, RandomMask (scipy 4-neighbour
@@ -19,7 +20,7 @@ _CROSS = np.array([[0, 1, 0], [1, 1, 1], [0, 1, 0]])
 
 
 class RandomMask(torch.nn.Module):
-    """Zero a random `ratio` of pixels, dilated to their 4 neighbours (001_*)."""
+    """Zero a random `ratio` of pixels, dilated to their 4 neighbours (the article's RandomMask)."""
 
     def __init__(self, ratio: float = 0.25) -> None:
         super().__init__()
@@ -34,7 +35,7 @@ class RandomMask(torch.nn.Module):
 
 
 class ConvertColor(torch.nn.Module):
-    """RGB -> YCbCr as a 3×3 matmul over all pixels (001_*)."""
+    """RGB -> YCbCr as a 3×3 matmul over all pixels (the article's ConvertColor)."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -114,3 +114,13 @@ def test_a_node_without_meta_takes_its_type_from_its_other_points_else_unknown(t
     summary = summarize(rows, by="gpu", meta=load_meta(rows)).set_index("point_id")
     assert summary.loc["late", "group"] == "8× NVIDIA A100-SXM4-80GB"
     assert summary.loc["lost", "group"] == UNKNOWN_TYPE
+
+
+def test_each_run_keeps_its_pass_labelled_by_its_sweep(tmp_path: Path) -> None:
+    """The pass a run was measured in (`run_pass`), per sweep: two points' runs with the same
+    label took turns on the machine; a run without one (Slurm) has None."""
+    write_rows(tmp_path, *(synthetic_row(repeat=r, run_pass=4 + r) for r in range(2)))
+    write_rows(tmp_path, synthetic_row(point_id="p2", repeat=0, run_pass=""))
+    summary = summarize(load_results([tmp_path]).rows).set_index("point_id")
+    assert summary.loc["p1", "run_passes"] == (f"{tmp_path}#4", f"{tmp_path}#5")
+    assert summary.loc["p2", "run_passes"] == (None,)

@@ -69,10 +69,10 @@ def test_import_analysis_never_imports_torch_or_matplotlib() -> None:
     assert out.stdout == "[]\n"
 
 
-def test_the_readme_notebook_runs_as_written(real_sweep: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    text = (REPO / "README.md").read_text()
+def test_the_docs_notebook_runs_as_written(real_sweep: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = (REPO / "docs" / "guides" / "notebook.md").read_text()
     snippet = re.search(r"```python\n# a notebook\n(.*?)```", text, re.S)
-    assert snippet, "the README's Analysis section shows a notebook"
+    assert snippet, "docs/guides/notebook.md shows a notebook"
     namespace: dict[str, object] = {}
     exec(snippet.group(1).replace("results/grid", str(real_sweep)), namespace)
     assert "samples_per_s" in capsys.readouterr().out

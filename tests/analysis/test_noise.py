@@ -132,3 +132,46 @@ def test_t_quantile_of_small_samples() -> None:
     assert noise.t_quantile(100) == pytest.approx(1.96)
     with pytest.raises(ValueError, match="degrees of freedom must be >= 1"):
         noise.t_quantile(0)
+
+
+DRIFTING_A = [10.0, 12.0, 13.0, 11.0]
+DRIFTING_B = [12.0, 14.4, 15.6, 13.2]  # 20 % above A in each pass; the passes drift by 30 %
+
+
+def test_two_points_runs_are_paired_by_the_pass_they_shared_in_whatever_order() -> None:
+    """Runs listed in another order on each side are paired by their pass, not by position."""
+    passes = ["s#0", "s#1", "s#2", "s#3"]
+    r = noise.ratio_by_pass(DRIFTING_A, DRIFTING_B[::-1], passes, passes[::-1])
+    assert r.paired and r.estimate == pytest.approx(1.2) and r.judge() == noise.HIGHER
+    assert not noise.independent_ratio(DRIFTING_A, DRIFTING_B).called()
+
+
+@pytest.mark.parametrize(
+    ("a_passes", "b_passes", "why"),
+    [
+        ((None, None, None, None), (None, None, None, None), "no pass: repeats run back to back"),
+        (("s#0", "s#1", "s#2", "s#3"), ("t#0", "t#1", "t#2", "t#3"), "two sweeps' passes"),
+        (("s#0", "s#0", "s#2", "s#3"), ("s#0", "s#1", "s#2", "s#3"), "two runs of A in one pass (pooled)"),
+        (("s#0", "s#1", "s#2", "s#3"), ("s#0", "s#1", "s#7", "s#8"), "two of B's runs without a partner"),
+    ],
+)
+def test_runs_not_all_measured_side_by_side_are_compared_as_independent(
+    a_passes: tuple[str | None, ...], b_passes: tuple[str | None, ...], why: str
+) -> None:
+    r = noise.ratio_by_pass(DRIFTING_A, DRIFTING_B, a_passes, b_passes)
+    assert not r.paired, why
+    assert r == noise.independent_ratio(DRIFTING_A, DRIFTING_B)
+
+
+def test_a_side_with_more_runs_is_paired_on_the_passes_of_the_other() -> None:
+    """B was measured in 3 of A's 4 passes (A had an extra repeat): the 3 pairs decide."""
+    r = noise.ratio_by_pass(DRIFTING_A, DRIFTING_B[:3], ["s#0", "s#1", "s#2", "s#3"], ["s#0", "s#1", "s#2"])
+    assert r.paired and r.n == 3 and r.estimate == pytest.approx(1.2)
+
+
+def test_a_wait_is_paired_by_pass_as_a_share_of_the_step() -> None:
+    waits_a, waits_b = [0.010, 0.030, 0.020], [0.015, 0.035, 0.025]  # B waits 5 ms more each pass
+    passes = ["s#0", "s#1", "s#2"]
+    r = noise.shift_by_pass(waits_a, waits_b, 0.1, passes, passes)
+    assert r.paired and r.estimate == pytest.approx(0.05)
+    assert noise.independent_shift(waits_a, waits_b, 0.1).judge() == noise.UNDECIDED

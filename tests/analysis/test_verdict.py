@@ -253,7 +253,7 @@ def test_a_rung_that_fails_on_one_rank_drops_that_repeat_only(tmp_path: Path) ->
     )
 
 
-# The article's steps/s (001_*), with no loader capacity: the old, drop-based reading.
+# The article's steps/s (Rand's caching article), with no loader capacity: the old, drop-based reading.
 ARTICLE = {
     "device_batch": 3.45,
     "host_batch": 3.33,
@@ -352,8 +352,8 @@ def test_varying_input_sizes_and_a_saturated_cpu_are_caveats(tmp_path: Path) -> 
     (verdict,) = ladder_verdicts(load_results([tmp_path]).rows)
     assert verdict.caveats[1:] == [
         "the CPU was saturated on full (3.9 of 4 cores busy): transforms + raw data loading may only have tipped it "
-        "over; another stage may be the one to optimise (001_*)",
-        "inputs vary in size (3 sample shapes seen): a single cached sample or batch may not reflect real steps (001_*)",
+        "over; another stage may be the one to optimise (Rand's caching article)",
+        "inputs vary in size (3 sample shapes seen): a single cached sample or batch may not reflect real steps (Rand's caching article)",
     ]
 
 

@@ -6,7 +6,7 @@ Every test here is marked `gpu` (registered in pyproject.toml). Without a visibl
 they are collected and skipped, all with one reason, before any of them runs: the default run
 pays nothing for them. Tests that need more than this machine has (two GPUs for NCCL across
 ranks, HolisticTraceAnalysis installed) skip themselves, saying what is missing; on one GPU
-every other test proves its GPU path (scripts/gpu_suite.sh, README "On a GPU machine").
+every other test proves its GPU path (scripts/gpu_suite.sh, docs/guides/slurm.md, "On a GPU machine without Slurm").
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`harness tune` over the copy settings on a real GPU: each copy mode's step is its own
-bound rung, the copy included (analysis/tune_model.with_copy_mode). On a CPU PyTorch pins
+bound rung, the copy included (analysis/tune/model.with_copy_mode). On a CPU PyTorch pins
 nothing, so this is where the pinned mode first differs from the pageable one.
 
 Batches of 64 images of 3×224×224 floats (38.5 MB): a copy of milliseconds over PCIe or
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from analysis.tune_model import Config
+from analysis.tune.model import Config
 from harness.config.plan import expand
 from harness.config.spec import load_spec
-from harness.tuning import tune
+from harness.tune.driver import tune
 
 pytestmark = pytest.mark.gpu
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -59,13 +60,75 @@ def test_help_imports_neither_pandas_nor_torch(tmp_path: Path) -> None:
     imported, shown = out.stdout.split("\n", 1)
     assert imported == "[]"
     # report and compare are listed although their arguments (from analysis) were not added
-    assert "report" in shown and "compare" in shown and "usage: harness plan [-h] spec" in shown
+    assert (
+        "report" in shown
+        and "compare" in shown
+        and "usage: harness plan [-h] [--format {terminal,markdown,csv,latex}] [-v | -q]" in shown
+    )
 
 
 def test_report_takes_the_analysis_arguments(tmp_path: Path) -> None:
     out = harness("report", "--help", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "--by {node,gpu}" in out.stdout and "--timeline POINT_ID" in out.stdout
+
+
+def test_version_prints_the_package_version(tmp_path: Path) -> None:
+    from harness import __version__
+
+    out = harness("--version", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == f"harness {__version__}\n"
+
+
+def _verb_parsers() -> dict[str, argparse.ArgumentParser]:
+    from harness.cli import _parser
+
+    parser = _parser(analysis=True)
+    (verbs,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(verbs.choices)
+
+
+def test_every_positional_argument_says_what_it_is() -> None:
+    """`harness VERB --help` (and the CLI reference generated from it) explains each argument."""
+    bare = [
+        f"{name} {action.metavar or action.dest}"
+        for name, verb in _verb_parsers().items()
+        for action in verb._actions
+        if not action.option_strings and not action.help
+    ]
+    assert bare == []
+
+
+def test_every_verb_that_prints_tables_offers_the_same_formats() -> None:
+    from harness.text_tables import TABLE_FORMATS
+
+    verbs = _verb_parsers()
+    for name in ("plan", "run", "submit", "status", "report", "compare"):
+        (fmt,) = [a for a in verbs[name]._actions if "--format" in a.option_strings]
+        assert tuple(fmt.choices)[: len(TABLE_FORMATS)] == TABLE_FORMATS, name
+
+
+def test_plan_prints_its_table_as_markdown(write_spec, tmp_path: Path) -> None:
+    spec = write_spec("name: grid\n" + TINY_WORKLOAD + "loader: {num_workers: [0, 2]}\n")
+    out = harness("plan", str(spec), "--format", "markdown", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    header, rule = out.stdout.splitlines()[1:3]
+    assert header.startswith("| #") and "num_workers" in header and rule.startswith("|---")
+
+
+def test_verbosity_is_accepted_after_the_verb_too(write_spec, tmp_path: Path) -> None:
+    spec = write_spec("name: grid\n" + TINY_WORKLOAD)
+    quiet = harness("run", str(spec), "-q", cwd=tmp_path)
+    assert quiet.returncode == 0, quiet.stderr
+    assert " I " not in quiet.stderr  # no progress lines: warnings and errors only
+    assert "num_workers" in quiet.stdout  # the table still
+    loud = harness("run", str(spec), "--verbose", cwd=tmp_path)
+    assert loud.returncode == 0, loud.stderr
+    assert " I " in loud.stderr
+    both = harness("plan", str(spec), "-v", "-q", cwd=tmp_path)
+    assert both.returncode == 2
+    assert "argument -q/--quiet: not allowed with argument -v/--verbose" in both.stderr
 
 
 def test_plan_prints_points_and_runs_nothing(write_spec, tmp_path: Path) -> None:

@@ -74,12 +74,23 @@ def _units_in_order(sweep: Path) -> list[tuple[int, int]]:
     return [(index[r["point_id"]], int(r["repeat"])) for r in rows]
 
 
+def _passes_in_order(sweep: Path) -> list[int]:
+    """The run_pass of every row, in the order they ran."""
+    from harness.storage.sweep import load_points
+
+    rows = [r for p in load_points(sweep) for r in read_rows(sweep / "points" / p.id / "rank0.csv")]
+    rows.sort(key=lambda r: (r["started_at"], r["finished_at"]))
+    return [int(r["run_pass"]) for r in rows]
+
+
 def test_a_sweep_run_here_measures_one_repeat_of_each_point_in_turn(tmp_path: Path) -> None:
     (tmp_path / "t.yaml").write_text(REPEATED)
     assert main(["run", str(tmp_path / "t.yaml"), "--results", str(tmp_path / "r")]) == 0
     (sweep,) = (tmp_path / "r" / "t").iterdir()
     # ABC ABC, not AAA BBB: a slow spell of the machine lands on both configurations.
     assert _units_in_order(sweep) == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)]
+    # Each row says its pass: the runs of the two points measured side by side share it.
+    assert _passes_in_order(sweep) == [0, 0, 1, 1, 2, 2]
 
 
 class _Interrupted(BACKENDS["inline"]):  # type: ignore[misc,valid-type]
@@ -110,6 +121,9 @@ def test_a_sweep_interrupted_mid_pass_resumes_measuring_each_missing_unit_once(
     assert resume_sweep(sweep, wait=True) == 0
     # Each missing unit once, still in passes: the next repeat each point lacks, in turn.
     assert _units_in_order(sweep) == [(0, 0), (1, 0), (0, 1), (0, 2), (1, 1), (1, 2)]
+    # The resume's passes are numbered on from the interrupted run's (0, 1): a run_pass that
+    # two points share says they were measured side by side, whichever run measured them.
+    assert _passes_in_order(sweep) == [0, 0, 1, 2, 2, 3]
 
 
 class _Watched(BACKENDS["inline"]):  # type: ignore[misc,valid-type]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.tune_model import Config
-from tests.harness.test_tuning import SPEC, truth
+from analysis.tune.model import Config
+from tests.harness.tune.test_driver import SPEC, truth
 from tests.slurm.conftest import harness
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]

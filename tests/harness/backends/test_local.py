@@ -128,3 +128,38 @@ def test_gpus_named_by_uuid_cannot_be_passed_on(monkeypatch: pytest.MonkeyPatch)
         r"use indices, or unset it$",
     ):
         local_gpus(*spec_for("cuda", "slurm: {gpus_per_node: 1}\n"))
+
+
+def test_a_pass_of_two_ddp_points_runs_in_one_job_the_ranks_started_once(tmp_path: Path) -> None:
+    """Two points of two ranks, two repeats, in passes (ABAB): one job a pass, not a job a
+    point a pass (each start-up imports torch and builds the workload on every rank), the
+    second point joining its own process group in the ranks the first one left. Every row is
+    ok and says its pass."""
+    from harness.backends.local import LocalBackend
+    from harness.storage.sweep import load_points
+    from harness.sweeps import run_points
+
+    spec = parse_spec(
+        "name: local\n"
+        + TINY_WORKLOAD.replace("repeats: 1", "repeats: 2")
+        + "loader: {num_workers: 0, drop_last: [false, true]}\n"
+        + "slurm: {tasks_per_node: 2, gpus_per_node: 0}\n"
+    )
+    plan = expand(spec)
+    sweep = create_sweep(plan, tmp_path, backend="local", world_size=2)
+    run_points(LocalBackend(spec), plan.points, sweep)
+    jobs = json.loads((sweep / "jobs.json").read_text())
+    assert [(e["point_index"], e["job_id"]) for e in jobs] == [
+        (0, jobs[0]["job_id"]),
+        (1, jobs[0]["job_id"]),
+        (0, jobs[2]["job_id"]),
+        (1, jobs[2]["job_id"]),
+    ]
+    assert jobs[0]["job_id"] != jobs[2]["job_id"]
+    for point in load_points(sweep):
+        for rank in (0, 1):
+            rows = results.read_rows(layout.point_dir(sweep, point.id) / f"rank{rank}.csv")
+            assert [(r["repeat"], r["run_pass"], r["status"]) for r in rows] == [
+                ("0", "0", "ok"),
+                ("1", "1", "ok"),
+            ]

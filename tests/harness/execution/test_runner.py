@@ -210,6 +210,32 @@ def test_a_running_point_says_where_it_is_at_each_interval(
     assert any("repeat 2/2" in line for line in lines)
 
 
+def test_a_point_run_in_a_pass_says_which_repeat_and_pass_and_its_rows_record_the_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """In the second of three passes a point of 3 repeats measures its repeat 2 (its repeats
+    raised to 2, the first done): the line says repeat 2/3 (pass 2 of 3), not 2/2, and the
+    row carries the sweep's pass number, which the analysis pairs points by."""
+    from dataclasses import replace
+
+    from harness.config.plan import RunPass
+    from harness.execution import progress
+
+    monkeypatch.setattr(progress, "PROGRESS_S", 0.05)
+    workload = TINY_WORKLOAD.replace(
+        "model: linear", "model: tests.fixtures.workloads:slow_model\n  model_args: {delay: 0.1}"
+    )
+    (point,) = points_of("", workload, measure="measure: {warmup_steps: 1, steps: 3, repeats: 2}")
+    point = replace(point, run_pass=RunPass(number=7, k=2, of=3, repeats=3))
+    with caplog.at_level(logging.INFO, logger="harness.execution.progress"):
+        run_point(point, tmp_path)
+    lines = [r.getMessage() for r in caplog.records if r.name == "harness.execution.progress"]
+    assert any("rung full, repeat 2/3 (pass 2 of 3), " in line for line in lines), lines
+    assert not any("/2" in line for line in lines), lines
+    rows = results.read_rows(tmp_path / "points" / point.id / "rank0.csv")
+    assert [r["run_pass"] for r in rows] == ["7", "7"]
+
+
 def test_a_long_error_keeps_its_end_where_the_cause_is() -> None:
     from harness.execution.runner import ERROR_CHARS, one_line
 

@@ -1,6 +1,6 @@
 """What `harness tune` measures after the profile, and when it stops: the confirmation search.
 
-Start from the model's choice (analysis/tune_model.py: the cheapest configuration predicted
+Start from the model's choice (analysis/tune/model.py: the cheapest configuration predicted
 within the margin of the best) and measure it with its neighbours on each axis of the grid
 (one value down and one up of num_workers, prefetch_factor, persistent_workers, pin_memory
 and non_blocking, the others held), `repeats` runs each. Then judge the measurements as the
@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from analysis import noise
-from analysis.tune_model import COPY, MODELLED, Config, Prediction, cheapest_meeting
+from analysis.tune.model import COPY, MODELLED, Config, Prediction, cheapest_meeting
 
 AXES = (*MODELLED, *COPY)
 
@@ -64,6 +64,9 @@ class SearchResult:
     """The configurations measured in each round (the first: the choice and its neighbours)."""
     point_runs: int
     budget_spent: bool = False
+    widened: tuple[Config, ...] = ()
+    """Measured in the first round because the profile's intervals put them within reach of
+    the answer, beyond the choice's neighbours (`plausible`)."""
 
     def errors(self) -> dict[Config, float]:
         """Per measured configuration: (predicted − measured median) / measured median."""
@@ -153,7 +156,9 @@ def search(
     choice = cheapest_meeting(list(predictions), margin).config
     runs: dict[Config, tuple[float, ...]] = {}
     rounds: list[list[Config]] = []
-    todo, target = [choice, *neighbours(choice, grid)], repeats
+    first = [choice, *neighbours(choice, grid)]
+    widened = tuple(c for c in plausible(predictions, choice, margin) if c not in first)
+    todo, target = [*first, *widened], repeats
     spent, capped = 0, False
     while todo:
         cost = {c: target - len(runs.get(c, ())) for c in todo}
@@ -173,8 +178,27 @@ def search(
         if not todo:
             todo, target = _to_decide(judged, runs, max_runs)
     if not runs:  # a budget below one configuration's runs: the model's choice, unconfirmed
-        return SearchResult(Judged(choice, choice, {}), runs, predicted, choice, rounds, spent, True)
-    return SearchResult(judge(runs, margin), runs, predicted, choice, rounds, spent, capped)
+        return SearchResult(Judged(choice, choice, {}), runs, predicted, choice, rounds, spent, True, widened)
+    return SearchResult(judge(runs, margin), runs, predicted, choice, rounds, spent, capped, widened)
+
+
+def plausible(
+    predictions: Sequence[Prediction], choice: Config, margin: float = noise.MARGIN
+) -> list[Config]:
+    """Where the profile is uncertain: the cheapest configuration of the choice's copy mode
+    that its prediction's interval keeps within reach of the best (its high within the margin
+    of the highest low). Nothing where the predictions carry no interval (copy modes are
+    measured, not modelled: their own plateau points stand for them). The search measures it
+    in its first round with the choice's neighbours: a profile whose windows disagreed may
+    have put the choice a step too high or too low, and this is the cheaper end of what it
+    allows."""
+    known = [(x.config, x.low, x.high) for x in predictions if x.low is not None and x.high is not None]
+    if not known:
+        return []
+    floor = (1 - margin) * max(low for _, low, _ in known)
+    mode = choice.copy_mode()
+    reach = [c for c, _, high in known if high >= floor and c.copy_mode() == mode]
+    return [min(reach, key=Config.cost)] if reach else []
 
 
 def _within(todo: Sequence[Config], cost: Mapping[Config, int], left: int) -> list[Config]:

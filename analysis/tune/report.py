@@ -13,7 +13,8 @@ from tabulate import tabulate
 
 from analysis import caching
 from analysis.noise import MARGIN
-from analysis.tune_model import (
+from analysis.recommend import SHARED
+from analysis.tune.model import (
     COPY,
     Config,
     Profile,
@@ -33,13 +34,23 @@ def _config(data: Mapping[str, Any]) -> Config:
     return Config.of(data)
 
 
+def _span(p: Profile, name: str, scale: float = 1e3, unit: str = " ms") -> str:
+    """A quantity's interval over the profile's windows, as " (95 % CI a-b ms, 3 windows)"."""
+    low, high = p.intervals.get(name, (None, None))
+    if low is None or high is None or low == high:
+        return ""
+    return f" (95 % CI {low * scale:.1f}-{high * scale:.1f}{unit}, {p.windows} windows)"
+
+
 def model_lines(p: Profile) -> list[str]:
     roof = core_roof(p)
     roof_text = "no core limit" if roof == float("inf") else f"a roof of {roof:.1f} batches/s"
     lines = [
-        f"step {p.step_s * 1e3:.1f} ms a batch (demand {1 / p.step_s:.1f} batches/s a rank); "
-        f"num_workers=0 loads a batch in {p.main_load_s * 1e3:.1f} ms in the main thread",
-        f"a worker: {worker_rate(p):.1f} batches/s ({p.efficiency:.0%} of the main thread's rate); "
+        f"step {p.step_s * 1e3:.1f} ms a batch{_span(p, 'step_s')} (demand {1 / p.step_s:.1f} batches/s "
+        f"a rank); num_workers=0 loads a batch in {p.main_load_s * 1e3:.1f} ms in the main thread"
+        f"{_span(p, 'main_load_s')}",
+        f"a worker: {worker_rate(p):.1f} batches/s ({p.efficiency:.0%} of the main thread's rate"
+        f"{_span(p, 'efficiency', 100, ' %')}); "
         f"{p.cpu_s_per_batch * 1e3:.1f} core-ms a batch on {p.cores:.1f} cores: {roof_text}",
     ]
     for mode, (step, handoff) in p.copy_modes.items():
@@ -47,6 +58,8 @@ def model_lines(p: Profile) -> list[str]:
             f"copy: {mode}: step {step * 1e3:.1f} ms a batch, hand-off {handoff * 1e3:.1f} ms "
             f"(against {p.step_s * 1e3:.1f} and {p.handoff_s * 1e3:.1f} with {p.copy_mode})"
         )
+    if p.handoff_s > 0:
+        lines.append(f"hand-off: {p.handoff_s * 1e3:.1f} ms a batch{_span(p, 'handoff_s')}")
     if p.stall_share > 0:
         lines.append(
             f"stalls: {p.stall_share:.1%} of batches wait {p.stall_s * 1e3:.0f} ms more; "
@@ -68,6 +81,7 @@ def grid_table(summary: Mapping[str, Any]) -> str:
             [
                 c.text(),
                 f"{x['samples_per_s']:.1f}",
+                _interval(x),
                 x["bound"],
                 "" if median is None else f"{median:.1f}",
                 "" if median is None else f"{x['samples_per_s'] / median - 1:+.1%}",
@@ -75,8 +89,27 @@ def grid_table(summary: Mapping[str, Any]) -> str:
                 verdicts.get(c, ""),
             ]
         )
-    head = ["configuration", "predicted", "bound", "measured", "error", "runs", "vs best"]
+    head = ["configuration", "predicted", "95 % CI", "bound", "measured", "error", "runs", "vs best"]
     return tabulate(rows, headers=head)
+
+
+def _interval(x: Mapping[str, Any]) -> str:
+    low, high = x.get("low"), x.get("high")
+    return "" if low is None or high is None else f"{low:.0f}-{high:.0f}"
+
+
+def shared_lines(summary: Mapping[str, Any]) -> list[str]:
+    """A line where other processes took SHARED or more of the CPU while the profile ran (the
+    recommendation's threshold, analysis/recommend.shared_machine)."""
+    shared = summary.get("profile_shared")
+    if not shared or (shared["mean"] < SHARED and shared["max"] < 2 * SHARED):
+        return []
+    p = Profile.from_json(summary["profile"])
+    return [
+        f"the machine was shared while tune profiled: other processes used {shared['mean']:.0%} of its CPU "
+        f"during the profile's windows (up to {shared['max']:.0%} in one); the model takes each figure as "
+        f"the median of {p.windows} windows, and the predictions' intervals carry what they disagree on"
+    ]
 
 
 def errors(summary: Mapping[str, Any]) -> list[float]:
@@ -95,6 +128,7 @@ def render(summary: Mapping[str, Any]) -> str:
     verdicts = {_config(v): v["verdict"] for v in summary["verdicts"]}
     out = [f"tune {summary['spec']}: {summary['grid_points']} grid points", "model:"]
     out += [f"  {line}" for line in model_lines(p)]
+    out += shared_lines(summary)
     out += ["", grid_table(summary), ""]
     predicted = {_config(x): x["samples_per_s"] for x in summary["predictions"]}
     if answer not in runs:
@@ -122,6 +156,11 @@ def render(summary: Mapping[str, Any]) -> str:
         )
     else:
         out.append(f"the model chose {choice.text()}; the measurements corrected it")
+    for w in summary.get("widened", []):
+        out.append(
+            f"measured too: {_config(w).text()}, the cheapest configuration the profile's intervals "
+            "kept within reach of the best"
+        )
     for u in summary["undecided"]:
         need = u["runs_needed"]
         more = f"about {need} runs per point would decide" if need else "it sits on the margin"

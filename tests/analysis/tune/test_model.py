@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from analysis.tune_model import (
+from analysis.tune.model import (
     Config,
     Profile,
     batches_per_s,

@@ -7,8 +7,8 @@ import dataclasses
 from dataclasses import asdict
 from typing import Any
 
-from analysis.tune_model import Config, Profile, predict
-from analysis.tune_report import render, render_what_if
+from analysis.tune.model import Config, Profile, predict
+from analysis.tune.report import render, render_what_if
 
 
 def w(n: int) -> Config:
@@ -158,3 +158,29 @@ def test_render_says_when_nothing_was_measured_to_confirm_the_choice() -> None:
     ) in text
     assert "recommendation:" not in text
     assert "cost: 5 point-runs against 12 for the exhaustive grid" in text
+
+
+def test_a_profile_taken_on_a_shared_machine_is_named_with_its_share() -> None:
+    windowed = dataclasses.replace(PROFILE, windows=3, intervals={"step_s": (0.019, 0.021)})
+    text = render(
+        summary(profile=windowed.to_json(), profile_shared={"mean": 0.35, "max": 0.6, "windows": 9})
+    )
+    assert (
+        "the machine was shared while tune profiled: other processes used 35% of its CPU during the "
+        "profile's windows (up to 60% in one); the model takes each figure as the median of 3 windows"
+    ) in text
+    assert "step 20.0 ms a batch (95 % CI 19.0-21.0 ms, 3 windows)" in text
+    quiet = render(summary(profile_shared={"mean": 0.02, "max": 0.05, "windows": 9}))
+    assert "shared" not in quiet
+    assert "shared" not in render(summary(profile_shared=None))  # no host sampler
+
+
+def test_the_grid_table_shows_each_predictions_interval_and_the_widened_point() -> None:
+    rows = summary()["predictions"]
+    rows[2] = {**rows[2], "low": 380.0, "high": 410.0}
+    text = render(summary(predictions=rows, widened=[asdict(w(1))]))
+    assert "380-410" in text
+    assert (
+        "measured too: num_workers=1 prefetch_factor=2 persistent_workers=false, the cheapest "
+        "configuration the profile's intervals kept within reach of the best"
+    ) in text

@@ -73,7 +73,7 @@ of stalls (a storage server busy for seconds) defeat any prefetch and the model 
 too much for prefetch. Memory is PSS per worker, not the prefetched batches. Where the model is
 wrong, `harness tune` finds out by measuring: it measures the predicted choice and its
 neighbours on each axis, and where the measurements contradict the prediction it goes on
-measuring along that axis (analysis/tune_search.py).
+measuring along that axis (analysis/tune/search.py).
 
 Torch-free: the analysis imports it, and so do the unit tests that check it on synthetic
 profiles against answers computed by hand.
@@ -179,6 +179,11 @@ class Profile:
     cached: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     """Cached sample-level rungs profiled at `profiled_workers`: their loader's (capacity in
     batches/s, core-seconds a batch), for the caching what-if (`with_cache`)."""
+    windows: int = 1
+    """The windows of each profile point the figures are the median of (analysis/tune/windows.py)."""
+    intervals: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """The 95 % interval of each quantity taken from the windows (windows.UNCERTAIN): the
+    step, the worker's rate (main_load_s, efficiency), the stall share, the hand-off."""
 
     def __post_init__(self) -> None:
         for name in ("step_s", "main_load_s", "efficiency", "cores"):
@@ -193,7 +198,8 @@ class Profile:
     def from_json(data: Mapping[str, Any]) -> Profile:
         modes = {k: (float(v[0]), float(v[1])) for k, v in data.get("copy_modes", {}).items()}
         cached = {k: (float(v[0]), float(v[1])) for k, v in data.get("cached", {}).items()}
-        return Profile(**{**data, "copy_modes": modes, "cached": cached})
+        spans = {k: (float(v[0]), float(v[1])) for k, v in data.get("intervals", {}).items()}
+        return Profile(**{**data, "copy_modes": modes, "cached": cached, "intervals": spans})
 
     def in_mode(self, c: Config) -> Profile:
         """The profile of `c`'s copy mode alone: its step and hand-off (the profile itself where
@@ -259,7 +265,7 @@ def batches_per_s(p: Profile, c: Config) -> float:
 
 def plateau_config(grid: Sequence[Config], profiled: int = 1) -> Config | None:
     """The grid's most workers with its most prefetch: the configuration likeliest to run at
-    the step's side of the bound, where a run shows the hand-off (tune_model.with_plateau).
+    the step's side of the bound, where a run shows the hand-off (tune.model.with_plateau).
     None where the grid has no more workers than the fit's profile point."""
     beyond = [c for c in grid if c.num_workers > profiled]
     return max(
@@ -353,6 +359,10 @@ class Prediction:
     memory_gb: float
     bound: str
     """What limits it: "step" (the demand), "workers", "cores", "stalls" or "series"."""
+    low: float | None = None
+    high: float | None = None
+    """The prediction's 95 % interval from the profile's (analysis/tune/windows.py); None
+    where the profile has none."""
 
 
 def bound_of(p: Profile, c: Config) -> str:

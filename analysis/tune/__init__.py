@@ -1,0 +1,2 @@
+"""`harness tune`'s analysis, torch-free: the pipeline model (model.py), the confirmation
+search (search.py) and what tune prints (report.py). The run plumbing is harness/tune/."""

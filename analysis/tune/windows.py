@@ -1,0 +1,229 @@
+"""The profile of `harness tune` over repeated windows: a robust figure with an interval for
+every quantity the model takes from a window, and the prediction's interval that follows.
+
+A shared machine slows a window now and then: on this session's 2-core VM a step read 40.7 ms
+in one `host_batch` window where it is 28 ms, and the model fitted from that one window put the
+plateau 30 % low. So each profile point runs `WINDOWS` windows, interleaved with the other
+points' (the passes ABC ABC ABC of harness/sweeps.run_points: a slow spell lands on one pass,
+not on one point), the model is fitted pass by pass (a pass's windows were measured side by
+side: the step and the loader's rate of one pass share its spell), and each quantity is:
+
+- **the median over the passes**: one slow pass of three moves it not at all (the
+  Hodges-Lehmann estimate of analysis/noise.py moves by a quarter of the outlier at three
+  values: the median's breakdown point, a third, is what a profile of three windows needs);
+- **its interval**: the windows analysis/noise.py's `outliers` flags set aside (a slow spell's
+  window: modified z-score over 3.5 and at least half the margin from the median), then
+  noise's `location` on the rest where three or more remain (its 95 % interval: the log
+  scale, Yuen's trimmed t, Welch's at three, wide where they disagree), else the range of the
+  two that remain (two windows agreed within the margin, or a third was taken and outvoted
+  one); widened to include the median.
+
+The model's prediction of each configuration then carries an interval (`with_intervals`):
+the lowest and the highest samples/s over the profiles with each uncertain quantity at either
+end of its interval (every combination: 2^k profiles, k <= 5). analysis/tune/search.py widens
+its first round where those intervals say another configuration may be the answer.
+
+Torch-free, as the whole of analysis/.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from analysis import noise
+from analysis.tune.model import (
+    Config,
+    Prediction,
+    Profile,
+    fit_profile,
+    predict,
+    samples_per_s,
+    with_plateau,
+)
+
+WINDOWS = 3
+"""Windows of each profile point where its first ones disagree: the fewest in which one slow
+window is outvoted."""
+FIRST_WINDOWS = 2
+"""Windows of each profile point to begin with: where they agree (`agree`), a third could not
+move the figure beyond the margin, and the profile stops there."""
+UNCERTAIN = ("step_s", "main_load_s", "efficiency", "stall_share", "handoff_s")
+"""The quantities taken from windows that get an interval: the step, the worker's rate (the
+main thread's load and a worker's efficiency), the stall share and the hand-off."""
+_BOUNDS = {"efficiency": (1e-6, 1.0), "stall_share": (0.0, 1.0)}
+_POSITIVE = ("step_s", "main_load_s", "efficiency")
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """One quantity over the windows: the median and its 95 % interval (the value itself,
+    twice, under two windows or where the windows agree exactly)."""
+
+    value: float
+    low: float
+    high: float
+    n: int
+
+    def relative_width(self) -> float:
+        """Half the interval's width over the value (0 where the value is 0)."""
+        return (self.high - self.low) / 2 / self.value if self.value else 0.0
+
+
+def figure(values: Sequence[float]) -> Figure:
+    """The median of the windows' values and its interval (the module docstring)."""
+    clean = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    if not clean:
+        raise ValueError("figure: no finite value among the windows")
+    mid = statistics.median(clean)
+    if min(clean) <= 0:  # a share or a hand-off that may be 0: no log scale; the windows' range
+        return Figure(mid, min(clean), max(clean), len(clean))
+    flagged = set(noise.outliers(clean))
+    kept = [v for i, v in enumerate(clean) if i not in flagged]
+    if len(kept) >= 3:
+        est = noise.location(kept)
+        assert est.low is not None and est.high is not None
+        low, high = est.low, est.high
+    else:
+        low, high = min(kept), max(kept)
+    return Figure(mid, min(low, mid), max(high, mid), len(clean))
+
+
+def fit_windows(
+    zeros: Sequence[Mapping[str, float]],
+    somes: Sequence[Mapping[str, float]],
+    *,
+    workers: int,
+    batch_size: int,
+    ranks: int = 1,
+) -> Profile:
+    """The profile from `WINDOWS` passes of the two profile points (tune.model.fit_profile's
+    figures, one mapping a pass and a point): fitted pass by pass, each number the median over
+    the passes, with the intervals of the UNCERTAIN quantities (`Profile.intervals`)."""
+    if not zeros or len(zeros) != len(somes):
+        raise ValueError(f"fit_windows: one figure of each point a pass (got {len(zeros)} and {len(somes)})")
+    fits = [
+        fit_profile(z, s, workers=workers, batch_size=batch_size, ranks=ranks)
+        for z, s in zip(zeros, somes, strict=True)
+    ]
+    first = fits[0]
+    numbers = {
+        f.name: statistics.median(getattr(p, f.name) for p in fits)
+        for f in fields(Profile)
+        if isinstance(getattr(first, f.name), float)
+    }
+    stall_s, shares = _stalls(zeros, [p.stall_s for p in fits])
+    numbers["stall_s"] = stall_s
+    intervals = {}
+    for name in UNCERTAIN:
+        fig = figure(shares if name == "stall_share" else [getattr(p, name) for p in fits])
+        intervals[name] = (fig.low, fig.high)
+        numbers[name] = fig.value
+    epochs = [p.epoch_steps for p in fits if p.epoch_steps]
+    return replace(
+        first,
+        **numbers,
+        epoch_steps=int(statistics.median(epochs)) if epochs else None,
+        windows=len(fits),
+        intervals=intervals,
+    )
+
+
+def _stalls(zeros: Sequence[Mapping[str, float]], lengths: Sequence[float]) -> tuple[float, list[float]]:
+    """The stall's length and each window's stall share. A stall is a rare event: a window of
+    200 steps on a reader that stalls 2 % of the time holds about 4, and its p99 wait (what the
+    length is read from) misses them where it holds 2 or fewer, so that window reads "no
+    stall" (0) where the reader stalls as often. The median over windows would halve both
+    figures; so the length is the median of the windows that saw one, and each window's share
+    is its mean wait's excess over its p50 (which every stall adds to) over that length."""
+    seen = [v for v in lengths if v > 0]
+    if not seen:
+        return 0.0, [0.0] * len(zeros)
+    length = statistics.median(seen)
+    shares = []
+    for z in zeros:
+        mean, p50 = z.get("loading_time"), z.get("loading_time_p50")
+        excess = mean - p50 if mean is not None and p50 is not None and math.isfinite(mean - p50) else 0.0
+        shares.append(min(1.0, max(0.0, excess / length)))
+    return length, shares
+
+
+def agree(values: Sequence[float], margin: float = noise.MARGIN) -> bool:
+    """Whether two windows of a quantity agree closely enough that a third could not move
+    their figure beyond the margin: the median of three lies between the two, so it is at most
+    half their gap from their midpoint; the highest within 1 + 2 × margin of the lowest."""
+    clean = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]
+    return len(clean) < 2 or max(clean) <= (1 + 2 * margin) * min(clean)
+
+
+def passes_agree(
+    zeros: Sequence[Mapping[str, float]],
+    somes: Sequence[Mapping[str, float]],
+    plateau_rates: Sequence[float] = (),
+    *,
+    workers: int,
+    batch_size: int,
+    margin: float = noise.MARGIN,
+) -> bool:
+    """Whether the passes so far agree on the step, the main thread's load, the worker's rate
+    and the plateau's rate (the hand-off): else a third pass is wanted. The stall share is
+    left out: on an erratic reader it differs between windows by nature, and the median of
+    three would not settle it either."""
+    fits = [
+        fit_profile(z, s, workers=workers, batch_size=batch_size) for z, s in zip(zeros, somes, strict=True)
+    ]
+    return (
+        agree([p.step_s for p in fits], margin)
+        and agree([p.main_load_s for p in fits], margin)
+        and agree([p.efficiency / p.main_load_s for p in fits], margin)
+        and agree(plateau_rates, margin)
+    )
+
+
+def plateau_windows(p: Profile, top: Config, rates: Sequence[float]) -> Profile:
+    """The hand-off from the plateau point's windows (tune.model.with_plateau at their median
+    rate), with its interval: the hand-off at either end of the rates' interval."""
+    if not rates:
+        return p
+    rate = figure(rates)
+    mid = with_plateau(p, top, rate.value)
+    ends = [with_plateau(p, top, r).handoff_s for r in (rate.low, rate.high)]
+    low, high = min(*ends, mid.handoff_s), max(*ends, mid.handoff_s)
+    return replace(mid, intervals={**p.intervals, "handoff_s": (low, high)})
+
+
+def corners(p: Profile) -> list[Profile]:
+    """The profile with each uncertain quantity at either end of its interval, every
+    combination (the profile itself where nothing is uncertain)."""
+    spans = [(k, v) for k, v in p.intervals.items() if v[0] != v[1] and k in UNCERTAIN]
+    out = []
+    for ends in itertools.product(*(v for _, v in spans)):
+        values: dict[str, Any] = {k: _clamp(k, e) for (k, _), e in zip(spans, ends, strict=True)}
+        out.append(replace(p, **values))
+    return out or [p]
+
+
+def _clamp(name: str, value: float) -> float:
+    low, high = _BOUNDS.get(name, (0.0, math.inf))
+    if name in _POSITIVE:
+        low = max(low, 1e-9)
+    return min(high, max(low, value))
+
+
+def with_intervals(p: Profile, predictions: Sequence[Prediction]) -> list[Prediction]:
+    """The predictions with their interval filled in (`Prediction.low`, `.high`)."""
+    ends = corners(p)
+    out = []
+    for x in predictions:
+        values = [samples_per_s(q, x.config) for q in ends]
+        out.append(replace(x, low=min(*values, x.samples_per_s), high=max(*values, x.samples_per_s)))
+    return out
+
+
+def predict_with_intervals(p: Profile, grid: Iterable[Config]) -> list[Prediction]:
+    """tune.model.predict, each prediction with its interval."""
+    return with_intervals(p, predict(p, grid))

@@ -1,0 +1,101 @@
+"""One tune's sweep folder and its rounds: the points measured so far, the plan files that list
+them, and each round run through the backend (harness/sweeps.run_points: in passes, ABC ABC)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from analysis.load import load_results
+from analysis.tune.model import (
+    COPY,
+    MODELLED,
+    Config,
+)
+from harness.backends.base import Backend
+from harness.config.plan import Plan, Point, point_id, resolve_loader
+from harness.storage import layout
+from harness.storage.atomic import atomic_write_text
+from harness.storage.sweep import create_sweep, plan_csv
+
+log = logging.getLogger(__name__)
+
+
+class TuneError(ValueError):
+    """A grid tune cannot model; the message names the setting and what to do."""
+
+
+class Tuner:
+    """One tune: the sweep folder, the points measured so far, and how to run more."""
+
+    def __init__(self, plan: Plan, results: Path, backend: Backend, world_size: int) -> None:
+        self.grid = list(plan.points)
+        self.plan, self.backend, self.world = plan, backend, world_size
+        self.template = self.grid[0]
+        self.measured: list[Point] = []
+        self.rounds_submitted = 0
+        self.profile_ids: set[str] = set()
+        """The profile's points (its windows: tune.json says whether the machine was shared)."""
+        self.sweep_dir = create_sweep(
+            replace(plan, points=()), results, backend=backend.name, world_size=world_size
+        )
+
+    def variant(
+        self, config: Config, *, rungs: tuple[str, ...], repeats: int, capacity: Any = False
+    ) -> Point:
+        """The template point with these loader settings, rungs and repeats, indexed next."""
+        t = self.template
+        requested = {**asdict(t.loader), **{k: getattr(config, k) for k in (*MODELLED, *COPY)}}
+        if config.num_workers and config.prefetch_factor is None:
+            requested["prefetch_factor"] = None
+        loader, adjustments = resolve_loader(requested)
+        measure = replace(t.measure, repeats=repeats, loader_capacity=capacity)
+        pid = point_id(t.workload, loader, measure, rungs, t.sequence_step)
+        index = next((p.index for p in self.measured if p.id == pid), len(self.measured))
+        return replace(
+            t, index=index, id=pid, loader=loader, measure=measure, rungs=rungs, adjustments=adjustments
+        )
+
+    def run(self, points: Sequence[Point]) -> pd.DataFrame:
+        """Run the points through the backend (a point measured already runs only the repeats
+        it lacks, as resume does); the ok rows of the given points."""
+        from harness.backends.slurm import SubmissionError
+        from harness.sweeps import run_points
+
+        known = {m.id for m in self.measured}
+        self.measured += [p for p in points if p.id not in known]
+        _write_plan(self.sweep_dir, replace(self.plan, points=tuple(self.measured)))
+        try:
+            # Here, in passes of one repeat of each point (ABC ABC), as every sweep runs here.
+            run_points(self.backend, points, self.sweep_dir, lambda ids: self._announce(points, ids))
+        except SubmissionError as e:
+            raise TuneError(str(e)) from e
+        return self._rows(points)
+
+    def _rows(self, points: Sequence[Point]) -> pd.DataFrame:
+        rows = load_results([self.sweep_dir]).rows
+        ids = {p.id for p in points}
+        return rows[(rows["status"] == "ok") & rows["point_id"].isin(ids)]
+
+    def _announce(self, points: Sequence[Point], job_ids: Sequence[str]) -> None:
+        """A round submitted to a scheduler (one job array), before it is followed to its end."""
+        self.rounds_submitted += 1
+        print(
+            f"tune: round {self.rounds_submitted}: {len(points)} point(s) as jobs "
+            f"{job_ids[0]} .. {job_ids[-1]} (harness status {self.sweep_dir})",
+            flush=True,
+        )
+
+
+def _write_plan(sweep_dir: Path, plan: Plan) -> None:
+    """The sweep's plan files list the points measured so far (create_sweep's format)."""
+    atomic_write_text(sweep_dir / "plan.csv", plan_csv(plan))
+    layout.write_json(
+        sweep_dir / "plan.json",
+        {"spec": plan.spec.name, "notes": list(plan.notes), "points": [p.to_json() for p in plan.points]},
+    )
