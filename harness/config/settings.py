@@ -137,6 +137,8 @@ def _lower_amp(v: Any) -> str:
 
 
 BOOL = "true or false"
+MODEL_LOSS = "model"
+"""workload.loss: the model's output carries its loss (harness/execution/train_step.py)."""
 
 
 def _factory_path(v: Any) -> bool:
@@ -247,7 +249,16 @@ class WorkloadSettings:
     sampler_args: Mapping[str, Any] = _factory_args("sampler")
     batch_sampler: str | None = _factory("an iterable of lists of indices, for this rank (e.g. by length)")
     batch_sampler_args: Mapping[str, Any] = _factory_args("batch_sampler")
-    loss: str | None = _factory("loss_fn(model output, batch) -> scalar (default: cross-entropy)")
+    loss: str | None = setting(
+        None,
+        check=lambda v: v == MODEL_LOSS or _factory_path(v),
+        allowed=f'"{MODEL_LOSS}", "package.module:factory" or null',
+        doc="loss_fn(model output, batch) -> scalar; model: the output's own loss (output.loss or "
+        "output['loss'], as Hugging Face models return it); null: that where the output carries "
+        "one, else cross-entropy on (inputs, targets)",
+        axis=True,
+        id_at_default=False,
+    )
     loss_args: Mapping[str, Any] = _factory_args("loss")
     step: str | None = _factory("step_fn(batch): forward, loss, backward, optimizer (default: SGD)")
     step_args: Mapping[str, Any] = _factory_args("step")
@@ -339,6 +350,10 @@ DEFAULT_MAX_REPEATS = 10
 DRAIN_FACTOR = 4
 """After the stock's own warmup steps, at most this many times more to see the stock used up
 (harness/execution/loop.py); declared here, torch-free, so that `harness plan` can say it."""
+MIN_PERIODS = 3
+"""A window covers at least this many periods of a periodic delivery (bursts of num_workers
+batches from workers in step), else it is said to be too short (harness/execution/steady.py);
+torch-free, so that the analysis says it too."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -382,6 +397,16 @@ class Measure:
         allowed="auto, true or false",
         doc="also time each sample-level rung's loader alone, with no train step "
         "(auto: when the rungs include device_batch or host_batch, the demand to compare with)",
+    )
+    seconds: float | None = setting(
+        None,
+        check=optional(lambda v: is_number(v) and v > 0),
+        allowed="a number of seconds > 0, or null",
+        doc="the window's least duration: after `steps`, it goes on in whole periods of the "
+        "loader's delivery until it has lasted this long (null: `steps` alone decides)",
+        # It changes what a window measures, so it is in the point id once given; at null it is
+        # left out, and the points of sweeps measured before it existed keep their ids.
+        id_at_default=False,
     )
 
     @property

@@ -20,7 +20,15 @@ from harness.config import rungs as rung_names
 from harness.config import sbatch_safe, script_flags, settings, step_source
 from harness.config.expect import Expectation, parse_expect
 from harness.config.overrides import Override, OverrideError, apply_overrides, dump_merged, parse_override
-from harness.config.settings import REQUIRED, Limits, Measure, ProfileSpec, SamplerConfig, SlurmConfig
+from harness.config.settings import (
+    MODEL_LOSS,
+    REQUIRED,
+    Limits,
+    Measure,
+    ProfileSpec,
+    SamplerConfig,
+    SlurmConfig,
+)
 from harness.config.yaml_lines import LoadedYaml, YamlSyntaxError, load_yaml_with_lines
 from harness.workloads import loader_factory, registry
 
@@ -651,6 +659,8 @@ def _check_pipeline(
     given = {kind: _pipeline_values(c, axes, sequence, kind) for kind in registry.PIPELINE_FIELDS}
     for kind, names in given.items():
         for name, path in names:
+            if kind == "loss" and name == MODEL_LOSS:
+                continue  # the model's own loss: no factory to load
             try:
                 factory = registry.resolve(name, {}, kind)
             except registry.FactoryError as e:

@@ -79,6 +79,7 @@ class RowMaker:
         row.window_steady = times.steady
         row.epoch_restarts = times.epoch_restarts
         row.epoch_restart_time = times.epoch_restart_time
+        row.delivery_period = times.delivery_period
         return row
 
 

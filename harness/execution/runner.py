@@ -22,7 +22,7 @@ from harness.config import rungs as rung_names
 from harness.config.plan import Point, WorkloadSettings
 from harness.execution import given_loader, ladder
 from harness.execution.batches import count_samples
-from harness.execution.dist import DistEnv, agreement, barrier, init_process_group
+from harness.execution.dist import DistEnv, agreement, barrier, init_process_group, largest
 from harness.execution.loop import capacity_loop, drive, window
 from harness.execution.meta import collect_meta
 from harness.execution.progress import Progress
@@ -259,6 +259,7 @@ class OpenPoint:
             where=ladder.Placement(device=device, rank=env.rank, world_size=env.world_size),
             sampler=sampler,
             agree=agreement(env, device.type),
+            largest=largest(env, device.type),
             barrier=barrier(env),
             flush=lambda: timeline.write(sampler) if sampler.enabled else None,
             clock=clock,
@@ -317,6 +318,8 @@ class Rank:
     flush: Callable[[], None]
     """Writes the timeline so far: after each rung, so that a rank torn down mid-point (a
     collective's watchdog, a node lost) leaves its samples up to its last rung."""
+    largest: Callable[[int], int] = lambda count: count
+    """This rank's count -> the ranks' largest (a collective under DDP; see `agree`)."""
     clock: Callable[[], float] = time.perf_counter
     """The windows' clock: a user's loop under the probe pauses it for its own work
     (`probe.untimed`)."""
@@ -389,9 +392,11 @@ def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, re
             count=rank.count,
             warmup_steps=point.measure.warmup_steps,
             steps=point.measure.steps,
+            seconds=point.measure.seconds,
             stock=stream.stock,
             sync=device_sync(rank.where.device),
             agree=rank.agree,
+            largest=rank.largest,
             barrier=rank.barrier,
             mark=phases.mark,
             clock=rank.clock,

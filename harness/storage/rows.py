@@ -187,6 +187,10 @@ class RungRow:
     """The class of a loader the harness measured as it was given, not built (workload.loader's
     factory, a script's DataLoader subclass, a torchdata.nodes Loader): its settings columns are
     then the loader's own where it reports them (empty where it does not), not the spec's."""
+    delivery_period: int | None = None
+    """Steps per period where the loader delivered in bursts (workers in step: a wait every
+    `delivery_period` steps, harness/execution/steady.py): the window covers whole periods, and
+    the wait is periodic, not a heavy tail. Empty where the delivery was not periodic."""
 
     def cells(self) -> dict[str, Any]:
         """The row as the CSV holds it: column -> value."""

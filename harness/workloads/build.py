@@ -12,6 +12,7 @@ from torch import nn
 from torch.utils.data import Dataset, IterableDataset
 
 from harness.config.plan import WorkloadSettings
+from harness.config.settings import MODEL_LOSS
 from harness.naming import type_name
 from harness.workloads import loader_factory, registry
 
@@ -64,6 +65,10 @@ def pipeline_factory(settings: WorkloadSettings, field: str) -> Callable[..., An
     name = getattr(settings, field)
     if name is None:
         return None
+    if field == "loss" and name == MODEL_LOSS:
+        from harness.execution.train_step import own_loss
+
+        return lambda: own_loss
     factory = registry.resolve(name, {}, field)
     args = {} if field == "batch_samples" else dict(getattr(settings, f"{field}_args"))
     return functools.partial(factory, **args) if args else factory

@@ -594,3 +594,15 @@ def test_a_loader_factory_is_checked_before_anything_runs(workload: str, loader:
 def test_a_dataset_factory_asking_for_its_place_loads_without_them_in_its_args() -> None:
     spec = parse_spec(loader_spec(f"  dataset: {L}:sized\n  dataset_args: {{size: 8}}\n"))
     assert spec.field_values["workload.dataset_args"] == ({"size": 8},)
+
+
+def test_loss_model_names_the_outputs_own_loss_and_a_typo_says_what_is_allowed() -> None:
+    spec = parse_spec(
+        "name: t\n" + DICT_WORKLOAD.replace("  batch_size: 4", "  batch_size: 4\n  loss: model")
+    )
+    assert spec.field_values["workload.loss"] == ("model",)
+    typo = "name: t\n" + DICT_WORKLOAD.replace("  batch_size: 4", "  batch_size: 4\n  loss: modle")
+    assert re.search(
+        r"workload\.loss: 'modle' is not allowed.*\"model\", \"package\.module:factory\" or null",
+        error_of(typo),
+    ), error_of(typo)
