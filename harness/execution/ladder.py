@@ -466,8 +466,8 @@ def _cut(rung: str, dataset: Any) -> _Cut:
     if isinstance(dataset, IterableDataset):
         if not isinstance(dataset, SplitStream):
             raise RungUnavailable(
-                f"rung {rung} needs a stream with iter_raw() and transform_sample(raw) (see README, "
-                f"'Your own workload'); {name} has not"
+                f"rung {rung} needs a stream with iter_raw() and transform_sample(raw) (see "
+                f"docs/guides/own-workload.md); {name} has not"
             )
         split = dataset
         steps = _compose_steps(dataset.transform_sample)
@@ -493,7 +493,7 @@ def _cut(rung: str, dataset: Any) -> _Cut:
         )
     raise RungUnavailable(
         f"rung {rung} needs a dataset with load_raw(index) and transform, or load_raw(index) and "
-        f"transform_sample(raw) (see README, 'Your own workload'); {name} has not"
+        f"transform_sample(raw) (see docs/guides/own-workload.md); {name} has not"
     )
 
 
