@@ -61,6 +61,8 @@ METRICS = [
     "peak_device_memory_gb",
     "cpus_allotted",
     "foreign_cpu_share",
+    "idle_workers",
+    "delivery_period",
 ]
 # Per point, taken from its first run: the settings and where it ran.
 FIRST_COLUMNS = [*SETTING_COLUMNS, "point_index", "hostname", "sweep_id", "node", "node_type"]
@@ -191,6 +193,10 @@ def per_run(ok: pd.DataFrame) -> pd.DataFrame:
         foreign_cpu_share=grouped["foreign_cpu_share"].max(),
         # The ranks of a run measured it in one pass.
         run_pass=grouped["run_pass"].max() if "run_pass" in ok else float("nan"),
+        # Workers that made no batch (a stream with fewer shards than workers): any rank's.
+        idle_workers=grouped["idle_workers"].max(),
+        # Bursts of the loader's delivery (steps per period), where any rank saw them.
+        delivery_period=grouped["delivery_period"].max() if "delivery_period" in ok else float("nan"),
         **{column: grouped[column].max() for column in TAIL_COLUMNS},
     )
     for column, rank_column in (("loading_time", "loading_rank"), ("next_time", "next_rank")):

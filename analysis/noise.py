@@ -2,7 +2,7 @@
 stragglers, the ladder's verdict and the expectations all ask it the same question, and the
 tables show its figures: how far apart are B and A, and what do the repeats allow us to say?
 
-The method (the README repeats it in a few lines):
+The method (docs/concepts/noise.md repeats it in a few lines):
 
 - **Scale.** Throughputs and times are compared as ratios, on a log scale (a 2× gain and a 2×
   loss weigh the same). Waits that may be zero (a rank's wait for data) are compared as

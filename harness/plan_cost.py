@@ -80,10 +80,16 @@ def point_cost(point: Point) -> PointCost:
         sample = rung_names.is_sample_level(rung)
         least += m.repeats * ((warmup[0] if sample else m.warmup_steps) + m.steps)
         high = warmup[1] if sample else m.warmup_steps
-        most = None if most is None or high is None else most + m.repeats * (high + m.steps)
+        # A window rounded up to whole periods of a bursty delivery: up to stock - 1 more steps.
+        rounding = max((stock or 0) - 1, 0) if sample else 0
+        most = None if most is None or high is None else most + m.repeats * (high + m.steps + rounding)
         capacity_windows += m.repeats if sample and _capacity(point) else 0
     step_s = _step_seconds(point)
     seconds = None if step_s is None else step_s * (least + capacity_windows * m.steps)
+    if step_s is not None and seconds is not None and m.seconds:
+        # Each window lasts at least measure.seconds, and so does each loader-capacity pass.
+        windows = m.repeats * len(point.rungs) + capacity_windows
+        seconds += windows * max(m.seconds - step_s * m.steps, 0.0)
     return PointCost(
         point=point,
         stock=stock,

@@ -16,6 +16,8 @@ from harness.config.plan import Plan, Point
 from harness.execution.loop_length import batches_before_run
 from harness.plan_cost import point_cost, sweep_lines, warmup_cell
 from harness.text_tables import render
+from harness.workloads import registry
+from schema.settings import MODEL_LOSS
 
 
 def plan_text(plan: Plan, overrides: Sequence[str], results_root: Path, fmt: str = "terminal") -> str:
@@ -65,7 +67,33 @@ def plan_table(plan: Plan, fmt: str = "terminal") -> str:
         f"{spec.name}: {len(plan.points)} point(s) × {len(spec.rungs)} rung(s) × "
         f"{repeats}, {m.steps:,} measured steps each after a warmup (its column)"
     )
-    return "\n".join([head, render(rows, fmt), *sweep_lines(plan)])
+    return "\n".join([head, render(rows, fmt), *sweep_lines(plan), *_loss_lines(plan)])
+
+
+def _loss_lines(plan: Plan) -> list[str]:
+    """How the loss is found, where the spec leaves it to the model: `loss: model`, or no loss
+    and no step with a user's model (whose output may carry its loss, Hugging Face's way)."""
+    own = [p for p in plan.points if p.workload.loss == MODEL_LOSS]
+    default = [
+        p
+        for p in plan.points
+        if p.workload.loss is None
+        and p.workload.step is None
+        and p.workload.script is None
+        and p.workload.model not in registry.MODELS
+    ]
+    lines = []
+    if own:
+        lines.append(
+            f"loss: the model's own (output.loss or output['loss']) in {len(own)} point(s) (loss: model)"
+        )
+    if default:
+        lines.append(
+            f"loss: none given in {len(default)} point(s): the model's own where its output carries "
+            "one (output.loss or output['loss'], as Hugging Face models return it), else "
+            "cross-entropy on (inputs, targets)"
+        )
+    return lines
 
 
 def _loop_length(point: Point) -> str:

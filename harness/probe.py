@@ -60,11 +60,12 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, RandomSampler, SequentialSampler
 
 from harness.config.plan import Point, resolve_loader
-from harness.execution import batches, ladder
+from harness.execution import batches, given_loader, ladder
 from harness.execution.loop import Clocked, one_step
 from harness.execution.loop_length import CLOSING, batches_per_loop
 from harness.execution.script import ProbeJob
 from harness.naming import type_name
+from harness.workloads.loader_factory import train_loader
 from schema.settings import LOADER_COLUMNS, LoaderSettings
 
 __all__ = [
@@ -480,8 +481,16 @@ def _harnessed(
         log.info("harness.probe: the point is measured; this loop gets no batch")
         return iter(())
     _measured_here = True
-    recorded = getattr(source, _PROBE, None) or _from_dataloader(source)
+    given = None if getattr(source, _PROBE, None) is not None else _given(source)
+    recorded = getattr(source, _PROBE, None) or (_from_given(given) if given else _from_dataloader(source))
     point = _effective_point(job, recorded, non_blocking)
+    if given is not None:
+        point = replace(
+            point,
+            # its own batch size, where it says one (None: an empty cell, not the spec's)
+            workload=replace(point.workload, batch_size=recorded.batch_size),  # type: ignore[arg-type]
+            loader=replace(given.recorded, non_blocking=point.loader.non_blocking),
+        )
     announced = batches_per_loop(point, _done(job))
     if getattr(source, _PROBE, None) is None and _length(source) != announced:
         log.warning(
@@ -490,7 +499,34 @@ def _harnessed(
             _length(source),
             announced,
         )
-    return _point_batches(job, recorded, point, how, count, announced)
+    return _point_batches(job, recorded, point, how, count, announced, given)
+
+
+def _given(source: Any) -> given_loader.GivenLoader | None:
+    """The script's loader measured as it is given (None for a plain DataLoader, whose parts the
+    rungs rebuild with the point's settings): a DataLoader subclass (litdata's
+    StreamingDataLoader: its constructor is its own, so the point's settings cannot be swapped
+    in), a torchdata.nodes Loader or any iterable of batches, a DataModule (its
+    train_dataloader())."""
+    if type(source) is DataLoader:
+        return None
+    loader = train_loader(source)
+    return given_loader.GivenLoader(
+        loader=loader,
+        name=type_name(loader),
+        recorded=given_loader.own_settings(loader, LoaderSettings()),
+    )
+
+
+def _from_given(given: given_loader.GivenLoader) -> _Recorded:
+    """A given loader as the probe records it: its own batch size (None where it does not say)."""
+    size = getattr(given.loader, "batch_size", None)
+    return _Recorded(
+        dataset=given.dataset,
+        batch_size=size if isinstance(size, int) else None,
+        parts=ladder.LoaderParts(),
+        given={},
+    )
 
 
 def _point_batches(
@@ -500,8 +536,9 @@ def _point_batches(
     how: _How,
     count: Callable[[Any], int],
     announced: int,
+    given: given_loader.GivenLoader | None = None,
 ) -> Generator[Any, None, None]:
-    opened, device = _opened(job, recorded, point, how.device)
+    opened, device = _opened(job, recorded, point, how.device, given)
     if opened is None:
         return _finish(how)
     host: list[Any] = [None]  # the last batch as the loader gave it: the untimed batches' source
@@ -511,7 +548,7 @@ def _point_batches(
         host[0] = batch
         return mover(batch)
 
-    served = yield from _measured(job, opened, recorded, device, copy, count)
+    served = yield from _measured(job, opened, recorded, device, copy, count, given)
     job.report("done")
     if served > announced - CLOSING:
         log.warning("harness.probe: %d batches yielded where %d were announced", served, announced)
@@ -537,6 +574,7 @@ def _measured(
     device: torch.device,
     copy: Callable[[Any], Any],
     count: Callable[[Any], int],
+    given: given_loader.GivenLoader | None = None,
 ) -> Generator[Any, None, int]:
     """The point's rungs from measure_point; the batches it yielded."""
     from harness.execution.runner import measure_point, open_rank
@@ -548,6 +586,7 @@ def _measured(
         to_device=copy,
         count=count,
         parts=recorded.parts,
+        given=given,
         clock=_clock,
     )
     point_batches = measure_point(rank)
@@ -567,7 +606,11 @@ def _measured(
 
 
 def _opened(
-    job: ProbeJob, recorded: _Recorded, point: Point, device: torch.device
+    job: ProbeJob,
+    recorded: _Recorded,
+    point: Point,
+    device: torch.device,
+    given: given_loader.GivenLoader | None = None,
 ) -> tuple[Any, torch.device]:
     """The point opened on this rank, its meta written and one line said; None where it could
     not start (its rows then say why)."""
@@ -575,7 +618,9 @@ def _opened(
     from harness.execution.point import open_point
 
     opened = open_point(point, job.sweep_dir, job.env, job.skip_done)
-    _say(job, point, recorded)
+    _say(job, point, recorded, given)
+    if given is not None:
+        opened.rows.loader_given = given.name
     try:
         if device.type == "cuda" and device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
@@ -588,12 +633,19 @@ def _opened(
     return opened, device
 
 
-def _say(job: ProbeJob, point: Point, recorded: _Recorded) -> None:
+def _say(
+    job: ProbeJob, point: Point, recorded: _Recorded, given: given_loader.GivenLoader | None = None
+) -> None:
     """The settings this rank runs with, once: on the script's stderr (its log), and to the
     job, whose failed rows then record them too (script.account)."""
     ran = _report_settings(job, point)
     kept = [k for k in point.script_keeps if k in recorded.given or k == "non_blocking"]
     own = f" (the script's own: {', '.join(kept)})" if kept else ""
+    if given is not None:
+        own = (
+            f" (measured as given: {given.name} is not torch's DataLoader, so the point's settings "
+            "cannot be swapped into it; these are its own, empty where it does not say)"
+        )
     said = ", ".join(f"{k}={v}" for k, v in ran.items())
     print(f"harness.probe: point {point.id} rank {job.env.rank}: {said}{own}", file=sys.stderr, flush=True)
 

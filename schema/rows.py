@@ -178,6 +178,18 @@ class RungRow:
     interleaved (inline, local: ABC ABC, harness.sweeps.run_points): rows of two points with
     the same run_pass were measured side by side, and the analysis compares them paired.
     Empty where a point's repeats ran back to back (Slurm)."""
+    idle_workers: int | None = None
+    """DataLoader workers that made no batch in the rung (warmup, window and loader capacity),
+    of num_workers; empty without workers and on the batch-level rungs. > 0 on a stream: it has
+    fewer shards than readers, and those workers idled (harness/execution/ladder.py:WorkerTally)."""
+    loader_given: str = ""
+    """The class of a loader the harness measured as it was given, not built (workload.loader's
+    factory, a script's DataLoader subclass, a torchdata.nodes Loader): its settings columns are
+    then the loader's own where it reports them (empty where it does not), not the spec's."""
+    delivery_period: int | None = None
+    """Steps per period where the loader delivered in bursts (workers in step: a wait every
+    `delivery_period` steps, harness/execution/steady.py): the window covers whole periods, and
+    the wait is periodic, not a heavy tail. Empty where the delivery was not periodic."""
 
     def cells(self) -> dict[str, Any]:
         """The row as the CSV holds it: column -> value."""

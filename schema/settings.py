@@ -137,6 +137,8 @@ def _lower_amp(v: Any) -> str:
 
 
 BOOL = "true or false"
+MODEL_LOSS = "model"
+"""workload.loss: the model's output carries its loss (harness/execution/train_step.py)."""
 
 
 def _factory_path(v: Any) -> bool:
@@ -181,7 +183,7 @@ class WorkloadSettings:
     dataset: str = setting(
         check=_dataset_name,
         allowed=f'one of {", ".join(workload_names.DATASETS)} or "package.module:factory"',
-        doc="the data set: a built-in name or your own factory",
+        doc="the data set: a built-in name or your own factory (with `loader`: optional, given to it)",
         axis=True,
     )
     dataset_args: Mapping[str, Any] = setting(
@@ -246,7 +248,16 @@ class WorkloadSettings:
     sampler_args: Mapping[str, Any] = _factory_args("sampler")
     batch_sampler: str | None = _factory("an iterable of lists of indices, for this rank (e.g. by length)")
     batch_sampler_args: Mapping[str, Any] = _factory_args("batch_sampler")
-    loss: str | None = _factory("loss_fn(model output, batch) -> scalar (default: cross-entropy)")
+    loss: str | None = setting(
+        None,
+        check=lambda v: v == MODEL_LOSS or _factory_path(v),
+        allowed=f'"{MODEL_LOSS}", "package.module:factory" or null',
+        doc="loss_fn(model output, batch) -> scalar; model: the output's own loss (output.loss or "
+        "output['loss'], as Hugging Face models return it); null: that where the output carries "
+        "one, else cross-entropy on (inputs, targets)",
+        axis=True,
+        id_at_default=False,
+    )
     loss_args: Mapping[str, Any] = _factory_args("loss")
     step: str | None = _factory("step_fn(batch): forward, loss, backward, optimizer (default: SGD)")
     step_args: Mapping[str, Any] = _factory_args("step")
@@ -254,6 +265,14 @@ class WorkloadSettings:
         "function(batch) -> its number of samples (default: the tensors' leading dimension)",
         function=True,
     )
+    # --- a user's own loader, whole (harness/workloads/loader_factory.py): for loaders that
+    # replace or wrap the DataLoader (torchdata.nodes, a Lightning DataModule, litdata's
+    # StreamingDataLoader); called with the point's batch size and the loader settings it accepts ---
+    loader: str | None = _factory(
+        "your loader: factory(batch_size=, num_workers=, ..., rank=, world_size=, **loader_args) "
+        "-> any iterable of batches (a DataModule: its train_dataloader())"
+    )
+    loader_args: Mapping[str, Any] = _factory_args("loader")
     # --- a user's own training script, measured through harness.probe (docs/guides/training-script.md):
     # the script owns its dataset, model and step, so with `script` only
     # `args` and `batch_size` may be given beside it (spec.py, SCRIPT_FIELDS) ---
@@ -330,6 +349,10 @@ DEFAULT_MAX_REPEATS = 10
 DRAIN_FACTOR = 4
 """After the stock's own warmup steps, at most this many times more to see the stock used up
 (harness/execution/loop.py); declared here, torch-free, so that `harness plan` can say it."""
+MIN_PERIODS = 3
+"""A window covers at least this many periods of a periodic delivery (bursts of num_workers
+batches from workers in step), else it is said to be too short (harness/execution/steady.py);
+torch-free, so that the analysis says it too."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -373,6 +396,16 @@ class Measure:
         allowed="auto, true or false",
         doc="also time each sample-level rung's loader alone, with no train step "
         "(auto: when the rungs include device_batch or host_batch, the demand to compare with)",
+    )
+    seconds: float | None = setting(
+        None,
+        check=optional(lambda v: is_number(v) and v > 0),
+        allowed="a number of seconds > 0, or null",
+        doc="the window's least duration: after `steps`, it goes on in whole periods of the "
+        "loader's delivery until it has lasted this long (null: `steps` alone decides)",
+        # It changes what a window measures, so it is in the point id once given; at null it is
+        # left out, and the points of sweeps measured before it existed keep their ids.
+        id_at_default=False,
     )
 
     @property

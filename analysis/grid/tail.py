@@ -11,6 +11,13 @@ that keeps up, not a stall anyone would pay for. A window of fewer than MIN_STEP
 judged: its p99 is its longest step. A window that crosses an epoch end has a tail of its own
 (the new iterator's start, new workers unless persistent_workers): the caveat says so.
 
+A **periodic** wait is not a tail: workers of equal per-batch cost stay in step and deliver
+in bursts of num_workers, and a step faster than the loader waits once a burst, every
+`delivery_period` steps (harness/execution/steady.py). Its p99 is many times its p50 too, but
+nothing is erratic: the loader is short on average, and a row whose rank saw the period
+(`delivery_period`) is never called heavy-tailed; its note says what the wait is instead, and
+where the window covers fewer than MIN_PERIODS periods, that it is too short and what to set.
+
 Which setting absorbs it is read off the measurements, not assumed: among the points that differ
 only in `prefetch_factor` (or only in `num_workers`), the p99 wait at the axis's largest value
 over that at its smallest, the median over such families. The course says prefetch_factor "prevents
@@ -26,6 +33,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from analysis.aggregate import LOADER_COLUMNS, WORKLOAD_COLUMNS
+from schema.settings import MIN_PERIODS
 
 TAIL_RATIO = 5.0
 """p99 at least this many times p50: the slow steps are not the typical step."""
@@ -44,7 +52,44 @@ def heavy_tailed(rows: pd.DataFrame) -> pd.Series:
     step = rows["step_time"].astype(float)
     steps = pd.to_numeric(rows["steps"], errors="coerce")
     heavy = (p99 >= TAIL_RATIO * p50) & (p99 - p50 >= TAIL_FLOOR * step) & (steps >= MIN_STEPS)
-    return heavy.fillna(False).astype(bool)
+    return (heavy & ~periodic(rows)).fillna(False).astype(bool)
+
+
+def periodic(rows: pd.DataFrame) -> pd.Series:
+    """Per summary row: did the loader deliver in bursts (a wait every `delivery_period` steps)?"""
+    if "delivery_period" not in rows:
+        return pd.Series(False, index=rows.index)
+    return (pd.to_numeric(rows["delivery_period"], errors="coerce") >= 2).fillna(False).astype(bool)
+
+
+def periodic_notes(shown: pd.DataFrame) -> list[str]:
+    """What a periodic wait is (not a tail), and the rows whose window is too short for it."""
+    bursty = shown[periodic(shown)]
+    if bursty.empty:
+        return []
+    periods = sorted({int(p) for p in bursty["delivery_period"]})
+    listed = ", ".join(str(r.jobid) for r in bursty.head(3).itertuples())
+    more = f" and {len(bursty) - 3} more" if len(bursty) > 3 else ""
+    notes = [
+        f"the wait for data is periodic in {len(bursty)} of {len(shown)} row(s) ({listed}{more}): the "
+        f"loader delivers in bursts of {_counts(periods)} batches (workers of equal cost in step), and "
+        "the step waits between bursts: the loader's rhythm, not a tail; it is short on average "
+        "(more workers or cheaper batches raise its rate), and each window covers whole periods"
+    ]
+    steps = pd.to_numeric(bursty["steps"], errors="coerce")
+    short = bursty[steps < MIN_PERIODS * bursty["delivery_period"]]
+    for r in short.head(3).itertuples():
+        period = int(r.delivery_period)
+        notes.append(
+            f"{r.jobid}: the window of {r.steps:g} steps covers {int(r.steps) // period} period(s) of "
+            f"the loader's bursts of {period}: too short to read its steady rate; set measure.steps: "
+            f"{MIN_PERIODS * period} or more, or measure.seconds"
+        )
+    return notes
+
+
+def _counts(values: list[int]) -> str:
+    return " or ".join(str(v) for v in values) if len(values) <= 3 else f"{values[0]} to {values[-1]}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +152,7 @@ def tail_notes(shown: pd.DataFrame) -> list[str]:
         return []
     heavy = shown[heavy_tailed(shown)]
     if heavy.empty:
-        return []
+        return periodic_notes(shown)
     worst = heavy.sort_values("loading_time_p99", ascending=False, kind="stable")
     listed = ", ".join(
         f"{r.jobid} (p50 {_ms(r.loading_time_p50)}, p99 {_ms(r.loading_time_p99)}, mean {_ms(r.loading_time)}"
@@ -126,7 +171,7 @@ def tail_notes(shown: pd.DataFrame) -> list[str]:
     ]
     effects = [e for e in (axis_effect(shown, axis) for axis in AXES) if e is not None]
     notes.append(_absorbs(effects))
-    return notes
+    return notes + periodic_notes(shown)
 
 
 def _absorbs(effects: list[AxisEffect]) -> str:

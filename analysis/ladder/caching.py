@@ -50,8 +50,10 @@ class CachingWhatIf:
     rung: str
     holds: str
     """What the cache holds, in words."""
-    sample_bytes: float
-    samples: int
+    sample_bytes: float | None
+    samples: int | None
+    """None for a stream: it has no length, so the cache is not sized (nor its bytes a sample
+    taken: that would read the stream in the rank's own process, see ladder.cached_value_bytes)."""
     capacity: float
     """Batches/s of the rung's loader: what the loader would deliver from the cache."""
     demand: float
@@ -61,12 +63,14 @@ class CachingWhatIf:
     """Random transforms above the cut, whose draw the cache would replay every epoch."""
 
     @property
-    def total_gb(self) -> float:
+    def total_gb(self) -> float | None:
+        if self.sample_bytes is None or self.samples is None:
+            return None
         return self.sample_bytes * self.samples / 1e9
 
     @property
     def fits(self) -> bool | None:
-        if self.limit_gb is None:
+        if self.limit_gb is None or self.total_gb is None:
             return None
         return self.total_gb + self.in_use_gb <= FIT_SHARE * self.limit_gb
 
@@ -83,20 +87,21 @@ def what_if(
     transform_names: Sequence[str],
 ) -> CachingWhatIf | None:
     """The lowest cached rung whose loader keeps up, with what caching its stage would take;
-    None where no cached rung keeps up, or the size or the data set's length is not known
-    (a stream has no length: its cache is a window of it, which this does not size)."""
+    None where no cached rung keeps up, or a map-style data set's value could not be sized.
+    A stream (`samples` None: no length) gets the what-if unsized: its cache holds what an
+    epoch of it reads, which nothing here can count."""
     cached = [r for r in rungs if r != "full" and rung_names.is_sample_level(r) and keeps_up.get(r)]
-    if not cached or not samples:
+    if not cached or samples == 0:
         return None
     rung = cached[-1]
     size = sample_bytes.get(rung)
-    if size is None or not size > 0:
+    if samples is not None and (size is None or not size > 0):
         return None
     return CachingWhatIf(
         rung=rung,
         holds=holds(rung, len(transform_names)),
-        sample_bytes=float(size),
-        samples=int(samples),
+        sample_bytes=None if samples is None or size is None else float(size),
+        samples=None if samples is None else int(samples),
         capacity=float(capacity[rung]),
         demand=demand,
         limit_gb=limit_gb,
@@ -126,7 +131,13 @@ def frozen(rung: str, names: Sequence[str]) -> tuple[str, ...]:
 
 
 def size_text(w: CachingWhatIf, held_at: str = "at full") -> str:
-    """The cache's size against the job's memory: "N samples × B = T; fits in ..."."""
+    """The cache's size against the job's memory: "N samples × B = T; fits in ..."; for a
+    stream, that it has no size."""
+    if w.samples is None or w.sample_bytes is None or w.total_gb is None:
+        return (
+            "not sized: the data set is a stream, without a length; such a cache holds every "
+            "sample an epoch reads, at that stage"
+        )
     size = f"{w.samples:,} samples × {_bytes(w.sample_bytes)} = {_bytes(w.total_gb * 1e9)}"
     if w.fits is None:
         return f"{size}; the job's memory limit is not known"

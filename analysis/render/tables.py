@@ -69,6 +69,8 @@ def _columns(chosen: pd.DataFrame) -> list[str]:
         columns.append("steady")
     if (chosen["epoch_restarts"] > 0).any():
         columns += ["epoch_restarts", "epoch_restart_time"]
+    if (chosen["idle_workers"] > 0).any():
+        columns.append("idle_workers")  # the row's num_workers overstates the loader
     if (chosen["world_size"] > 1).any():
         columns += ["loading_rank", "ranks", "rank_spread"]
     if (chosen["nodes"] > 1).any():
@@ -109,6 +111,7 @@ def render(table: pd.DataFrame, fmt: str) -> str:
         "cpu_memory_gb": "{:.2f}",
         "ci95": "±{:.1%}",
         "epoch_restarts": "{:g}",
+        "idle_workers": "{:g}",
         "epoch_restart_time": "{:.3f}",
         "rank_spread": "{:.1%}",
         "gpu_util": "{:.1f}",

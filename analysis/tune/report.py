@@ -100,7 +100,7 @@ def _interval(x: Mapping[str, Any]) -> str:
 
 def shared_lines(summary: Mapping[str, Any]) -> list[str]:
     """A line where other processes took SHARED or more of the CPU while the profile ran (the
-    recommendation's threshold, analysis/recommend.shared_machine)."""
+    recommendation's threshold, analysis/grid/recommend.shared_machine)."""
     shared = summary.get("profile_shared")
     if not shared or (shared["mean"] < SHARED and shared["max"] < 2 * SHARED):
         return []

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.config import rung_support
+from harness.config import rung_support, stream_shards
 from harness.config.spec import Spec
 from schema import script_flags, settings
 from schema.settings import (
@@ -234,6 +234,7 @@ def expand(spec: Spec) -> Plan:
             *_exclude_notes(excluded, exclude_hits),
             *_script_notes(points),
             *rung_support.plan_notes(_datasets(points), spec.rungs),
+            *stream_shards.plan_notes(points),
         ),
     )
 

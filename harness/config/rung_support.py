@@ -21,9 +21,9 @@ from schema import rungs as rung_names
 
 _SPLIT = (
     "needs a dataset with load_raw(index) and transform, or load_raw(index) and "
-    "transform_sample(raw) (see README, 'Your own workload')"
+    "transform_sample(raw) (see docs/guides/own-workload.md)"
 )
-_STREAM_SPLIT = "needs a stream with iter_raw() and transform_sample(raw) (see README, 'Your own workload')"
+_STREAM_SPLIT = "needs a stream with iter_raw() and transform_sample(raw) (see docs/guides/own-workload.md)"
 _BYTES = "needs a file-backed dataset with read_bytes(index) and decode(bytes), map-style"
 
 

@@ -18,11 +18,19 @@ from typing import Any
 
 from harness.config import sbatch_safe, step_source
 from harness.config.overrides import Override, OverrideError, apply_overrides, dump_merged, parse_override
-from harness.workloads import registry
+from harness.workloads import loader_factory, registry
 from schema import rungs as rung_names
 from schema import script_flags, settings
 from schema.expect import Expectation, parse_expect
-from schema.settings import REQUIRED, Limits, Measure, ProfileSpec, SamplerConfig, SlurmConfig
+from schema.settings import (
+    MODEL_LOSS,
+    REQUIRED,
+    Limits,
+    Measure,
+    ProfileSpec,
+    SamplerConfig,
+    SlurmConfig,
+)
 from schema.yaml_lines import LoadedYaml, YamlSyntaxError, load_yaml_with_lines
 
 __all__ = ["Measure", "ProfileSpec", "SamplerConfig", "SequenceStep", "SlurmConfig", "Spec", "SpecError"]
@@ -159,14 +167,18 @@ class _Checker:
             out[f.name] = self.value(f, value, path) if f.name in given else value
         return out
 
-    def axes(self, cls: type, raw: Any, dotted: str) -> dict[str, tuple[Any, ...]]:
-        """Like section(), but a list is an axis: each of its values is checked."""
+    def axes(
+        self, cls: type, raw: Any, dotted: str, optional: Sequence[str] = ()
+    ) -> dict[str, tuple[Any, ...]]:
+        """Like section(), but a list is an axis: each of its values is checked. A required
+        field named in `optional` is null when not given."""
         given = self.mapping(raw, dotted)
         self.known_keys(given, dotted, [f.name for f in fields(cls)])
         out: dict[str, tuple[Any, ...]] = {}
         for f in fields(cls):
             path = f"{dotted}.{f.name}"
-            value = self.given_or_default(f, given, path)
+            absent = f.name in optional and f.name not in given
+            value = None if absent else self.given_or_default(f, given, path)
             if f.name not in given:
                 out[path] = (value,)
             elif isinstance(value, list) and settings.rule_of(f).axis:
@@ -289,13 +301,16 @@ def parse_spec(text: str, *, file: str | None = None, path: Path | None = None) 
         **(
             _script_workload(c, top["workload"], path or Path(file or "spec.yaml"))
             if script
-            else c.axes(settings.WorkloadSettings, top.get("workload"), "workload")
+            else c.axes(
+                settings.WorkloadSettings, top.get("workload"), "workload", _optional(top["workload"])
+            )
         ),
         **c.axes(settings.LoaderSettings, top.get("loader"), "loader"),
     }
     notes = () if script else _check_factories(c, values)
     rungs = _rungs(c, top.get("rungs", ["full"]))
     sequence = _sequence(c, top.get("sequence"), values)
+    notes = (*notes, *_check_loader(c, values, sequence, rungs))
     _check_pipeline(c, values, sequence)
     return Spec(
         name=name,
@@ -577,7 +592,7 @@ def _check_factories(c: _Checker, axes: dict[str, tuple[Any, ...]]) -> tuple[str
     axes["workload.model_args"] = resolved.args
     if True in axes["workload.gpu_normalize"]:
         for name in axes["workload.dataset"]:
-            if not _yields_uint8(name):
+            if name is not None and not _yields_uint8(name):
                 raise c.fail(
                     "workload.gpu_normalize",
                     f"dataset {name!r} cannot yield uint8 images (it has no to_uint8() method); "
@@ -589,7 +604,8 @@ def _check_factories(c: _Checker, axes: dict[str, tuple[Any, ...]]) -> tuple[str
     ):
         for i, name in enumerate(axes[f"workload.{kind}"]):
             path = f"workload.{kind}" if len(axes[f"workload.{kind}"]) == 1 else f"workload.{kind}[{i}]"
-            _check_factory(c, (kind, table, path, args_field), name, axes[args_field])
+            if name is not None:  # a dataset left to workload.loader's factory
+                _check_factory(c, (kind, table, path, args_field), name, axes[args_field])
     return resolved.notes
 
 
@@ -612,10 +628,19 @@ def _check_factory(
             factory = registry.resolve(name, table, kind)
         except registry.FactoryError as e:
             raise c.fail(path, str(e)) from e
+    place = loader_factory.dataset_place(factory) if kind == "dataset" and factory is not None else ()
     for args in all_args:
         call_args = dict(args)
         if kind == "model" and (factory is None or registry.accepts(factory, "num_classes")):
             call_args.setdefault("num_classes", 10)
+        own = [name for name in place if name in call_args]
+        if own:
+            raise c.fail(
+                args_field,
+                f"{own[0]} is the point's own: dataset {name!r} asks for it, so the harness passes "
+                f"it (workload.batch_size, the rank's place); remove it from dataset_args",
+            )
+        call_args.update(dict.fromkeys(place, 1))
         try:
             if factory is None:
                 registry.check_builtin(name, table, kind, call_args)
@@ -635,6 +660,8 @@ def _check_pipeline(
     given = {kind: _pipeline_values(c, axes, sequence, kind) for kind in registry.PIPELINE_FIELDS}
     for kind, names in given.items():
         for name, path in names:
+            if kind == "loss" and name == MODEL_LOSS:
+                continue  # the model's own loss: no factory to load
             try:
                 factory = registry.resolve(name, {}, kind)
             except registry.FactoryError as e:
@@ -661,6 +688,63 @@ def _check_pipeline(
             f"fp16 with step {given['step'][0][0]!r}: loss scaling (a GradScaler) is the step's own "
             "business; use amp: bf16, or autocast and scale in your step with amp: false",
         )
+
+
+def _optional(raw: Any) -> tuple[str, ...]:
+    """With workload.loader, the dataset may be left to the loader's factory."""
+    return ("dataset",) if isinstance(raw, Mapping) and raw.get("loader") is not None else ()
+
+
+_LOADER_OWNS = ("collate", "sampler", "batch_sampler")
+"""What a loader factory's loader does itself: given beside it, they would not be used."""
+
+
+def _check_loader(
+    c: _Checker,
+    axes: Mapping[str, tuple[Any, ...]],
+    sequence: tuple[SequenceStep, ...],
+    rungs: Sequence[str],
+) -> list[str]:
+    """workload.loader's factory: imported, bound to what the harness passes it and each
+    loader_args; no axis over a setting it does not take; nothing beside it that its loader
+    would ignore. Returns the plan's lines on the settings it leaves to its loader."""
+    names = _pipeline_values(c, axes, sequence, "loader")
+    if not names:
+        if any(_all_values(axes, sequence, "workload.loader_args")):
+            raise c.fail(
+                "workload.loader_args", "loader_args given without workload.loader (the factory they are for)"
+            )
+        return []
+    for field_name in _LOADER_OWNS:
+        if _pipeline_values(c, axes, sequence, field_name):
+            raise c.fail(
+                f"workload.{field_name}",
+                f"not used with workload.loader: the factory's loader does its own {field_name}; "
+                "give yours to the factory (through loader_args)",
+            )
+    with_dataset = any(name is not None for name in _all_values(axes, sequence, "workload.dataset"))
+    loader_axes = {k.removeprefix("loader."): v for k, v in axes.items() if k.startswith("loader.")}
+    notes: list[str] = []
+    for name, path in names:
+        try:
+            factory = registry.resolve(name, {}, "loader")
+        except registry.FactoryError as e:
+            raise c.fail(path, f"cannot load loader {name!r}: {e}") from e
+        for args in _all_values(axes, sequence, "workload.loader_args"):
+            try:
+                loader_factory.check_call(factory, args, with_dataset=with_dataset)
+            except registry.FactoryError as e:
+                raise c.fail(
+                    "workload.loader_args" if args else path, f"does not fit loader {name!r}: {e}"
+                ) from e
+        refused = loader_factory.axis_over_untaken(name, factory, loader_axes)
+        if refused is not None:
+            setting = refused.split(" ", 1)[0]
+            raise c.fail(f"loader.{setting}", refused)
+        for note in (loader_factory.untaken_note(name, factory), *loader_factory.rung_notes(name, rungs)):
+            if note is not None and note not in notes:
+                notes.append(note)
+    return notes
 
 
 def _all_values(

@@ -70,6 +70,12 @@ class ShardStream(IterableDataset[tuple[torch.Tensor, int]]):
             ]
         )
 
+    @property
+    def n_shards(self) -> int:
+        """The tar shards, named as Hugging Face's IterableDataset names its own: a row whose
+        workers outnumber them says so with this count (runner.idle_text)."""
+        return len(self.urls)
+
     def set_epoch(self, epoch: int) -> None:
         """The shard order of the next epoch (as Hugging Face's IterableDataset.set_epoch)."""
         self.epoch = epoch

@@ -288,6 +288,22 @@ def agreement(env: DistEnv, device_type: str) -> Callable[[bool], bool]:
     return waiting.watched("the warmup's all-reduce", agree)
 
 
+def largest(env: DistEnv, device_type: str) -> Callable[[int], int]:
+    """A function that turns this rank's count into the ranks' largest (the delivery period the
+    window is rounded to: every rank measures as many steps). A collective, as `agreement`."""
+    if not env.distributed:
+        return lambda count: count
+    import torch
+    import torch.distributed as dist
+
+    def most(count: int) -> int:
+        vote = torch.tensor([count], device="cuda" if device_type == "cuda" else "cpu")
+        dist.all_reduce(vote, op=dist.ReduceOp.MAX)
+        return int(vote.item())
+
+    return waiting.watched("the warmup's all-reduce", most)
+
+
 def barrier(env: DistEnv) -> Callable[[], None]:
     """Every rank waits here for the others (so that their measured windows coincide)."""
     if not env.distributed:

@@ -22,6 +22,8 @@ from torch.utils.data import (
     IterableDataset,
     RandomSampler,
     Sampler,
+    default_collate,
+    get_worker_info,
 )
 
 from harness.execution import batches
@@ -126,7 +128,9 @@ def make_loader(
         # torch's single-process iterator asserts timeout == 0: a script's own timeout (given
         # for its workers) would fail every point without workers.
         settings["timeout"] = 0
-    if parts.collate_fn is not None:
+    if loader.num_workers > 0:
+        settings["collate_fn"] = WorkerTally(parts.collate_fn or default_collate, loader.num_workers)
+    elif parts.collate_fn is not None:
         settings["collate_fn"] = parts.collate_fn
     if isinstance(dataset, IterableDataset):
         if parts.sampler is not None or parts.batch_sampler is not None:
@@ -145,6 +149,31 @@ def make_loader(
         drop_last=loader.drop_last,
         **settings,
     )
+
+
+class WorkerTally:
+    """The collate, counting the batches each DataLoader worker makes, in shared memory.
+
+    Why: a stream with fewer shards than workers leaves the extra workers without data (Hugging
+    Face's stops them, webdataset's and `streams.shard` give them nothing), and the row would
+    say num_workers=2 where one worked. The collate runs in the worker for every batch, so it
+    is the one cheap place to count (one add per batch); the counts live in a tensor in shared
+    memory, which forked and spawned workers alike write into (each its own slot)."""
+
+    def __init__(self, collate: Callable[[list[Any]], Any], workers: int) -> None:
+        self.collate = collate
+        self.made = torch.zeros(workers, dtype=torch.int64).share_memory_()
+
+    def __call__(self, samples: list[Any]) -> Any:
+        batch = self.collate(samples)
+        info = get_worker_info()
+        if info is not None:
+            self.made[info.id] += 1
+        return batch
+
+    def idle(self) -> int:
+        """Workers that have made no batch so far."""
+        return int((self.made == 0).sum())
 
 
 def _sampler(dataset: Dataset[Any], where: Placement, parts: LoaderParts) -> Sampler[Any]:
@@ -185,8 +214,8 @@ class LoaderStream:
             # the harness itself, reparented to init): end them all now.
             end_workers(self.iterator)
             raise LoaderTimeout(
-                f"no batch from the DataLoader for {seconds:g} s: a worker stuck in __getitem__? "
-                f"(a read that never returns; {TIMEOUT_SETTING} in the spec sets the wait, 0 for none)"
+                f"no batch from the DataLoader for {seconds:g} s: {_stuck_where(self.loader.dataset)} "
+                f"{TIMEOUT_SETTING} in the spec sets the wait, 0 for none)"
             ) from None
 
     def _next(self) -> Any:
@@ -202,6 +231,11 @@ class LoaderStream:
                 return next(self.iterator)
             except StopIteration:
                 raise RuntimeError(_no_batch(self.loader)) from None
+
+    def idle_workers(self) -> int | None:
+        """Workers of this loader that have delivered no batch so far (None without workers)."""
+        tally = getattr(self.loader, "collate_fn", None)
+        return tally.idle() if isinstance(tally, WorkerTally) else None
 
     def ready(self) -> int | None:
         """Batches made and not yet taken: in the result queue, and received out of order
@@ -228,6 +262,19 @@ class LoaderStream:
         self.iterator = None
         self.loader = None  # type: ignore[assignment]
         gc.collect()
+
+
+def _stuck_where(dataset: Any) -> str:
+    """Where a worker that delivers nothing is stuck, as the dataset's kind says."""
+    if isinstance(dataset, IterableDataset):
+        # A stream whose iteration starts threads that hold locks (MosaicML Streaming's), read
+        # in the process the workers forked from: they inherit the locks held, not the threads.
+        return (
+            f"a worker stuck in {type_name(dataset)}.__iter__? (a read that never returns, or a "
+            "lock the stream's threads held when the workers were forked: a stream read in the "
+            "parent process before the fork;"
+        )
+    return "a worker stuck in __getitem__? (a read that never returns;"
 
 
 def end_workers(iterator: Any) -> None:
@@ -317,6 +364,12 @@ class CachedStage(Dataset[Any]):
     def __init__(self, length: int, produce: Callable[[], Any], finish: Callable[[Any], Any] | None) -> None:
         self.length, self.produce, self.finish = length, produce, finish
         self.cache: Any = _EMPTY
+        self.value_bytes = torch.full((1,), -1, dtype=torch.int64).share_memory_()
+        """Bytes of the cached value (the caching what-if's size a sample), written by the
+        process that produced it, a worker included (shared memory); -1 until then, or where
+        it has no size. Sized where it is made, so the harness never reads the user's dataset
+        in the rank's own process between rungs: state a read opens there (an HDF5 or LMDB
+        handle, a library's threads) would be inherited by the next rung's forked workers."""
 
     def __len__(self) -> int:
         return self.length
@@ -324,6 +377,8 @@ class CachedStage(Dataset[Any]):
     def __getitem__(self, index: int) -> Any:
         if self.cache is _EMPTY:
             self.cache = self.produce()
+            size = batches.nbytes(self.cache)
+            self.value_bytes[0] = -1 if size is None else size
         return self.cache if self.finish is None else self.finish(self.cache)
 
 
@@ -392,18 +447,17 @@ def sample_dataset(rung: str, dataset: Dataset[Any]) -> Dataset[Any]:
     return stage(*_transform_cut(rung, k, cut, dataset))
 
 
-def cached_value_bytes(rung: str, dataset: Dataset[Any]) -> int | None:
-    """Bytes of the value a cached sample-level rung serves (what caching that stage's output
-    would hold per sample), produced once here, outside any timing; None for other rungs, or
-    where it cannot be produced or sized."""
-    if rung == "full" or not rung_names.is_sample_level(rung):
+def cached_value_bytes(stream: LoaderStream | RepeatStream) -> int | None:
+    """Bytes of the value a cached sample-level rung served (what caching that stage's output
+    would hold per sample), as the process that produced it sized it; None for other rungs,
+    before a value was produced, or where it has no size. Read before the stream is closed.
+
+    None for a stream: its cache has no size without a length (CachedStream does not size)."""
+    stage = getattr(getattr(stream, "loader", None), "dataset", None)
+    if not isinstance(stage, CachedStage):
         return None
-    try:
-        stage = sample_dataset(rung, dataset)
-        value = stage.produce() if isinstance(stage, (CachedStage, CachedStream)) else None
-    except Exception:  # the rung itself reports its failure; the size is only a what-if
-        return None
-    return None if value is None else batches.nbytes(value)
+    size = int(stage.value_bytes[0])
+    return size if size >= 0 else None
 
 
 def _cut(rung: str, dataset: Any) -> _Cut:
@@ -412,8 +466,8 @@ def _cut(rung: str, dataset: Any) -> _Cut:
     if isinstance(dataset, IterableDataset):
         if not isinstance(dataset, SplitStream):
             raise RungUnavailable(
-                f"rung {rung} needs a stream with iter_raw() and transform_sample(raw) (see README, "
-                f"'Your own workload'); {name} has not"
+                f"rung {rung} needs a stream with iter_raw() and transform_sample(raw) (see "
+                f"docs/guides/own-workload.md); {name} has not"
             )
         split = dataset
         steps = _compose_steps(dataset.transform_sample)
@@ -439,7 +493,7 @@ def _cut(rung: str, dataset: Any) -> _Cut:
         )
     raise RungUnavailable(
         f"rung {rung} needs a dataset with load_raw(index) and transform, or load_raw(index) and "
-        f"transform_sample(raw) (see README, 'Your own workload'); {name} has not"
+        f"transform_sample(raw) (see docs/guides/own-workload.md); {name} has not"
     )
 
 

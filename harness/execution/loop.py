@@ -19,6 +19,16 @@ The rules of the window, each for a reason a user would otherwise be misled by:
   left ready in the loader (its queue and its out-of-order batches; where the iterator cannot
   say, until a step has had to wait for its batch). A loader that never runs out keeps up with
   the step, and then its stock does not change the throughput.
+- **Whole periods of the delivery.** Workers of equal per-batch cost stay in step, and their
+  batches arrive in bursts of num_workers, once per worker period: a step faster than the
+  loader waits once a burst. The warmup then goes on (within the same limit) until the waits'
+  spacing has repeated (`steady.delivery`), and the window is rounded up to a whole number of
+  periods: any stretch of whole periods lasts the same, whatever its phase, where a period and
+  a half reads a burst more or a wait more (0.80 to 1.04 of the steady rate, issue 30). A
+  window under MIN_PERIODS periods is said to be too short, in one line naming the fix.
+- **At least `seconds`.** With `measure.seconds`, the window goes on in whole periods (at
+  least CHUNK steps at a time) until it has lasted that long, as criterion.rs and pyperf
+  size their samples by time; under DDP the ranks agree at each chunk's end (a collective).
 - **Steady, or said not to be.** The window's second half is compared with its first
   (`drift`); a drift larger than 5 % and than twice its standard error marks the window not
   steady. Under 8 steps there is too little to tell (`steady` is None).
@@ -30,21 +40,31 @@ The rules of the window, each for a reason a user would otherwise be misled by:
 
 from __future__ import annotations
 
+import logging
 import math
 import statistics
 import time
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar, cast
 
+from harness.execution import steady
 from harness.execution.batches import count_samples
-from schema.settings import DRAIN_FACTOR
+from schema.settings import DRAIN_FACTOR, MIN_PERIODS
+
+log = logging.getLogger(__name__)
 
 WAITED = 0.05
 """A next() longer than this fraction of the median step so far means the queue was empty."""
 DRIFT_FLOOR = 0.05
 """A drift under 5 % between the window's halves is never called unsteady."""
 MIN_STEADY_STEPS = 8
+_LOOKED_AT = steady.REPEATS + 2
+"""The warmup's latest steps the delivery is read from, in stocks: the longest period looked
+for is the stock, over REPEATS + 1 periods and one more (a hiccup in the last)."""
+CHUNK = 8
+"""With measure.seconds, the window grows by at least this many steps at a time (whole
+periods): under DDP each growth is a collective, which a per-step check would pay every step."""
 
 
 class BatchStream(Protocol):
@@ -70,6 +90,11 @@ class LoopTimes:
     training_time: float
     epoch_restarts: int = 0
     epoch_restart_time: float = 0.0
+    delivery_period: int | None = None
+    """Steps per period of a periodic delivery (bursts of this many batches; None: not
+    periodic): the window covers a whole number of them."""
+    too_short: str | None = None
+    """The line saying that the window covers too few periods, and what to set (else None)."""
 
     @property
     def steps(self) -> int:
@@ -171,6 +196,10 @@ def one_step(
     )
 
 
+def _alone_count(count: int) -> int:
+    return count
+
+
 def window(
     stream: BatchStream,
     *,
@@ -179,7 +208,9 @@ def window(
     sync: Callable[[], None],
     to_device: Callable[[Any], Any] = _identity,
     stock: int = 0,
+    seconds: float | None = None,
     agree: Callable[[bool], bool] = _alone,
+    largest: Callable[[int], int] = _alone_count,
     barrier: Callable[[], None] = lambda: None,
     clock: Callable[[], float] = time.perf_counter,
     mark: Callable[[str], None] = lambda region: None,
@@ -190,24 +221,48 @@ def window(
     (`timed_loop`) or a user's training loop (`harness.probe`). Both get the same rules.
 
     `stock`: batches the loader can hold ready (num_workers × prefetch_factor). `agree`
-    turns this rank's "the stock is used up" into the ranks' common answer (all of them).
+    turns this rank's "the stock is used up" into the ranks' common answer (all of them);
+    `largest` turns this rank's delivery period into the ranks' largest (so that every rank
+    measures as many steps). `seconds`: the window's least duration (None: `steps` decides).
     `mark` is told "warmup", "measure" and "end" as the loop crosses those boundaries.
     `count` gives the samples of a batch (as it came from the loader)."""
     if steps < 1:
         raise ValueError(f"steps must be >= 1 (got {steps})")
     mark("warmup")
     warm = yield from _warm_up(stream, to_device, clock, count, warmup_steps, stock, agree)
+    period = largest(_period(warm, stock))
     sync()
     barrier()
     mark("measure")
     region_start = clock()
     measured = []
-    for _ in range(steps):
+    for _ in range(steady.whole_periods(steps, period)):
         measured.append((yield from one_step(stream, to_device, clock, count)))
+    if seconds:
+        chunk = steady.whole_periods(CHUNK, period)
+        # Every rank asks the same number of times, so that the collective in `agree` pairs up.
+        while not agree(clock() - region_start >= seconds):
+            for _ in range(chunk):
+                measured.append((yield from one_step(stream, to_device, clock, count)))
     sync()
     region_end = clock()
     mark("end")
-    return _times(warm, measured, region_start, region_end)
+    times = _times(warm, measured, region_start, region_end)
+    if period < 2:
+        return times
+    short = steady.too_short(times.steps, period, MIN_PERIODS)
+    if short:
+        log.warning("%s", short)
+    return replace(times, delivery_period=period, too_short=short)
+
+
+def _period(warm: Sequence[Clocked], stock: int) -> int:
+    """Steps per period of the loader's delivery as the warmup's steady part shows it (its
+    first step, the iterator's start, left out); 1 where it is not periodic. A period longer
+    than the stock is no burst of the workers': left alone."""
+    tail = [w for w in warm[1:] if not w.new_epoch][-_LOOKED_AT * max(stock, 1) :]
+    pattern = steady.delivery([w.next_s for w in tail], [w.total_s for w in tail], stock)
+    return pattern.period
 
 
 def _times(warm: Sequence[Clocked], measured: Sequence[Clocked], start: float, end: float) -> LoopTimes:
@@ -267,20 +322,28 @@ def _warm_up(
     stock: int,
     agree: Callable[[bool], bool],
 ) -> Generator[Any, None, list[Clocked]]:
-    """The spec's warmup, at least `stock` steps, then on until the stock is used up."""
+    """The spec's warmup, at least `stock` steps, then on until the stock is used up and the
+    waits' pattern has settled (at most DRAIN_FACTOR × stock more)."""
     done: list[Clocked] = []
     for _ in range(max(warmup_steps, stock)):
         done.append((yield from one_step(stream, to_device, clock, count)))
     if stock == 0:
         return done
-    used_up = _stock_used_up(stream, done)
+    ready = _stock_used_up(stream, done) and _settled(done, stock)
     for _ in range(DRAIN_FACTOR * stock):
         # Every rank asks the same number of times, so that the collective in `agree` pairs up.
-        if agree(used_up):
+        if agree(ready):
             break
         done.append((yield from one_step(stream, to_device, clock, count)))
-        used_up = _stock_used_up(stream, done)
+        ready = _stock_used_up(stream, done) and _settled(done, stock)
     return done
+
+
+def _settled(done: Sequence[Clocked], stock: int) -> bool:
+    """The waits' pattern is known: none, every step alike, or a spacing that has repeated
+    (steady.delivery); the iterator's first step is left out (its start-up)."""
+    tail = [d for d in done[1:] if not d.new_epoch][-_LOOKED_AT * max(stock, 1) :]
+    return steady.delivery([d.next_s for d in tail], [d.total_s for d in tail], stock).settled
 
 
 def _stock_used_up(stream: BatchStream, done: Sequence[Clocked]) -> bool:

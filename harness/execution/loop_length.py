@@ -4,10 +4,13 @@ expects (an LR schedule of `len(loader) * epochs` steps, "the last batch of the 
 
 A rung and repeat yields its warmup and its window (`loop.window`): the spec's warmup, at
 least the loader's stock, then up to DRAIN_FACTOR × stock more until the stock is used up,
-and `steps` measured batches. The drain's length is decided while it runs, so the count here is
-its longest; the probe fills what a rung did not take (a short drain, a failed or skipped
-rung) with untimed batches after the last window, and one more untimed batch closes the loop:
-the last window's clock stops when the loop asks for the batch after its last, so the loop's
+and `steps` measured batches, rounded up to whole periods of a bursty delivery (a period is at
+most the stock: up to stock − 1 more). The drain's and the rounding's lengths are decided while
+it runs, so the count here is their longest (with `measure.seconds` the window's length is
+known only as it runs: the count is that without it, and the probe says when more came);
+the probe fills what a rung did not take (a short drain, a failed or skipped rung) with
+untimed batches after the last window, and one more untimed batch closes the loop: the last
+window's clock stops when the loop asks for the batch after its last, so the loop's
 last batch (where scripts validate and checkpoint) is never inside a window.
 
 Torch-free: `harness plan` says the count before anything runs.
@@ -27,6 +30,7 @@ __all__ = [
     "batches_before_run",
     "batches_per_loop",
     "longest_warmup",
+    "longest_window",
     "stock",
     "unit_batches",
 ]
@@ -49,9 +53,15 @@ def longest_warmup(point: Point, rung: str) -> int:
     return max(point.measure.warmup_steps, held) + DRAIN_FACTOR * held
 
 
+def longest_window(point: Point, rung: str) -> int:
+    """The most steps `loop.window` measures for this rung (without `measure.seconds`): `steps`
+    rounded up to whole periods of a bursty delivery, a period being at most the stock."""
+    return point.measure.steps + max(stock(point, rung) - 1, 0)
+
+
 def unit_batches(point: Point, rung: str) -> int:
     """The most batches one (rung, repeat) yields: its longest warmup and its window."""
-    return longest_warmup(point, rung) + point.measure.steps
+    return longest_warmup(point, rung) + longest_window(point, rung)
 
 
 def batches_per_loop(point: Point, done: Collection[tuple[str, int]] = ()) -> int:

@@ -28,6 +28,7 @@ class RowMaker:
         self.point, self.sweep_id, self.env = point, sweep_id, env
         self.device = point.workload.device
         self.transform_names = ""
+        self.loader_given = ""
 
     def row(self, rung: str, repeat: int, *, status: str, error: str = "", started: str = "") -> RungRow:
         """A row without figures (failed, skipped); `measured()` fills them in."""
@@ -49,6 +50,7 @@ class RowMaker:
             settings=setting_cells(p.workload, p.loader),
             warmup_steps=p.measure.warmup_steps,
             transform_names=self.transform_names,
+            loader_given=self.loader_given,
             started_at=started or now(),
             finished_at=now(),
             run_pass=p.run_pass.number if p.run_pass else None,
@@ -77,6 +79,7 @@ class RowMaker:
         row.window_steady = times.steady
         row.epoch_restarts = times.epoch_restarts
         row.epoch_restart_time = times.epoch_restart_time
+        row.delivery_period = times.delivery_period
         return row
 
 

@@ -7,6 +7,7 @@ rung still runs. A rung the dataset cannot serve gives a skipped row saying why.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import traceback
@@ -16,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils.data import IterableDataset
+from torch.utils.data import DataLoader, IterableDataset
 
 from harness.config.plan import Point
-from harness.execution import ladder
+from harness.execution import given_loader, ladder
 from harness.execution.batches import count_samples
-from harness.execution.dist import DistEnv, agreement, barrier
+from harness.execution.dist import DistEnv, agreement, barrier, largest
 from harness.execution.loop import capacity_loop, drive, window
 from harness.execution.point import OpenPoint, PointOutcome, one_line, open_point
 from harness.execution.progress import Progress
@@ -34,6 +35,7 @@ from harness.execution.train_step import (
     reset_peak_memory,
 )
 from harness.execution.waiting import watched
+from harness.naming import type_name
 from harness.sampling.host import job_memory_limit_bytes, process_tree_memory_bytes
 from harness.sampling.timeline import Phase, RankSampler, TimelineFile, timeline_name
 from harness.workloads.build import build_workload, loader_parts
@@ -63,8 +65,11 @@ def run_point(
     try:
         device = choose_device(point.workload.device, env.local_rank, env.local_world_size)
         opened.start(device)
-        dataset, step = build_workload(point, device, distributed=env.distributed)
+        where = ladder.Placement(device=device, rank=env.rank, world_size=env.world_size)
+        dataset, step = build_workload(point, device, distributed=env.distributed, where=where)
         parts = loader_parts(point.workload)
+        given = _given(opened, dataset)
+        dataset = given.dataset if given is not None else dataset
         opened.rows.transform_names = ladder.transform_names(dataset)
     except CannotWrite:
         raise  # the disk, not the point: the sweep stops with one line (cli.py)
@@ -73,6 +78,7 @@ def run_point(
     rank = open_rank(
         opened,
         dataset=dataset,
+        given=given,
         device=device,
         to_device=step.to_device,
         count=step.count,
@@ -87,6 +93,15 @@ def run_point(
     if point.profile is not None and not outcome.failed:
         _profile(point, dataset, step, rank, opened.path / "profile")
     return outcome
+
+
+def _given(opened: OpenPoint, source: Any) -> given_loader.GivenLoader | None:
+    """A factory's loader, whose rows from now on record the settings it really ran with."""
+    if not isinstance(source, given_loader.GivenLoader):
+        return None
+    opened.rows.point = dataclasses.replace(opened.point, loader=source.recorded)
+    opened.rows.loader_given = type_name(source.loader)
+    return source
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -105,6 +120,9 @@ class Rank:
     """Distinct input shapes seen in the rung (None where nobody looks)."""
     parts: ladder.LoaderParts
     """The user's collate, sampler or batch sampler and other DataLoader arguments."""
+    given: given_loader.GivenLoader | None
+    """A loader the harness did not build (workload.loader's, a script's measured as given):
+    the rungs read it (given_loader.build_stream); `dataset` is then the one it exposes."""
     where: ladder.Placement
     sampler: RankSampler
     agree: Callable[[bool], bool]
@@ -112,6 +130,8 @@ class Rank:
     flush: Callable[[], None]
     """Writes the timeline so far: after each rung, so that a rank torn down mid-point (a
     collective's watchdog, a node lost) leaves its samples up to its last rung."""
+    largest: Callable[[int], int] = lambda count: count
+    """This rank's count -> the ranks' largest (a collective under DDP; see `agree`)."""
     clock: Callable[[], float] = time.perf_counter
     """The windows' clock: a user's loop under the probe pauses it for its own work
     (`probe.untimed`)."""
@@ -138,6 +158,7 @@ def open_rank(
     on_rung: Callable[[], None] = lambda: None,
     shapes: Callable[[], int | None] = lambda: None,
     parts: ladder.LoaderParts | None = None,
+    given: given_loader.GivenLoader | None = None,
     clock: Callable[[], float] = time.perf_counter,
 ) -> Rank:
     """What this rank measures with, its sampler and its timeline (not started yet)."""
@@ -145,6 +166,8 @@ def open_rank(
     sampler = RankSampler(
         hz=point.sampler.hz, host=point.sampler.host, gpu=point.sampler.gpu, device=device, rank=env.rank
     )
+    # A loader that is not a DataLoader may work in threads of this process (torchdata.nodes).
+    sampler.threads_as_loader(given is not None and not isinstance(given.loader, DataLoader))
     # A requeued or resumed point appends to the timeline of its earlier runs (TimelineFile).
     timeline = TimelineFile(opened.path / timeline_name(env.rank), keep_earlier=opened.skip_done)
     return Rank(
@@ -155,9 +178,11 @@ def open_rank(
         on_rung=on_rung,
         shapes=shapes,
         parts=parts or ladder.LoaderParts(),
+        given=given,
         where=ladder.Placement(device=device, rank=env.rank, world_size=env.world_size),
         sampler=sampler,
         agree=agreement(env, device.type),
+        largest=largest(env, device.type),
         barrier=barrier(env),
         flush=lambda: timeline.write(sampler) if sampler.enabled else None,
         clock=clock,
@@ -209,7 +234,7 @@ def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, re
     point = rank.point
     started = now()
     phases = _Phases(rank.sampler, f"{rung}/{repeat}")
-    stream: ladder.LoaderStream | ladder.RepeatStream | None = None
+    stream: ladder.LoaderStream | ladder.RepeatStream | given_loader.IterStream | None = None
     rank.on_rung()
     try:
         stream = _stream(rank, rung)
@@ -220,9 +245,11 @@ def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, re
             count=rank.count,
             warmup_steps=point.measure.warmup_steps,
             steps=point.measure.steps,
+            seconds=point.measure.seconds,
             stock=stream.stock,
             sync=device_sync(rank.where.device),
             agree=rank.agree,
+            largest=rank.largest,
             barrier=rank.barrier,
             mark=phases.mark,
             clock=rank.clock,
@@ -231,6 +258,7 @@ def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, re
         # Taken while the workers are still alive: what the loader really holds.
         memory_gb = process_tree_memory_bytes() / 1e9
         capacity = _capacity(rank, rung, stream, phases, times.training_time)
+        idle = _loader_facts(rank, rung, stream)
     except ladder.RungUnavailable as e:
         log.warning("point %s, rung %s skipped: %s", point.id, rung, e)
         return rank.rows.row(rung, repeat, status="skipped", error=str(e), started=started)
@@ -246,7 +274,7 @@ def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, re
     row.cpu_memory_gb, row.loader_capacity = memory_gb, capacity
     row.cached_sample_bytes, row.dataset_samples, row.memory_limit_gb = _caching_sizes(rank, rung)
     row.max_memory_allocated_gb, row.max_memory_reserved_gb = peaks
-    row.epoch_steps = stream.epoch_steps
+    row.epoch_steps, row.idle_workers = stream.epoch_steps, idle
     row.input_shapes = rank.shapes()
     if phases.measured is not None:
         for key, value in phases.measured.summary(samples=row.samples).items():
@@ -262,10 +290,60 @@ def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, re
     return row
 
 
-def _stream(rank: Rank, rung: str) -> ladder.LoaderStream | ladder.RepeatStream:
+def _loader_facts(
+    rank: Rank, rung: str, stream: ladder.LoaderStream | ladder.RepeatStream | given_loader.IterStream
+) -> int | None:
+    """What the rung's loader knows before it is closed: the cached value's size (kept for the
+    caching what-if), and its workers that made no batch (returned; None where there are none
+    to count), said when some did not: the row's num_workers would otherwise overstate it. A
+    loader the harness was given (given_loader.IterStream) tells neither."""
+    if isinstance(stream, given_loader.IterStream):
+        return None
+    size = ladder.cached_value_bytes(stream)
+    if size is not None:
+        rank.sizes[rung] = size
+    idle = stream.idle_workers() if isinstance(stream, ladder.LoaderStream) else None
+    if idle:
+        workers = rank.point.loader.num_workers
+        log.warning("point %s, rung %s: %s", rank.point.id, rung, idle_text(idle, workers, rank.dataset))
+    return idle
+
+
+def idle_text(idle: int, workers: int, dataset: Any) -> str:
+    """What workers that made no batch mean, and the fix, in the words of the dataset's kind."""
+    said = f"{idle} of {workers} DataLoader workers delivered no batch"
+    if not isinstance(dataset, IterableDataset):
+        return f"{said}: fewer batches per epoch than workers"
+    shards = declared_shards(dataset)
+    count = f" ({type_name(dataset)} has {shards} shard{'s' * (shards != 1)})" if shards is not None else ""
+    return (
+        f"{said}: the stream has fewer shards than readers{count}, so the row's num_workers="
+        f"{workers} worked as {workers - idle}; give the stream at least num_workers × ranks shards "
+        "(Hugging Face: to_iterable_dataset(num_shards=...); webdataset: more tar files)"
+    )
+
+
+def declared_shards(dataset: Any) -> int | None:
+    """The shards a stream says it has, read from its attributes without iterating it: Hugging
+    Face's IterableDataset.n_shards (and num_shards, as others spell it); None where none says."""
+    for name in ("n_shards", "num_shards"):
+        try:
+            value = getattr(dataset, name, None)
+        except Exception:  # a property that fails: the stream does not say
+            continue
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def _stream(rank: Rank, rung: str) -> ladder.LoaderStream | ladder.RepeatStream | given_loader.IterStream:
     """The rung's stream of batches from this rank's data, each wait for the workers bounded
     by limits.batch_timeout_s."""
     point = rank.point
+    if rank.given is not None:
+        return given_loader.build_stream(
+            rung, rank.given, point.workload.batch_size, rank.where, timeout_s=point.limits.batch_timeout_s
+        )
     return ladder.build_stream(
         rung,
         rank.dataset,
@@ -279,20 +357,19 @@ def _stream(rank: Rank, rung: str) -> ladder.LoaderStream | ladder.RepeatStream:
 
 def _caching_sizes(rank: Rank, rung: str) -> tuple[int | None, int | None, float]:
     """What caching this rung's stage output would take (the verdict's what-if): its bytes a
-    sample (produced once, untimed), the data set's samples, the job's memory limit (GB)."""
-    if rung not in rank.sizes:
-        rank.sizes[rung] = ladder.cached_value_bytes(rung, rank.dataset)
+    sample (sized by the reader that produced it: _loader_facts), the data set's samples, the
+    job's memory limit (GB)."""
     if "memory_limit_gb" not in rank.sizes:
         rank.sizes["memory_limit_gb"] = job_memory_limit_bytes() / 1e9
     dataset = rank.dataset
     length = None if isinstance(dataset, IterableDataset) or not hasattr(dataset, "__len__") else len(dataset)
-    return rank.sizes[rung], length, rank.sizes["memory_limit_gb"]
+    return rank.sizes.get(rung), length, rank.sizes["memory_limit_gb"]
 
 
 def _capacity(
     rank: Rank,
     rung: str,
-    stream: ladder.LoaderStream | ladder.RepeatStream,
+    stream: ladder.LoaderStream | ladder.RepeatStream | given_loader.IterStream,
     phases: _Phases,
     window_s: float,
 ) -> float | None:

@@ -185,9 +185,7 @@ class Ended:
         if self.returncode != 0:
             return "without reaching harness.probe"
         if not self.imported:
-            return (
-                'without importing harness.probe (its lines are missing: README, "Your own training script")'
-            )
+            return "without importing harness.probe (its lines are missing: docs/guides/training-script.md)"
         return "without reaching harness.probe (does its loop iterate probe.measure?)"
 
 
@@ -494,7 +492,7 @@ def check_refusal(ended: Ended, args: str) -> tuple[str, str] | None:
         ran = f"for {CHECK_TIMEOUT_S} s" if ended.timed_out else "to its end"
         return "workload.script", (
             f"the script never imports harness.probe (its check run went {ran} without it, "
-            'and was stopped): add the probe\'s lines (README, "Your own training script")'
+            "and was stopped): add the probe's lines (docs/guides/training-script.md)"
         )
     if ended.returncode == 0:
         return "workload.script", (

@@ -147,6 +147,27 @@ class StepParts:
             raise StepError("give a loss or a step, not both: the step computes its own loss")
 
 
+def output_loss(output: Any) -> torch.Tensor | None:
+    """The loss a model's output carries, as Hugging Face models return it (`output.loss`, or
+    `output["loss"]` of a mapping or a ModelOutput), where it is a scalar tensor; else None
+    (a plain tensor of logits, a loss of None when no labels were given)."""
+    if isinstance(output, torch.Tensor):
+        return None
+    loss = output.get("loss") if isinstance(output, Mapping) else getattr(output, "loss", None)
+    return loss if isinstance(loss, torch.Tensor) and loss.dim() == 0 else None
+
+
+def own_loss(output: Any, batch: Any) -> torch.Tensor:
+    """`workload.loss: model`: the output's own loss, which it must carry."""
+    loss = output_loss(output)
+    if loss is None:
+        raise StepError(
+            f"workload.loss: model, but the model's output ({_described(output)}) carries no scalar "
+            "loss (output.loss or output['loss']): give the batch its labels, or a loss factory"
+        )
+    return loss
+
+
 class TrainStep:
     """Callable on a batch of any structure; owns the model, and the loss and optimizer unless a
     user's step does.
@@ -323,12 +344,6 @@ class TrainStep:
         if self.user_step is not None:
             self._run_user_step(on_device)
             return
-        if self.parts.loss is None and self.stand_in is None and not _pair(on_device):
-            raise StepError(
-                f"the default loss (cross-entropy) needs batches (inputs, targets); this batch is a "
-                f'{_described(on_device)}: give workload.loss: "package.module:factory" '
-                "(loss_fn(output, batch) -> scalar, e.g. output.loss for a model that computes it)"
-            )
         with self.autocast():
             output = self.call_model(on_device)
             loss = self._loss(output, on_device)
@@ -346,7 +361,7 @@ class TrainStep:
         if self.parts.loss is None:
             if self.stand_in is not None:
                 return self.stand_in.loss(output, batch)
-            return self.criterion(output, batch[1])
+            return self._default_loss(output, batch)
         loss = self.parts.loss(output, batch)
         if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
             shown = (
@@ -359,6 +374,21 @@ class TrainStep:
                 "reduce it in loss_fn(output, batch) (e.g. .mean())"
             )
         return loss
+
+    def _default_loss(self, output: Any, batch: Any) -> torch.Tensor:
+        """No loss given: the model's own where its output carries one (Hugging Face's
+        convention), else cross-entropy on (inputs, targets)."""
+        carried = output_loss(output)
+        if carried is not None:
+            return carried
+        if not _pair(batch):
+            raise StepError(
+                f"the default loss (cross-entropy) needs batches (inputs, targets), and the model's "
+                f"output ({_described(output)}) carries no loss; this batch is a {_described(batch)}: "
+                'give workload.loss: "package.module:factory" (loss_fn(output, batch) -> scalar), or '
+                "a model whose output has .loss (workload.loss: model)"
+            )
+        return self.criterion(output, batch[1])
 
     def _run_user_step(self, batch: Any) -> None:
         """The user's step under autocast (when amp is set). Its first run is watched: a step

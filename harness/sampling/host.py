@@ -15,6 +15,17 @@ disappears: what it used after its last sample is lost (at most one sampling int
 workers (and torch.compile's compile workers, if any). "Main" is the rank's process with all
 its threads: the pin-memory thread, and this sampler's own thread, count there.
 
+A loader that works in threads of the rank's own process (torchdata.nodes' ParallelMapper,
+its PinMemory and Prefetcher; any loader a `workload.loader` factory or a script hands over
+that is not a DataLoader) has no process of its own: with `threads_as_loader` on, the Python
+threads of the process other than the main thread and the harness's own (named `harness-*`,
+`rank<k>-sampler`) count as "loader", and are taken out of "main", each thread's time read from
+the kernel (/proc/<pid>/task/<tid>, through psutil) and kept after it exits. What this cannot
+attribute: native threads a library starts without Python (OpenMP's, a C++ decoder's pool)
+stay in "main"; a Python thread of the user's own that is not the loader's (under the probe, a
+script's logging thread) counts as "loader"; a thread's time after its last sample before it
+exits is lost (at most one sampling interval each).
+
 Foreign is the rest of the busy time of the CPUs the rank may run on: neither the rank's tree
 nor its job's other processes (harness/sampling/mates.py): another user's job on a shared
 node, a build on a workstation, a hypervisor's steal.
@@ -25,6 +36,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -111,6 +123,20 @@ def _memory_bytes(procs: Iterable[psutil.Process]) -> int:
         except (psutil.NoSuchProcess, psutil.ZombieProcess):
             continue  # a worker that exited between listing and reading
     return total
+
+
+def loader_thread_ids() -> set[int]:
+    """Kernel ids of this process's Python threads that are neither the main thread nor the
+    harness's own (`harness-*`, `rank<k>-sampler`): a thread-based loader's."""
+    main = threading.main_thread()
+    return {
+        t.native_id
+        for t in threading.enumerate()
+        if t is not main
+        and t.native_id is not None
+        and not t.name.startswith("harness-")
+        and not (t.name.startswith("rank") and t.name.endswith("-sampler"))
+    }
 
 
 def cpus_allotted() -> int:
@@ -202,6 +228,9 @@ class HostSampler:
         # The kernel's reaped-children counter is Linux's (psutil reports 0 on macOS).
         self._kernel_counts_reaped = psutil.LINUX
         self._mates = JobMates(self.pid)
+        self.threads_as_loader = False
+        """Count the process's loader threads as loader (see the module's docstring)."""
+        self._threads_seen: dict[int, float] = {}  # tid -> its CPU seconds at the last read
 
     def read(self, *, memory: bool | None = None, exact: bool = False) -> HostReading:
         """`memory`: True reads it now, False skips it, None reads it when it is due. `exact`:
@@ -244,14 +273,28 @@ class HostSampler:
             memory_bytes = _memory_bytes([self._root, *(self._procs[p] for p in live)])
             cost_s = time.thread_time() - cpu_before  # CPU, not wall: contention must not count
             self._next_memory_at = now + max(self.memory_interval_s, cost_s / MEMORY_CPU_BUDGET)
+        threads_s = self._loader_threads_s() if self.threads_as_loader else 0.0
         return HostReading(
-            main_cpu_s=own.user + own.system,
-            loader_cpu_s=self._loader_high,
+            main_cpu_s=own.user + own.system - threads_s,
+            loader_cpu_s=self._loader_high + threads_s,
             system_busy_s=_system_busy_s(),
             memory_bytes=memory_bytes,
             allotted_busy_s=busy_seconds(self._mates.cpus),
             mates_cpu_s=self._mates.cpu_seconds(),
         )
+
+    def _loader_threads_s(self) -> float:
+        """CPU seconds of the loader's threads in this process, those that exited included."""
+        if self.pid != os.getpid():
+            return 0.0  # another process's Python threads are not ours to list
+        wanted = loader_thread_ids()
+        try:
+            times = {t.id: t.user_time + t.system_time for t in self._root.threads()}
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            times = {}
+        for tid in wanted & times.keys():
+            self._threads_seen[tid] = max(self._threads_seen.get(tid, 0.0), times[tid])
+        return sum(self._threads_seen.values())
 
     @property
     def available(self) -> bool:

@@ -181,6 +181,11 @@ class RankSampler:
         self._host_failed = False
         self._thread_cpu_s = 0.0
 
+    def threads_as_loader(self, on: bool) -> None:
+        """Count the process's loader threads as loader cores (a thread-based loader: host.py)."""
+        if self._host is not None:
+            self._host.threads_as_loader = on
+
     @property
     def enabled(self) -> bool:
         return self._host is not None or self._gpu is not None

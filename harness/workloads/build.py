@@ -7,7 +7,7 @@ DataLoader gets)."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -15,20 +15,25 @@ from torch import nn
 from torch.utils.data import Dataset, IterableDataset
 
 from harness.config.plan import Point, WorkloadSettings
-from harness.execution import ladder
+from harness.execution import given_loader, ladder
 from harness.execution.train_step import StepParts, TrainStep
 from harness.naming import type_name
-from harness.workloads import registry
+from harness.workloads import loader_factory, registry
+from schema.settings import MODEL_LOSS
 
 
 class WorkloadError(RuntimeError):
     """A factory failed or returned the wrong thing; the message names which and why."""
 
 
-def build_dataset(settings: WorkloadSettings) -> Dataset[Any]:
+def build_dataset(settings: WorkloadSettings, place: Mapping[str, Any] | None = None) -> Dataset[Any]:
+    """The point's dataset. `place` (batch_size, rank, world_size: the point's and this rank's)
+    goes to a factory whose signature names them (loader_factory.DATASET_PLACE): MosaicML's
+    StreamingDataset takes batch_size, a stream sharding by rank its rank and world size."""
     factory = registry.resolve(settings.dataset, registry.DATASETS, "dataset")
+    asked = {k: v for k, v in (place or {}).items() if k in loader_factory.dataset_place(factory)}
     try:
-        dataset = factory(**settings.dataset_args)
+        dataset = factory(**asked, **settings.dataset_args)
     except Exception as e:
         raise WorkloadError(f"dataset {settings.dataset!r} failed to build: {type(e).__name__}: {e}") from e
     if isinstance(dataset, IterableDataset):
@@ -65,6 +70,10 @@ def pipeline_factory(settings: WorkloadSettings, field: str) -> Callable[..., An
     name = getattr(settings, field)
     if name is None:
         return None
+    if field == "loss" and name == MODEL_LOSS:
+        from harness.execution.train_step import own_loss
+
+        return lambda: own_loss
     factory = registry.resolve(name, {}, field)
     args = {} if field == "batch_samples" else dict(getattr(settings, f"{field}_args"))
     return functools.partial(factory, **args) if args else factory
@@ -86,12 +95,18 @@ def build_callable(settings: WorkloadSettings, field: str, what: str, *args: Any
 
 
 def build_workload(
-    point: Point, device: torch.device, *, distributed: bool = False
-) -> tuple[Dataset[Any], TrainStep]:
-    """The point's dataset and its train step (model, loss or the user's step, optimizer,
-    precision, copy, sample count)."""
+    point: Point, device: torch.device, *, distributed: bool = False, where: ladder.Placement | None = None
+) -> tuple[Any, TrainStep]:
+    """The point's dataset (with workload.loader: the factory's loader, a GivenLoader) and its
+    train step (model, loss or the user's step, optimizer, precision, copy, sample count).
+    `where` is this rank's place: a dataset or loader factory that asks for it gets it."""
     w = point.workload
-    dataset = build_dataset(w)
+    where = where or ladder.Placement(device=device)
+    place = {"batch_size": w.batch_size, "rank": where.rank, "world_size": where.world_size}
+    dataset = None if w.dataset is None else build_dataset(w, place)
+    source = dataset if w.loader is None else given_loader.from_factory(point, where, dataset)
+    if isinstance(source, given_loader.GivenLoader):
+        dataset = dataset if dataset is not None else source.dataset
     normalize = dataset.to_uint8() if w.gpu_normalize else None  # type: ignore[attr-defined]
     model = build_model(w, int(getattr(dataset, "num_classes", 10)))
     parts = StepParts(
@@ -112,7 +127,7 @@ def build_workload(
         normalize=normalize,
         parts=parts,
     )
-    return dataset, step
+    return source, step
 
 
 def loader_parts(w: WorkloadSettings) -> ladder.LoaderParts:

@@ -90,3 +90,23 @@ def test_a_script_point_says_how_many_batches_its_loop_receives(tmp_path: Path) 
     own = expand(parse_spec(text.replace(", prefetch_factor: 2", "")))
     assert "the script's (its own num_workers/prefetch_factor)" in plan_table(own).splitlines()[4]
     assert "len(loader)" not in table_of("")[1]
+
+
+def test_the_plan_says_where_the_loss_is_the_models_own() -> None:
+    """Issue 30: with no loss given, a user's model's own loss (output.loss, Hugging Face's
+    convention) is used where its output carries one; `loss: model` insists on it."""
+    lm = (
+        "workload: {dataset: tests.fixtures.pipelines:tokens, model: tests.fixtures.pipelines:tiny_lm, "
+        "collate: tests.fixtures.pipelines:pad_collate, batch_size: 4, device: cpu}\n"
+    )
+    lines = plan_table(expand(parse_spec("name: lm\n" + lm))).splitlines()
+    assert lines[-1] == (
+        "loss: none given in 1 point(s): the model's own where its output carries one (output.loss or "
+        "output['loss'], as Hugging Face models return it), else cross-entropy on (inputs, targets)"
+    )
+    own = plan_table(expand(parse_spec("name: lm\n" + lm.replace("device: cpu", "device: cpu, loss: model"))))
+    assert (
+        own.splitlines()[-1]
+        == "loss: the model's own (output.loss or output['loss']) in 1 point(s) (loss: model)"
+    )
+    assert not any(line.startswith("loss:") for line in table_of(""))  # a built-in model: cross-entropy

@@ -245,6 +245,92 @@ def test_a_dataloader_the_script_built_over_a_stream_is_measured(harnessed) -> N
     ]
 
 
+class OwnLoader(DataLoader):  # type: ignore[type-arg]
+    """A DataLoader subclass with a constructor of its own, as litdata's StreamingDataLoader."""
+
+    def __init__(self, dataset: Any, *, batch_size: int, tag: str) -> None:
+        super().__init__(dataset, batch_size=batch_size, num_workers=0, drop_last=True, collate_fn=pairs)
+        self.tag = tag
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        for batch in super().__iter__():
+            batch["by"] = self.tag
+            yield batch
+
+
+def test_a_dataloader_subclass_is_measured_as_given_and_its_rows_say_so(harnessed, capfd) -> None:  # type: ignore[no-untyped-def]
+    # It was replaced by a plain DataLoader (its own __iter__ lost, issue 27); its settings
+    # cannot be swapped into its constructor, so its own are measured and recorded.
+    job = harnessed(
+        script_point(
+            loader="{num_workers: 1, drop_last: false}", rungs="[host_batch, processed_sample, full]"
+        )
+    )
+    served = list(probe.measure(OwnLoader(Numbers(), batch_size=3, tag="own"), "cpu", keep_running=True))
+    assert served and all(b["by"] in ("own", "mine") for b in served)
+    assert any(b["by"] == "own" for b in served)
+    rows = rows_of(job)
+    assert [(r["rung"], r["status"]) for r in rows] == [
+        ("host_batch", "ok"),
+        ("processed_sample", "ok"),
+        ("full", "ok"),
+    ]
+    assert {(r["num_workers"], r["drop_last"], r["batch_size"], r["loader_given"]) for r in rows} == {
+        ("0", "True", "3", "tests.harness.test_probe.OwnLoader")
+    }
+    assert (
+        "measured as given: tests.harness.test_probe.OwnLoader is not torch's DataLoader"
+        in capfd.readouterr().err
+    )
+
+
+class Batches:
+    """A loader of its own (torchdata.nodes' Loader, a DALI iterator): an iterable of batches,
+    no DataLoader, no .dataset."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(
+            [pairs([(torch.full((3,), float(i)), i) for i in range(k, k + 4)]) for k in range(0, 20, 4)]
+        )
+
+
+class Module:
+    """A LightningDataModule's shape: prepare_data, setup(stage), train_dataloader()."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def prepare_data(self) -> None:
+        self.calls.append("prepare_data")
+
+    def setup(self, stage: str) -> None:
+        self.calls.append(f"setup:{stage}")
+
+    def train_dataloader(self) -> Batches:
+        self.calls.append("train_dataloader")
+        return Batches()
+
+
+@pytest.mark.parametrize("kind", ["loader", "datamodule"])
+def test_a_loader_of_its_own_or_a_datamodule_is_measured_whole(harnessed, kind: str) -> None:  # type: ignore[no-untyped-def]
+    job = harnessed(script_point(loader="{num_workers: 2}", rungs="[host_batch, raw_sample, full]"))
+    module = Module()
+    source = Batches() if kind == "loader" else module
+    served = list(probe.measure(source, "cpu", keep_running=True))
+    assert served and {len(b["y"]) for b in served} == {4}
+    rows = rows_of(job)
+    assert [(r["rung"], r["status"]) for r in rows] == [
+        ("host_batch", "ok"),
+        ("raw_sample", "skipped"),
+        ("full", "ok"),
+    ]
+    assert "tests.harness.test_probe.Batches exposes none" in rows[1]["error"]
+    # Nothing of the point's num_workers reached it: the rows do not claim it.
+    assert {(r["num_workers"], r["loader_given"]) for r in rows} == {("", "tests.harness.test_probe.Batches")}
+    if kind == "datamodule":
+        assert module.calls == ["prepare_data", "setup:fit", "train_dataloader"]
+
+
 def test_a_loop_that_breaks_tells_the_job_how_far_it_got(harnessed) -> None:  # type: ignore[no-untyped-def]
     job = harnessed(script_point(rungs="[host_batch, full]"))
     loader = probe.loader(Numbers(), batch_size=2)

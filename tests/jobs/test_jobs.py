@@ -14,6 +14,7 @@ from harness.backends.inline import run_inline
 from harness.backends.local import run_local
 from harness.config.plan import expand
 from harness.config.spec import load_spec, parse_spec
+from harness.examples.litdata_images import write_dataset
 from harness.storage.sweep import create_sweep
 from harness.workloads.make_data import make_image_folder, make_image_shards, make_webdataset_shards
 from schema import layout
@@ -39,6 +40,7 @@ def test_gpu_labs_have_a_cpu_variant() -> None:
         "text_lm",
         "segmentation",
         "shards_stream",
+        "detection",
     ):
         assert gpu in names and f"{gpu}-cpu" in names
     assert {"caching_ladder", "caching_ladder_gpu"} <= names
@@ -61,6 +63,8 @@ def test_cpu_variants_run_end_to_end(path: Path, tmp_path: Path) -> None:
             make_image_shards(root / "shards", images=40, shards=4, size=64)
     if "shards_stream" in path.stem:
         make_webdataset_shards(tmp_path / "harness-data" / "wds", images=40, shards=4, size=64)
+    if "litdata" in path.stem:
+        write_dataset(tmp_path / "harness-data" / "litdata", images=40, size=32)
     if "course_script" in path.stem:  # the script's own data set
         make_image_folder(tmp_path / "course-images", images=40, size=64)
     plan = expand(parse_spec(shrunk(path, tmp_path), file=str(path)))

@@ -112,3 +112,36 @@ def test_results_without_the_tail_columns_still_load_and_show_no_tail(tmp_path: 
     summary = shown(tmp_path)
     assert tail_notes(summary) == []
     assert "waited_share" not in loader_tables(summary)["n1"]
+
+
+def test_a_periodic_wait_is_named_as_bursts_never_as_erratic_storage(tmp_path: Path) -> None:
+    """Workers in step deliver in bursts of 4: one step in 4 waits 60 ms, the others none. The
+    p99 is far above the p50, as in a heavy tail, but the rank saw the period: the note says
+    what the wait is, and the window of 8 steps (2 periods) is said to be too short."""
+    periodic = synthetic_row(
+        point_id="bursts",
+        loading_time=0.015,
+        loading_time_p50=0.0003,
+        loading_time_p95=0.060,
+        loading_time_p99=0.060,
+        waited_share=0.25,
+        step_time=0.020,
+        steps=24,
+        delivery_period=4,
+    )
+    short = synthetic_row(**{**periodic.cells(), "point_id": "short", "point_index": 1, "steps": 8})
+    write_rows(tmp_path, periodic, short)
+    rows = shown(tmp_path)
+    assert not heavy_tailed(rows).any()
+    notes = tail_notes(rows)
+    assert not any("erratic" in n or "heavy-tailed" in n for n in notes)
+    assert notes[0] == (
+        "the wait for data is periodic in 2 of 2 row(s) (bursts, short): the loader delivers in bursts "
+        "of 4 batches (workers of equal cost in step), and the step waits between bursts: the loader's "
+        "rhythm, not a tail; it is short on average (more workers or cheaper batches raise its rate), "
+        "and each window covers whole periods"
+    )
+    assert notes[1] == (
+        "short: the window of 8 steps covers 2 period(s) of the loader's bursts of 4: too short to read "
+        "its steady rate; set measure.steps: 12 or more, or measure.seconds"
+    )

@@ -217,3 +217,19 @@ def test_the_terminal_layout_is_tabulates_simple() -> None:
     assert simple_table(headers, rows) == tabulate(
         rows, headers=headers, tablefmt="simple", disable_numparse=True
     )
+
+
+def test_workers_that_delivered_nothing_get_a_column_only_where_some_did(tmp_path: Path) -> None:
+    """A stream of 1 shard read by 2 workers: the table says 1 worker idled beside the row's
+    num_workers=2; where every worker worked, no column."""
+    write_rows(tmp_path / "busy", synthetic_row(idle_workers=0))
+    busy = loader_tables(summarize(load_results([tmp_path / "busy"]).rows))["n1"]
+    assert "idle_workers" not in busy.columns
+    write_rows(
+        tmp_path / "idle",
+        synthetic_row(point_id="a", idle_workers=1),
+        synthetic_row(point_id="b", idle_workers=0),
+    )
+    idle = loader_tables(summarize(load_results([tmp_path / "idle"]).rows))["n1"].set_index("jobid")
+    assert (idle.loc["a", "idle_workers"], idle.loc["b", "idle_workers"]) == (1, 0)
+    assert "idle_workers" in render(idle.reset_index(), "terminal").splitlines()[0]

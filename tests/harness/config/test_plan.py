@@ -150,6 +150,16 @@ def test_points_keep_the_ids_they_had_before_the_pipeline_settings_existed() -> 
     assert {p.id for p in expand(parse_spec(with_collate)).points}.isdisjoint(p.id for p in plan.points)
 
 
+def test_a_time_based_window_is_part_of_the_id_once_given() -> None:
+    """measure.seconds changes what a window measures (a longer window): hashed when given; at
+    null left out, so the points measured before it existed keep their ids."""
+    plan = plan_of("loader: {num_workers: [0, 2]}\n")
+    assert [p.id for p in plan.points] == ["d8c2581380", "eb26f43691"]
+    timed = expand(parse_spec(plan.spec.text.replace("steps: 3", "steps: 3, seconds: 2")))
+    assert {p.id for p in timed.points}.isdisjoint(p.id for p in plan.points)
+    assert all(p.measure.seconds == 2 for p in timed.points)
+
+
 def test_point_round_trips_through_json() -> None:
     point = plan_of("loader: {num_workers: 2}\n").points[0]
     assert Point.from_json(point.to_json()) == point

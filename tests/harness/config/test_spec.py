@@ -506,3 +506,103 @@ def test_a_spec_name_with_a_percent_or_a_line_break_is_refused(name: str) -> Non
     """The name is a folder of the results root and part of the job's name."""
     message = error_of(spec_text().replace("name: t", f"name: {name!r}".replace("'", '"')))
     assert message.startswith(f"jobs/x.yaml:1: name: {name!r} is not allowed; expected letters, digits")
+
+
+# --- workload.loader: a loader factory (harness/workloads/loader_factory.py) -------------------
+
+L = "tests.fixtures.loaders"
+
+
+def loader_spec(workload: str, loader: str = "{num_workers: 0}", rungs: str = "[full]") -> str:
+    return (
+        f"name: t\nworkload:\n  model: linear\n  batch_size: 4\n  device: cpu\n{workload}"
+        f"loader: {loader}\nrungs: {rungs}\nmeasure: {{warmup_steps: 1, steps: 3}}\n"
+    )
+
+
+def test_a_loader_factory_needs_no_dataset_and_its_args_are_axes() -> None:
+    spec = parse_spec(loader_spec(f"  loader: {L}:dataloader\n  loader_args: [{{size: 8}}, {{size: 16}}]\n"))
+    assert spec.field_values["workload.dataset"] == (None,)
+    plan = expand(spec)
+    assert [p.workload.loader_args for p in plan.points] == [{"size": 8}, {"size": 16}]
+    # It takes num_workers, prefetch_factor and drop_last: the other two are said in plan.
+    assert (
+        f"persistent_workers, pin_memory not taken by {L}:dataloader: measured as the loader sets them "
+        "(the rows record the loader's own value where it reports one, a DataLoader's attributes; "
+        "empty otherwise)"
+    ) in plan.notes
+
+
+def test_a_loader_factory_taking_kwargs_takes_every_setting_and_plan_says_which_rungs_depend() -> None:
+    plan = expand(
+        parse_spec(loader_spec(f"  loader: {L}:datamodule\n", rungs="[host_batch, raw_sample, full]"))
+    )
+    assert not any("not taken" in n for n in plan.notes)
+    assert any(
+        n.startswith(
+            f"rung raw_sample of {L}:datamodule: measured only where its loader exposes a map-style dataset"
+        )
+        for n in plan.notes
+    )
+
+
+@pytest.mark.parametrize(
+    ("workload", "loader", "message"),
+    [
+        (
+            f"  loader: {L}:fixed_workers\n",
+            "{num_workers: [0, 2]}",
+            rf"jobs/x\.yaml:\d+: loader\.num_workers: num_workers is an axis, but {L}:fixed_workers does "
+            r"not take num_workers: its points would measure the same loader under 2 labels",
+        ),
+        (
+            f"  loader: {L}:dataloader\n  loader_args: {{num_workers: 3}}\n",
+            "{}",
+            rf"workload\.loader_args: does not fit loader '{L}:dataloader': num_workers is the point's own "
+            r"\(passed by the harness where the factory accepts it\); give it in the loader: section",
+        ),
+        (
+            f"  loader: {L}:needs\n",
+            "{}",
+            rf"workload\.loader: does not fit loader '{L}:needs': missing a required argument: 'root'; "
+            r"the harness passes it batch_size= and loader_args",
+        ),
+        (
+            f"  loader: {L}:dataloader\n  collate: {L}:tagged\n",
+            "{}",
+            r"workload\.collate: not used with workload\.loader: the factory's loader does its own collate",
+        ),
+        (
+            "  dataset: fake_cifar\n  loader_args: {size: 3}\n",
+            "{}",
+            r"workload\.loader_args: loader_args given without workload\.loader",
+        ),
+        (
+            f"  dataset: {L}:sized\n  dataset_args: {{batch_size: 8}}\n",
+            "{}",
+            rf"workload\.dataset_args: batch_size is the point's own: dataset '{L}:sized' asks for it, so the "
+            r"harness passes it",
+        ),
+    ],
+    ids=["axis-not-taken", "own-in-args", "unbound", "collate-beside", "args-without", "dataset-place"],
+)
+def test_a_loader_factory_is_checked_before_anything_runs(workload: str, loader: str, message: str) -> None:
+    error = error_of(loader_spec(workload, loader))
+    assert re.search(message, error), error
+
+
+def test_a_dataset_factory_asking_for_its_place_loads_without_them_in_its_args() -> None:
+    spec = parse_spec(loader_spec(f"  dataset: {L}:sized\n  dataset_args: {{size: 8}}\n"))
+    assert spec.field_values["workload.dataset_args"] == ({"size": 8},)
+
+
+def test_loss_model_names_the_outputs_own_loss_and_a_typo_says_what_is_allowed() -> None:
+    spec = parse_spec(
+        "name: t\n" + DICT_WORKLOAD.replace("  batch_size: 4", "  batch_size: 4\n  loss: model")
+    )
+    assert spec.field_values["workload.loss"] == ("model",)
+    typo = "name: t\n" + DICT_WORKLOAD.replace("  batch_size: 4", "  batch_size: 4\n  loss: modle")
+    assert re.search(
+        r"workload\.loss: 'modle' is not allowed.*\"model\", \"package\.module:factory\" or null",
+        error_of(typo),
+    ), error_of(typo)

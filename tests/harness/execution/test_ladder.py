@@ -487,15 +487,26 @@ def test_a_cached_rungs_sampler_is_built_on_the_users_dataset() -> None:
     assert built_on == ["Paired"] * 4
 
 
-def test_the_cached_value_of_a_sample_rung_is_sized_untimed() -> None:
-    from tests.fixtures.workloads import slow_read
-
-    dataset = slow_read(size=8, delay=0.0)  # load_raw: a 3×8×8 float32 array and an int label
-    assert ladder.cached_value_bytes("raw_sample", dataset) == 3 * 8 * 8 * 4 + 8
-    assert ladder.cached_value_bytes("processed_sample", dataset) == 3 * 8 * 8 * 4 + 8  # a tensor now
-    assert ladder.cached_value_bytes("full", dataset) is None
-    assert ladder.cached_value_bytes("host_batch", dataset) is None
-    assert ladder.cached_value_bytes("raw_bytes", dataset) is None  # not file-backed: no such stage
+def test_the_cached_value_of_a_sample_rung_is_sized_where_it_is_made() -> None:
+    """By the reader that produced it (a worker, or the rank without workers), so that the
+    rank's own process never reads the dataset to size it: with a worker, this process loads
+    no raw sample at all."""
+    workers = dataclasses.replace(NO_WORKERS, num_workers=1, prefetch_factor=2)
+    value = 3 * 4 * 4 * 4 + 8  # load_raw: a 3×4×4 float32 array and an int label; then a tensor
+    for settings in (NO_WORKERS, workers):
+        dataset = Counting()
+        sizes = {}
+        for rung in ("host_batch", "processed_sample", "raw_sample", "full"):
+            stream = ladder.build_stream(rung, dataset, settings, 4, CPU)
+            stream.next()
+            sizes[rung] = ladder.cached_value_bytes(stream)
+            stream.close()
+        assert sizes == {"host_batch": None, "processed_sample": value, "raw_sample": value, "full": None}
+        assert (dataset.raw_loads > 0) == (settings.num_workers == 0)
+    stream = ladder.build_stream("processed_sample", pipelines.plain_stream(8), workers, 4, CPU, PAD)
+    stream.next()
+    assert ladder.cached_value_bytes(stream) is None  # a stream: no length, no size
+    stream.close()
 
 
 def test_a_stock_torchvision_image_folder_gets_every_sample_rung_as_it_is(tmp_path: Path) -> None:
@@ -528,3 +539,23 @@ def test_an_image_folder_with_its_own_getitem_is_not_cut_behind_its_back(tmp_pat
         match=r"rung raw_sample needs a dataset with load_raw.*; tests\.harness\.execution\.test_ladder\..*<locals>\.Mine has not",
     ):
         ladder.sample_dataset("raw_sample", Mine(str(tmp_path), transform=T.ToTensor()))
+
+
+def test_idle_workers_are_counted_by_the_loaders_own_collate() -> None:
+    """Each worker's batches are counted where they are made: a map-style dataset keeps both
+    workers busy, a stream of 1 shard leaves the second idle; without workers nothing is
+    counted. The user's collate still makes the batch."""
+    workers = dataclasses.replace(NO_WORKERS, num_workers=2, prefetch_factor=2)
+    cases = {
+        "map-style": (plain_dataset(32), workers, ladder.LoaderParts()),
+        "1 shard": (pipelines.sharded_stream(1, 16), workers, PAD),
+        "no workers": (pipelines.sharded_stream(1, 16), NO_WORKERS, PAD),
+    }
+    idle = {}
+    for name, (dataset, settings, parts) in cases.items():
+        stream = ladder.LoaderStream(ladder.make_loader(dataset, settings, 4, CPU, parts))
+        batches = [stream.next() for _ in range(4)]
+        idle[name] = stream.idle_workers()
+        stream.close()
+        assert all(len(b[1] if isinstance(b, list) else b["labels"]) == 4 for b in batches)
+    assert idle == {"map-style": 0, "1 shard": 1, "no workers": None}

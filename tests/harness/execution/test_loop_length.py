@@ -21,7 +21,9 @@ def test_each_unit_counts_its_longest_warmup_and_its_window_and_one_batch_closes
     (point,) = expand(spec).points
     assert (stock(point, "device_batch"), stock(point, "full")) == (0, 6)
     device_batch = 1 + 4  # the spec's warmup, no stock to use up
-    full = 6 + DRAIN_FACTOR * 6 + 4  # the stock's steps, the longest drain, the window
+    # The stock's steps, the longest drain, the window rounded up to whole periods of a bursty
+    # delivery (a period is at most the stock: up to 5 steps more).
+    full = 6 + DRAIN_FACTOR * 6 + 4 + 5
     assert batches_per_loop(point) == 2 * (device_batch + full) + 1
     # A resumed point yields only what it has left.
     assert batches_per_loop(point, done={("device_batch", 0), ("full", 0)}) == device_batch + full + 1
@@ -43,6 +45,6 @@ def test_before_the_script_runs_the_count_is_known_only_where_the_spec_names_the
         return point
 
     named = script_point("{num_workers: 2, prefetch_factor: 2}", "[full]")
-    assert batches_before_run(named) == batches_per_loop(named) == 4 + 4 * 4 + 4 + 1
+    assert batches_before_run(named) == batches_per_loop(named) == 4 + 4 * 4 + 4 + 3 + 1
     assert batches_before_run(script_point("{pin_memory: true}", "[full]")) is None  # the script's workers
     assert batches_before_run(script_point("{pin_memory: true}", "[host_batch]")) == 1 + 4 + 1

@@ -98,6 +98,7 @@ def test_a_measured_row_carries_the_figures_of_its_window_and_the_warmup_it_real
         training_time=5.0,
         epoch_restarts=2,
         epoch_restart_time=1.25,
+        delivery_period=5,
     )
     point = expand(parse_spec("name: t\n" + TINY_WORKLOAD + "loader: {num_workers: 2}\n")).points[0]
     env = DistEnv(rank=1, world_size=2, hostname="n7", jobid="42_3")
@@ -117,6 +118,7 @@ def test_a_measured_row_carries_the_figures_of_its_window_and_the_warmup_it_real
     assert row.next_time == pytest.approx(0.08) and row.first_step_loading_time == 2.0
     assert (row.window_drift, row.window_steady) == (0.0, True)
     assert (row.epoch_restarts, row.epoch_restart_time) == (2, 1.25)
+    assert row.delivery_period == 5  # bursts of 5: the analysis then never calls the wait a tail
     assert row.started_at == "2026-01-01T00:00:00.000+00:00" and row.finished_at > row.started_at
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import os
 import re
 from pathlib import Path
 
@@ -234,3 +235,158 @@ def test_a_point_run_in_a_pass_says_which_repeat_and_pass_and_its_rows_record_th
     assert not any("/2" in line for line in lines), lines
     rows = results.read_rows(tmp_path / "points" / point.id / "rank0.csv")
     assert [r["run_pass"] for r in rows] == ["7", "7"]
+
+
+def test_a_stream_is_never_iterated_in_the_harness_process_so_workers_forked_later_deliver(
+    tmp_path: Path,
+) -> None:
+    """MosaicML Streaming's hang: a stream whose iteration starts a thread holding a lock
+    (tests/fixtures/pipelines.py:ForkUnsafeStream) is only ever read by the workers. Sizing
+    processed_sample's cache for the caching what-if used to take the stream's first sample in
+    the rank's own process, after that rung: the workers of the next rung, forked from it,
+    inherited the held lock and never delivered (here bounded by limits.batch_timeout_s; with
+    no limit, for ever). A stream has no length, so its cache is not sized: the rows say so by
+    an empty cached_sample_bytes and dataset_samples."""
+    log = tmp_path / "log"
+    log.mkdir()
+    spec = parse_spec(
+        f"""\
+name: fork
+workload:
+  dataset: tests.fixtures.pipelines:fork_unsafe_stream
+  dataset_args: {{log: {json.dumps(str(log))}}}
+  collate: tests.fixtures.pipelines:pad_collate
+  model: tests.fixtures.pipelines:tiny_lm
+  loss: tests.fixtures.pipelines:output_loss
+  batch_size: 2
+  device: cpu
+measure: {{warmup_steps: 1, steps: 2, repeats: 1, loader_capacity: false}}
+rungs: [processed_sample, full]
+loader: {{num_workers: 1}}
+limits: {{batch_timeout_s: 30}}
+"""
+    )
+    (point,) = expand(spec).points
+    outcome = run_point(point, tmp_path)
+    rows = results.read_rows(tmp_path / "points" / point.id / "rank0.csv")
+    assert [(r["rung"], r["status"], r["error"]) for r in rows] == [
+        ("processed_sample", "ok", ""),
+        ("full", "ok", ""),
+    ]
+    assert outcome.failed == 0
+    readers = {int(p.name.removeprefix("iterated-")) for p in log.glob("iterated-*")}
+    assert os.getpid() not in readers and len(readers) == 2  # one worker per rung
+    assert {(r["cached_sample_bytes"], r["dataset_samples"]) for r in rows} == {("", "")}
+
+
+def test_a_stream_whose_workers_never_deliver_is_a_failed_row_naming_the_wait(tmp_path: Path) -> None:
+    """The watchdog on a stream: a factory that peeks at its stream in the rank's process
+    (ForkUnsafeStream, peek) leaves its lock held there; the worker forked from it never yields.
+    After limits.batch_timeout_s the rung is a failed row naming the stream, the likely cause
+    and the setting; the worker is ended, and the next point (no peek) is measured."""
+    import psutil
+
+    from harness.backends.inline import run_inline
+
+    logs = {peek: tmp_path / f"log-{peek}" for peek in (True, False)}
+    args = []
+    for peek, log in logs.items():
+        log.mkdir()
+        args.append({"log": str(log), "peek": peek})
+    spec = parse_spec(
+        f"""\
+name: stuck-stream
+workload:
+  dataset: tests.fixtures.pipelines:fork_unsafe_stream
+  dataset_args: {json.dumps(args)}
+  collate: tests.fixtures.pipelines:pad_collate
+  model: tests.fixtures.pipelines:tiny_lm
+  loss: tests.fixtures.pipelines:output_loss
+  batch_size: 2
+  device: cpu
+measure: {{warmup_steps: 1, steps: 2, repeats: 1}}
+rungs: [full]
+loader: {{num_workers: 1}}
+limits: {{batch_timeout_s: 3}}
+"""
+    )
+    stuck, fine = sorted(expand(spec).points, key=lambda p: p.workload.dataset_args["peek"], reverse=True)
+    outcomes = run_inline([stuck, fine], tmp_path)
+    assert [(o.ok, o.failed) for o in outcomes] == [(0, 1), (1, 0)]
+    (row,) = results.read_rows(tmp_path / "points" / stuck.id / "rank0.csv")
+    assert (row["status"], row["error"]) == (
+        "failed",
+        "LoaderTimeout: no batch from the DataLoader for 3 s: a worker stuck in "
+        "tests.fixtures.pipelines.ForkUnsafeStream.__iter__? (a read that never returns, or a lock "
+        "the stream's threads held when the workers were forked: a stream read in the parent process "
+        "before the fork; limits.batch_timeout_s in the spec sets the wait, 0 for none)",
+    )
+    workers = [int(p.name.removeprefix("iterated-")) for p in logs[True].glob("iterated-*")]
+    workers.remove(os.getpid())  # the peek, in this process
+    assert workers and not any(psutil.pid_exists(pid) for pid in workers)
+
+
+def test_workers_a_stream_leaves_without_a_shard_are_counted_in_the_row_and_said(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stream of 1 shard read by 2 workers (Hugging Face's to_iterable_dataset default):
+    the second worker makes nothing while the row says num_workers=2. The row's idle_workers
+    counts it and the log says what it means and the fix; with 2 shards both work."""
+    spec = parse_spec(
+        """\
+name: shards
+workload:
+  dataset: tests.fixtures.pipelines:sharded_stream
+  dataset_args: [{num_shards: 1, per_shard: 64}, {num_shards: 2, per_shard: 64}]
+  collate: tests.fixtures.pipelines:pad_collate
+  model: tests.fixtures.pipelines:tiny_lm
+  loss: tests.fixtures.pipelines:output_loss
+  batch_size: 2
+  device: cpu
+measure: {warmup_steps: 1, steps: 4, repeats: 1}
+rungs: [host_batch, full]
+loader: {num_workers: 2}
+"""
+    )
+    one, two = sorted(expand(spec).points, key=lambda p: p.workload.dataset_args["num_shards"])
+    with caplog.at_level(logging.WARNING, logger="harness.execution.runner"):
+        for point in (one, two):
+            run_point(point, tmp_path)
+    idle = {
+        (p.workload.dataset_args["num_shards"], r["rung"]): (r["status"], r["num_workers"], r["idle_workers"])
+        for p in (one, two)
+        for r in results.read_rows(tmp_path / "points" / p.id / "rank0.csv")
+    }
+    assert idle == {
+        (1, "host_batch"): ("ok", "2", ""),  # one batch, repeated: nothing to count
+        (1, "full"): ("ok", "2", "1"),
+        (2, "host_batch"): ("ok", "2", ""),
+        (2, "full"): ("ok", "2", "0"),
+    }
+    said = [r.getMessage() for r in caplog.records if "delivered no batch" in r.getMessage()]
+    assert said == [
+        f"point {one.id}, rung full: 1 of 2 DataLoader workers delivered no batch: the stream has "
+        "fewer shards than readers (tests.fixtures.pipelines.ShardedStream has 1 shard), so the "
+        "row's num_workers=2 worked as 1; give the stream at least num_workers × ranks shards "
+        "(Hugging Face: to_iterable_dataset(num_shards=...); webdataset: more tar files)"
+    ]
+
+
+def test_a_map_style_dataset_is_read_only_by_the_workers_and_its_cache_still_sized(tmp_path: Path) -> None:
+    """The caching what-if's size a sample is taken by the worker that produced the cached
+    value: the rank's own process never reads the dataset between rungs (it used to read
+    item 0 after processed_sample, opening there what the next rung's workers would inherit)."""
+    log = tmp_path / "log"
+    log.mkdir()
+    workload = TINY_WORKLOAD.replace("dataset: fake_cifar", "dataset: tests.fixtures.workloads:reader_pids")
+    workload = workload.replace(
+        "{size: 48, image_size: 8, resize: null}", json.dumps({"size": 32, "log": str(log)})
+    )
+    (point,) = points_of("loader: {num_workers: 1}\nrungs: [processed_sample, full]\n", workload)
+    outcome = run_point(point, tmp_path)
+    assert outcome.ok == 2
+    rows = {r["rung"]: r for r in results.read_rows(tmp_path / "points" / point.id / "rank0.csv")}
+    assert rows["processed_sample"]["cached_sample_bytes"] == str(3 * 8 * 8 * 4 + 8)
+    assert rows["processed_sample"]["dataset_samples"] == "32"
+    readers = {int(p.name.removeprefix("read-")) for p in log.glob("read-*")}
+    assert readers and os.getpid() not in readers

@@ -203,7 +203,7 @@ def test_a_script_without_the_probe_is_told_to_add_its_lines(tmp_path: Path) -> 
     (row,) = rows_of(tmp_path, point)
     assert row["error"] == (
         "the script exited with status 0 without importing harness.probe (its lines are "
-        'missing: README, "Your own training script")'
+        "missing: docs/guides/training-script.md)"
     )
 
 
@@ -379,7 +379,7 @@ def test_plan_refuses_a_script_that_never_imports_the_probe_and_keeps_its_checkp
     assert err == (
         f"harness: {tmp_path / 'spec.yaml'}: workload.script: the script never imports "
         "harness.probe (its check run went to its end without it, and was stopped): add the "
-        'probe\'s lines (README, "Your own training script")'
+        "probe's lines (docs/guides/training-script.md)"
     )
 
 

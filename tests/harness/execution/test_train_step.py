@@ -13,6 +13,7 @@ from harness.execution.train_step import (
     TrainStep,
     choose_device,
     device_sync,
+    own_loss,
     peak_memory_gb,
     reset_peak_memory,
 )
@@ -205,12 +206,55 @@ def test_the_model_call_follows_the_batchs_shape() -> None:
     assert seen[3:] == [["a", "b"], "a user's batch type"]
 
 
+class _LogitsOnly(torch.nn.Module):
+    """A language model that returns its logits alone: no loss of its own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lm = pipelines.tiny_lm()
+
+    def forward(self, **batch: torch.Tensor) -> torch.Tensor:
+        return self.lm(**batch)["logits"]
+
+
+class _Carrying(torch.nn.Module):
+    """Returns what Hugging Face models return: an object whose `.loss` is the loss."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lm = pipelines.tiny_lm()
+
+    def forward(self, **batch: torch.Tensor) -> object:
+        out = self.lm(**batch)
+        return type("CausalLMOutput", (), {"loss": out["loss"], "logits": out["logits"]})()
+
+
+@pytest.mark.parametrize("model", [pipelines.tiny_lm, _Carrying], ids=["mapping", "attribute"])
+def test_with_no_loss_given_the_models_own_loss_is_trained_on(model: type) -> None:
+    """Issue 30: a model that computes its loss (output["loss"] or output.loss) needs no loss
+    factory: the step trains on it."""
+    step = user_step(model())
+    before = [p.detach().clone() for p in step.model.parameters()]
+    step.compute(step.to_device(dict_batch()))
+    assert any(not torch.equal(a, b) for a, b in zip(before, step.model.parameters(), strict=True))
+
+
 def test_the_default_loss_needs_inputs_and_targets_and_says_what_to_give() -> None:
-    step = user_step()
+    step = user_step(_LogitsOnly())
     with pytest.raises(
         StepError,
-        match=r"the default loss \(cross-entropy\) needs batches \(inputs, targets\); this batch is a "
-        r'dict of input_ids, attention_mask, labels: give workload.loss: "package.module:factory"',
+        match=r"the default loss \(cross-entropy\) needs batches \(inputs, targets\), and the model's "
+        r"output \(torch.Tensor\) carries no loss; this batch is a dict of input_ids, attention_mask, "
+        r'labels: give workload.loss: "package.module:factory" .*, or a model whose output has .loss',
+    ):
+        step.compute(dict_batch())
+
+
+def test_loss_model_insists_on_the_outputs_own_loss() -> None:
+    step = user_step(_LogitsOnly(), loss=own_loss, names={"loss": "model"})
+    with pytest.raises(
+        StepError,
+        match=r"workload.loss: model, but the model's output \(torch.Tensor\) carries no scalar loss",
     ):
         step.compute(dict_batch())
 

@@ -221,3 +221,113 @@ def test_a_slow_rank_shows_in_its_loading_time_not_in_its_training_time(tmp_path
     assert row["loading_time"] == pytest.approx(float(slow["loading_time"]))
     (straggler,) = find_stragglers(loaded)
     assert straggler.who.startswith("rank 1")
+
+
+def _in_step(steps: int, seconds: float | None = None) -> LoopTimes:
+    """Four workers in step: each makes a batch of 4 samples in 4 × 20 ms (sleeps), so bursts of
+    4 batches arrive every 80 ms (50 batches/s); a 5 ms step takes a burst in 20 ms and waits
+    60 ms for the next. The spec's warmup is 2 steps, as users write it."""
+    loader = LoaderSettings(num_workers=4, prefetch_factor=2)
+    stream = ladder.build_stream("full", slow_read(4096, 0.02), loader, 4, CPU)
+    try:
+        return timed_loop(
+            stream,
+            lambda batch: time.sleep(0.005),
+            warmup_steps=2,
+            steps=steps,
+            seconds=seconds,
+            stock=stream.stock,
+            sync=lambda: None,
+        )
+    finally:
+        stream.close()
+
+
+def _rate(times: LoopTimes) -> float:
+    return times.samples / times.training_time
+
+
+class Bursts:
+    """Workers in step, simulated on the clock: bursts of `size` batches every `period_s`
+    seconds from the first next() (each worker makes one batch per period). A stream the loop
+    reads as a DataLoader (`ready`, `stock`), free of the scheduling of worker processes on a
+    busy machine, so that the rounding itself is what is tested."""
+
+    epoch_steps = None
+
+    def __init__(self, size: int = 4, period_s: float = 0.04) -> None:
+        self.size, self.period_s, self.stock = size, period_s, 2 * size
+        self.start: float | None = None
+        self.taken = 0
+
+    def _made(self) -> int:
+        assert self.start is not None
+        return self.size * int((time.perf_counter() - self.start) / self.period_s)
+
+    def next(self) -> torch.Tensor:
+        if self.start is None:
+            self.start = time.perf_counter()
+        due = self.start + self.period_s * (self.taken // self.size + 1)
+        time.sleep(max(due - time.perf_counter(), 0.0))
+        self.taken += 1
+        return torch.zeros(4, 1)
+
+    def ready(self) -> int:
+        return max(self._made() - self.taken, 0) if self.start is not None else 0
+
+    def close(self) -> None:
+        pass
+
+
+def _bursts(steps: int) -> LoopTimes:
+    """A 2 ms step (a sleep) against bursts of 4 every 40 ms: 100 batches/s; 2 warmup steps."""
+    return timed_loop(
+        Bursts(), lambda batch: time.sleep(0.002), warmup_steps=2, steps=steps, stock=8, sync=lambda: None
+    )
+
+
+def test_a_short_window_of_workers_in_step_reads_the_steady_rate_of_a_long_one(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 30's known truth: 10 steps are two bursts and a half. Started, as the drained
+    warmup starts it, on a wait, such a window read 3 periods for 10 batches (0.83 of the
+    steady rate); rounded up to whole periods it reads the long run's rate, and says nothing
+    more. A window of 5 steps (2 periods once rounded) says it is too short and what to set."""
+    long = _bursts(100)
+    short = _bursts(10)
+    assert long.delivery_period == short.delivery_period == 4
+    assert short.steps == 12 and short.too_short is None
+    assert _rate(short) / _rate(long) == pytest.approx(1.0, abs=0.07)
+    with caplog.at_level("WARNING", logger="harness.execution.loop"):
+        shorter = _bursts(5)
+    assert shorter.steps == 8
+    assert (
+        shorter.too_short
+        == caplog.messages[-1]
+        == (
+            "the window of 8 steps covers 2 period(s) of the loader's delivery (bursts of 4 batches, a wait "
+            "every 4 steps): too short to read its steady rate; set measure.steps: 12 or more, or measure.seconds"
+        )
+    )
+
+
+def test_a_dataloaders_workers_in_step_read_through_a_short_window_give_the_long_runs_rate() -> None:
+    """The same on a real DataLoader: 4 workers sleeping alike per batch. On a busy machine
+    the workers may fall out of step (then the delivery is smooth, and any window reads it):
+    what is asserted is the known truth, the ratio."""
+    long = _in_step(100)
+    short = _in_step(10)
+    assert _rate(short) / _rate(long) == pytest.approx(1.0, abs=0.07)
+
+
+def test_measure_seconds_makes_the_window_last_that_long_in_whole_periods() -> None:
+    times = timed_loop(
+        Bursts(),
+        lambda batch: time.sleep(0.002),
+        warmup_steps=2,
+        steps=4,
+        seconds=0.5,
+        stock=8,
+        sync=lambda: None,
+    )
+    assert times.training_time >= 0.5 and times.steps % 4 == 0 and times.steps > 12

@@ -222,3 +222,23 @@ def test_the_jobs_memory_limit_is_the_least_of_host_cgroups_and_slurms(tmp_path:
     assert slurm == min(total, 1024**3)
     none = host.job_memory_limit_bytes({}, proc_cgroup=tmp_path / "absent", cgroup_root=root)
     assert none == total
+
+
+@pytest.mark.parametrize("as_loader", [True, False])
+def test_a_thread_based_loaders_threads_count_as_loader_cores_when_asked(as_loader: bool) -> None:
+    # torchdata.nodes reads in threads of the rank's process: loader_cores read 0 (issue 27).
+    import threading
+
+    sampler = RankSampler(hz=20.0, gpu=False)
+    sampler.threads_as_loader(as_loader)
+    with sampler, sampler.phase("burn") as ph:
+        reader = threading.Thread(target=burn, args=(0.3,), name="reader")
+        reader.start()
+        reader.join()  # exited before the phase ends: its time is kept
+    summary = ph.summary()
+    assert ph.seconds is not None
+    loader_s, main_s = summary["loader_cores"] * ph.seconds, summary["main_cores"] * ph.seconds
+    if as_loader:
+        assert loader_s > 0.8 * 0.3 and main_s < 0.5 * 0.3
+    else:
+        assert loader_s < 0.1 and main_s > 0.8 * 0.3

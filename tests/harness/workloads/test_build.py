@@ -55,3 +55,12 @@ def test_a_factory_gets_its_args_and_what_it_makes_must_be_callable() -> None:
         match=rf"loss '{P}:plain_stream' returned tests\.fixtures\.pipelines\.PlainStream, not a callable loss_fn\(output, batch\)",
     ):
         build_callable(settings(loss=f"{P}:plain_stream"), "loss", "loss_fn(output, batch)")
+
+
+def test_a_dataset_factory_naming_batch_size_rank_or_world_size_gets_the_points() -> None:
+    # MosaicML's StreamingDataset takes batch_size: it was given twice by hand (issue 27).
+    place = {"batch_size": 8, "rank": 1, "world_size": 2}
+    built = build_dataset(settings(dataset="tests.fixtures.loaders:sized", dataset_args={"size": 5}), place)
+    assert built.asked == {"batch_size": 8, "rank": 1, "world_size": 2} and len(built) == 5  # type: ignore[attr-defined]
+    # A factory that does not name them gets none of them.
+    assert len(build_dataset(settings(dataset="tests.fixtures.loaders:squares"), place)) == 40  # type: ignore[arg-type]

@@ -1,0 +1,197 @@
+"""The rungs of a loader the harness did not build: the one a `workload.loader` factory made
+(harness/workloads/loader_factory.py), or, under `harness.probe`, a script's loader measured as
+it is given (a DataLoader subclass such as litdata's StreamingDataLoader, a torchdata.nodes
+`Loader`, a DataModule's `train_dataloader()`).
+
+- `device_batch`, `host_batch`: the loader's first batch, repeated (on the device, on the host).
+- `full`: the loader itself, epoch after epoch (a new `iter()` at each end, as in training).
+- the sample-level rungs: only where the loader exposes a map-style dataset (`.dataset`, as a
+  torch DataLoader does); they read a cached stage of it through a plain DataLoader with the
+  loader's collate_fn and settings (ladder.make_loader). Otherwise RungUnavailable, saying what
+  the loader lacks: the harness cannot cut a pipeline it cannot see into.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from torch.utils.data import DataLoader, IterableDataset
+
+from harness.config.plan import Point
+from harness.execution import batches, ladder
+from harness.naming import type_name
+from harness.workloads import loader_factory, registry
+from harness.workloads.loader_factory import LOADER_SETTINGS
+from schema.settings import LoaderSettings
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GivenLoader:
+    """A loader measured as it is: what yields the batches, how messages name it, and the
+    settings its rows record (`recorded`: the point's where they were applied; the loader's own
+    where it reports them; None where neither is known)."""
+
+    loader: Iterable[Any]
+    name: str
+    recorded: LoaderSettings
+
+    @property
+    def dataset(self) -> Any:
+        """The map-style dataset the loader exposes (`.dataset`), else None."""
+        found = getattr(self.loader, "dataset", None)
+        if found is None or isinstance(found, IterableDataset):
+            return None
+        if not (hasattr(found, "__getitem__") and hasattr(found, "__len__")):
+            return None
+        return found
+
+
+def reported(loader: Any, point: LoaderSettings, applied: Iterable[str]) -> LoaderSettings:
+    """The settings a given loader's rows record: the point's for those `applied` to it (passed
+    to its factory), the loader's own attribute for the others (a DataLoader has them all),
+    None where the loader says nothing: never a value that was not applied."""
+    applied = set(applied)
+    values: dict[str, Any] = {}
+    for name in LOADER_SETTINGS:
+        if name in applied:
+            continue
+        values[name] = getattr(loader, name, None)
+    return dataclasses.replace(point, **values)
+
+
+def own_settings(loader: DataLoader[Any], point: LoaderSettings) -> LoaderSettings:
+    """A DataLoader's own settings (a subclass measured as given)."""
+    return reported(loader, point, ())
+
+
+class IterStream:
+    """Batches from any iterable, epoch after epoch: a new iter() at each end."""
+
+    def __init__(self, loader: Iterable[Any], stock: int = 0) -> None:
+        self.loader = loader
+        self.iterator: Iterator[Any] | None = None
+        self.epoch = 0
+        self.epoch_steps: int | None = _length(loader)
+        self.stock = stock
+        """Batches the loader may hold ready (its prefetch, where the point set it)."""
+
+    def next(self) -> Any:
+        if self.iterator is None:
+            self.iterator = iter(self.loader)
+        try:
+            return next(self.iterator)
+        except StopIteration:
+            self.epoch += 1
+            set_epoch = getattr(self.loader, "set_epoch", None)
+            if callable(set_epoch):
+                set_epoch(self.epoch)
+            self.iterator = iter(self.loader)
+            try:
+                return next(self.iterator)
+            except StopIteration:
+                raise RuntimeError(f"the loader {type_name(self.loader)} yields no batch") from None
+
+    def ready(self) -> int | None:
+        return None  # a loader of its own: its queues are not ours to read
+
+    def close(self) -> None:
+        self.iterator = None
+        gc.collect()  # a thread-based loader's threads stop when its iterator goes
+
+
+def _length(loader: Any) -> int | None:
+    try:
+        return len(loader)
+    except TypeError:
+        return None
+
+
+def loop_stream(given: GivenLoader) -> ladder.LoaderStream | IterStream:
+    """The loader itself, epoch after epoch. A DataLoader (of any class) goes through
+    ladder.LoaderStream (its workers' stock, its timeout); any other iterable through IterStream."""
+    if isinstance(given.loader, DataLoader):
+        return ladder.LoaderStream(given.loader)  # its close() drops the stream's hold only
+    settings = given.recorded
+    return IterStream(given.loader, stock=settings.prefetch_factor or 0)
+
+
+def build_stream(
+    rung: str,
+    given: GivenLoader,
+    batch_size: int,
+    where: ladder.Placement,
+    *,
+    timeout_s: float = 0,
+) -> ladder.LoaderStream | ladder.RepeatStream | IterStream:
+    """The rung's stream from a given loader (the module's docstring says which rung reads what)."""
+    if rung in ("device_batch", "host_batch"):
+        source = loop_stream(given)
+        try:
+            batch = source.next()
+        finally:
+            source.close()
+        if rung == "device_batch":
+            batch = batches.to_device(batch, where.device)
+        return ladder.RepeatStream(batch)
+    if rung == "full":
+        return loop_stream(given)
+    dataset = given.dataset
+    if dataset is None:
+        raise ladder.RungUnavailable(
+            f"rung {rung} needs the loader's map-style dataset (.dataset, as a torch DataLoader has); "
+            f"{given.name} exposes none: the harness cannot cut its pipeline (device_batch, host_batch "
+            "and full measure it whole)"
+        )
+    settings = _known(given.recorded)
+    parts = ladder.LoaderParts(
+        collate_fn=getattr(given.loader, "collate_fn", None), extra=_extra(given.loader)
+    )
+    return ladder.LoaderStream(
+        ladder.make_loader(
+            ladder.sample_dataset(rung, dataset), settings, batch_size, where, parts, timeout_s=timeout_s
+        )
+    )
+
+
+def _known(recorded: LoaderSettings) -> LoaderSettings:
+    """The settings a plain DataLoader can be built with: PyTorch's defaults where unknown."""
+    defaults = LoaderSettings()
+    values = {name: getattr(defaults, name) for name in LOADER_SETTINGS if getattr(recorded, name) is None}
+    if recorded.num_workers and recorded.prefetch_factor is None:
+        values["prefetch_factor"] = 2
+    known = dataclasses.replace(recorded, **values)
+    if not known.num_workers:
+        known = dataclasses.replace(known, prefetch_factor=None, persistent_workers=False)
+    return known
+
+
+def _extra(loader: Any) -> Mapping[str, Any]:
+    """A DataLoader's other arguments that shape its samples (its worker_init_fn)."""
+    init = getattr(loader, "worker_init_fn", None)
+    return {"worker_init_fn": init} if init is not None else {}
+
+
+def from_factory(point: Point, where: ladder.Placement, dataset: Any) -> GivenLoader:
+    """workload.loader's loader for this rank: its factory called with the point's values it
+    accepts (loader_factory.call), the settings it did not take recorded as the loader says."""
+    w = point.workload
+    assert w.loader is not None
+    factory = registry.resolve(w.loader, {}, "loader")
+    values: dict[str, Any] = {
+        "batch_size": w.batch_size,
+        "rank": where.rank,
+        "world_size": where.world_size,
+        "seed": where.seed,
+        **{name: getattr(point.loader, name) for name in LOADER_SETTINGS},
+    }
+    if dataset is not None:
+        values["dataset"] = dataset
+    made = loader_factory.call(factory, w.loader, w.loader_args, values)
+    applied = [name for name in LOADER_SETTINGS if name in loader_factory.passed(factory)]
+    return GivenLoader(
+        loader=made, name=f"{w.loader}'s {type_name(made)}", recorded=reported(made, point.loader, applied)
+    )

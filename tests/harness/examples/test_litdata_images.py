@@ -1,0 +1,77 @@
+"""The LitData pipeline: a data set written with litdata.optimize to a local folder, read back
+by a StreamingDataset subclass (every sample once, whatever the workers), with the stream
+contract; the ladder names a cost put in its read, and nothing where nothing is put."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, IterableDataset
+from torchvision import tv_tensors
+
+from harness.examples.litdata_images import LitImages, make_dataset, write_dataset
+from tests.fixtures.ladder_runs import ladder_verdict
+
+IMAGES = 48
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """48 small images, each its own class (a label names its sample), in 2 chunks or more."""
+    return write_dataset(
+        tmp_path_factory.mktemp("litdata"), images=IMAGES, size=32, classes=IMAGES, chunk_bytes="32KB"
+    )
+
+
+def test_the_written_folder_reads_back_as_a_stream_with_a_length(root: Path) -> None:
+    assert (root / "index.json").is_file() and len(list(root.glob("chunk-*.bin"))) >= 2
+    dataset = make_dataset(root=str(root), crop=16)
+    assert isinstance(dataset, IterableDataset) and len(dataset) == IMAGES
+    image, label = next(dataset.iter_raw())
+    assert isinstance(image, tv_tensors.Image) and image.shape == (3, 32, 32) and image.dtype == torch.uint8
+    assert 0 <= label < IMAGES
+    out, same = dataset.transform_sample((image, label))
+    assert out.shape == (3, 16, 16) and out.dtype == torch.float32 and same == label
+    assert all(sample[0].shape == (3, 16, 16) for sample in dataset)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_every_sample_is_read_once_an_epoch_whatever_the_workers(root: Path, workers: int) -> None:
+    loader = DataLoader(make_dataset(root=str(root), crop=16), batch_size=5, num_workers=workers)
+    assert Counter(int(label) for _, labels in loader for label in labels) == Counter(range(IMAGES))
+
+
+def test_raw_iteration_leaves_the_datasets_own_iteration_alone(root: Path) -> None:
+    dataset = make_dataset(root=str(root), crop=16, shuffle=False)
+    raw = next(dataset.iter_raw())
+    assert raw[0].dtype == torch.uint8 and not dataset.raw_only
+    assert [label for _, label in dataset] == list(range(IMAGES))
+
+
+def test_a_folder_without_an_index_says_how_to_write_one(tmp_path: Path) -> None:
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"no LitData index.json under .* \(write a data set with: python -m harness.examples.litdata_images ",
+    ):
+        LitImages(root=str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("injected", "named"),
+    [("read_ms: 50", ["raw data loading"]), ("read_ms: 0", [])],
+    ids=["slow-read", "nothing"],
+)
+def test_a_cost_injected_is_named_by_the_ladder(
+    root: Path, tmp_path: Path, injected: str, named: list[str]
+) -> None:
+    verdict = ladder_verdict(
+        "litdata-cpu.yaml",
+        tmp_path,
+        f"workload.dataset_args={{root: '{root}', crop: 16, {injected}}}",
+        "workload.batch_size=4",
+        rungs="[host_batch, raw_sample, full]",  # the read's drop is between raw_sample and full
+    )
+    assert verdict.stages == named, verdict.sentence

@@ -1,0 +1,84 @@
+"""The rungs of a loader the harness did not build: workload.loader's factory, through run_point."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.config.plan import Point, expand
+from harness.config.spec import parse_spec
+from harness.execution.dist import DistEnv
+from harness.execution.runner import run_point
+from schema import layout
+from schema import rows as results
+
+F = "tests.fixtures.loaders"
+
+
+def point(
+    workload: str, loader: str = "{num_workers: 0}", rungs: str = "[host_batch, processed_sample, full]"
+) -> Point:
+    spec = parse_spec(
+        f"name: g\nworkload: {{{workload}, model: linear, device: cpu, batch_size: 4}}\n"
+        f"measure: {{warmup_steps: 1, steps: 3}}\nrungs: {rungs}\nloader: {loader}\n"
+    )
+    (only,) = expand(spec).points
+    return only
+
+
+def rows(tmp_path: Path, p: Point) -> list[dict[str, str]]:
+    outcome = run_point(p, tmp_path, env=DistEnv(hostname="node-a"))
+    assert outcome.failed == 0, [r.error for r in outcome.rows]
+    return results.read_rows(layout.rank_file(layout.point_dir(tmp_path, p.id), 0))
+
+
+def test_a_factorys_dataloader_gets_the_points_settings_and_serves_every_rung(tmp_path: Path) -> None:
+    p = point(
+        f"loader: '{F}:dataloader', loader_args: {{size: 24}}", loader="{num_workers: 1, drop_last: true}"
+    )
+    got = rows(tmp_path, p)
+    assert [(r["rung"], r["status"]) for r in got] == [
+        ("host_batch", "ok"),
+        ("processed_sample", "ok"),
+        ("full", "ok"),
+    ]
+    # The three settings it takes are the point's; the two it does not are its DataLoader's own.
+    assert {
+        (r["num_workers"], r["drop_last"], r["prefetch_factor"], r["persistent_workers"]) for r in got
+    } == {("1", "True", "2", "False")}
+    assert {r["loader_given"] for r in got} == {"torch.utils.data.dataloader.DataLoader"}
+    assert got[-1]["epoch_steps"] == "6"  # 24 samples, batches of 4: its own length
+
+
+def test_settings_a_factory_does_not_take_are_recorded_as_its_loader_has_them(tmp_path: Path) -> None:
+    # The point says num_workers 0; the factory's DataLoader runs 1 worker: the rows say 1.
+    p = point(f"loader: '{F}:fixed_workers', dataset: '{F}:squares'", rungs="[full]")
+    (row,) = rows(tmp_path, p)
+    assert (row["status"], row["num_workers"], row["prefetch_factor"]) == ("ok", "1", "2")
+
+
+def test_a_datamodule_is_asked_for_its_train_dataloader_and_the_sample_rungs_are_skipped(
+    tmp_path: Path,
+) -> None:
+    got = rows(tmp_path, point(f"loader: '{F}:datamodule'"))
+    assert [(r["rung"], r["status"]) for r in got] == [
+        ("host_batch", "ok"),
+        ("processed_sample", "skipped"),
+        ("full", "ok"),
+    ]
+    assert got[1]["error"] == (
+        f"rung processed_sample needs the loader's map-style dataset (.dataset, as a torch DataLoader has); "
+        f"{F}:datamodule's list exposes none: the harness cannot cut its pipeline (device_batch, host_batch "
+        "and full measure it whole)"
+    )
+    assert got[2]["epoch_steps"] == "5"
+
+
+def test_a_factory_that_makes_no_loader_fails_the_point_saying_so(tmp_path: Path) -> None:
+    p = point(f"loader: '{F}:not_a_loader'", rungs="[full]")
+    outcome = run_point(p, tmp_path, env=DistEnv(hostname="node-a"))
+    (row,) = outcome.rows
+    assert row.status == "failed"
+    assert (
+        "the loader factory returned int, which is not iterable (no __iter__) and has no train_dataloader()"
+        in row.error
+    )

@@ -1,0 +1,57 @@
+"""The loader factory's calling convention (harness/workloads/loader_factory.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from harness.workloads import loader_factory
+from harness.workloads.build import WorkloadError
+from tests.fixtures import loaders
+
+
+def test_the_harness_passes_only_what_the_factory_accepts() -> None:
+    assert loader_factory.passed(loaders.dataloader) == (
+        "batch_size",
+        "num_workers",
+        "prefetch_factor",
+        "drop_last",
+    )
+    assert loader_factory.untaken(loaders.dataloader) == ("persistent_workers", "pin_memory")
+    assert loader_factory.passed(loaders.fixed_workers, with_dataset=True) == ("batch_size", "dataset")
+    # **kwargs takes everything: nothing is left to the loader.
+    assert loader_factory.untaken(loaders.datamodule) == ()
+    made = loader_factory.call(
+        loaders.dataloader,
+        "f",
+        {"size": 8},
+        {
+            "batch_size": 4,
+            "num_workers": 0,
+            "prefetch_factor": None,
+            "drop_last": True,
+            "pin_memory": True,
+            "rank": 0,
+        },
+    )
+    assert (made.batch_size, made.drop_last, made.pin_memory, len(made)) == (4, True, False, 2)
+
+
+def test_a_datamodule_is_set_up_for_fit_before_its_train_dataloader() -> None:
+    loader = loader_factory.train_loader(loaders.Module(batch_size=2))
+    assert len(loader) == 5
+
+
+def test_what_is_no_loader_is_named() -> None:
+    with pytest.raises(WorkloadError, match=r"loader 'f' failed to build: TypeError: .*'root'"):
+        loader_factory.call(loaders.needs, "f", {}, {"batch_size": 2})
+
+    class Module:
+        def train_dataloader(self) -> Any:
+            return 3
+
+    with pytest.raises(
+        WorkloadError, match=r"Module.train_dataloader\(\) returned int, which is not iterable"
+    ):
+        loader_factory.train_loader(Module())
