@@ -234,9 +234,18 @@ def expand(spec: Spec) -> Plan:
             *_exclude_notes(excluded, exclude_hits),
             *_script_notes(points),
             *rung_support.plan_notes(_datasets(points), spec.rungs),
-            *stream_shards.plan_notes(points),
+            *stream_shards.plan_notes(_readers(points)),
         ),
     )
+
+
+def _readers(points: list[Point]) -> list[stream_shards.Readers]:
+    """The points' streams and their workers; a script's reads its own, unseen here."""
+    return [
+        stream_shards.Readers(p.index, p.workload.dataset, p.workload.dataset_args, p.loader.num_workers)
+        for p in points
+        if p.workload.script is None
+    ]
 
 
 def _datasets(points: list[Point]) -> list[str | None]:

@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from harness.workloads import registry
-
-if TYPE_CHECKING:  # plan.py calls this module
-    from harness.config.plan import Point
 
 SHARD_NAMES = ("num_shards", "n_shards")
 """How datasets spell their shard count: `to_iterable_dataset(num_shards=)`, `IterableDataset.n_shards`."""
@@ -48,17 +46,25 @@ def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def plan_notes(points: Sequence[Point]) -> list[str]:
+@dataclass(frozen=True, slots=True)
+class Readers:
+    """A point's stream and the workers reading it (plan.py gives them: this module does not
+    know the Point, which plan.py builds with its notes)."""
+
+    index: int
+    dataset: str
+    dataset_args: Mapping[str, Any]
+    num_workers: int
+
+
+def plan_notes(points: Sequence[Readers]) -> list[str]:
     """One line per dataset, shard count and worker count where workers would idle."""
     groups: dict[tuple[str, int, str, int], list[int]] = {}
     for point in points:
-        w = point.workload
-        if w.script is not None:
+        found = declared_shards(point.dataset, point.dataset_args)
+        if found is None or point.num_workers <= found[0]:
             continue
-        found = declared_shards(w.dataset, w.dataset_args)
-        if found is None or point.loader.num_workers <= found[0]:
-            continue
-        groups.setdefault((w.dataset, *found, point.loader.num_workers), []).append(point.index)
+        groups.setdefault((point.dataset, *found, point.num_workers), []).append(point.index)
     return [
         f"points {', '.join(map(str, indices))}: {dataset} has {shards} shard{'s' * (shards != 1)} "
         f"({where}) for num_workers={workers}: {workers - shards} worker(s) of each rank will deliver "

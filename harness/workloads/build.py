@@ -19,11 +19,8 @@ from harness.execution import given_loader, ladder
 from harness.execution.train_step import StepParts, TrainStep
 from harness.naming import type_name
 from harness.workloads import loader_factory, registry
+from harness.workloads.registry import WorkloadError
 from schema.settings import MODEL_LOSS
-
-
-class WorkloadError(RuntimeError):
-    """A factory failed or returned the wrong thing; the message names which and why."""
 
 
 def build_dataset(settings: WorkloadSettings, place: Mapping[str, Any] | None = None) -> Dataset[Any]:

@@ -137,29 +137,26 @@ def call(
 ) -> Any:
     """`factory(**accepted values, **args)`, then the loader in what it made (train_loader).
     Raises registry.FactoryError-free RuntimeErrors naming the factory (WorkloadError)."""
-    from harness.workloads.build import WorkloadError
-
     given = {k: v for k, v in values.items() if k in passed(factory, with_dataset="dataset" in values)}
     try:
         made = factory(**given, **args)
         return train_loader(made)
-    except WorkloadError:
+    except registry.WorkloadError:
         raise
     except Exception as e:
-        raise WorkloadError(f"loader {name!r} failed to build: {type(e).__name__}: {e}") from e
+        raise registry.WorkloadError(f"loader {name!r} failed to build: {type(e).__name__}: {e}") from e
 
 
 def train_loader(made: Any) -> Any:
     """The iterable of batches in what a factory made: the thing itself, or a DataModule's
     train_dataloader() (after prepare_data() and setup("fit"), as Lightning's Trainer calls them)."""
     from harness.naming import type_name
-    from harness.workloads.build import WorkloadError
 
     if _iterable(made):
         return made
     make = getattr(made, "train_dataloader", None)
     if not callable(make):
-        raise WorkloadError(
+        raise registry.WorkloadError(
             f"the loader factory returned {type_name(made)}, which is not iterable (no __iter__) "
             "and has no train_dataloader(); return the loader, or a DataModule"
         )
@@ -169,7 +166,7 @@ def train_loader(made: Any) -> Any:
             method(*hook_args)
     loader = make()
     if not _iterable(loader):
-        raise WorkloadError(
+        raise registry.WorkloadError(
             f"{type_name(made)}.train_dataloader() returned {type_name(loader)}, which is not iterable"
         )
     return loader

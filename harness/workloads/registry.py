@@ -1,4 +1,5 @@
-"""Names of the built-in datasets and models, and loading of a user's `package.module:factory`.
+"""The built-in datasets and models (their names: schema/workload_names.py), and loading of a
+user's `package.module:factory`.
 
 The tables hold import paths, not objects, so that validating a spec does not import torch
 until a factory is actually needed. What a built-in accepts is kept here as data too
@@ -11,24 +12,14 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-DATASETS: dict[str, str] = {
-    "fake_cifar": "harness.workloads.fake_cifar:FakeCIFAR",
-    "starved": "harness.workloads.starved:StarvedDataset",
-    "image_folder": "harness.workloads.image_folder:ImageFolderDataset",
-    "image_shards": "harness.workloads.image_shards:ImageShardsDataset",
-}
-
-MODELS: dict[str, str] = {
-    "resnet18": "harness.workloads.models:resnet18",
-    "resnet50": "harness.workloads.models:resnet50",
-    "toy_conv": "harness.workloads.models:toy_conv",
-    "linear": "harness.workloads.models:linear",
-    "emulated": "harness.workloads.emulated:emulated",
-}
+# The names themselves are the shared schema's (settings' rules check them); resolve() and
+# the callers that pass a table to it read them here.
+from schema.workload_names import DATASETS as DATASETS
+from schema.workload_names import MODELS as MODELS
+from schema.workload_names import is_factory_path
 
 EMULATED_STEP_MS = 60.0
 """The emulated model's step when model_args gives none (harness/workloads/emulated.py); here,
@@ -68,16 +59,14 @@ UINT8_DATASETS: frozenset[str] = frozenset({"fake_cifar", "image_folder", "image
 BYTES_DATASETS: frozenset[str] = frozenset({"image_folder", "image_shards"})
 """The built-in datasets with read_bytes() and decode() (what the raw_bytes rung needs)."""
 
-FACTORY_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
-"""`package.module:factory`, the factory possibly an attribute path (`datasets:Dataset.from_dict`)."""
+
+class WorkloadError(RuntimeError):
+    """A factory failed or returned the wrong thing; the message names which and why. Here, not
+    in build.py, so that loader_factory.py (which build.py imports) raises it too."""
 
 
 class FactoryError(ValueError):
     """A dataset or model name that cannot be turned into a factory; the message says why."""
-
-
-def is_factory_path(name: str) -> bool:
-    return FACTORY_PATH.match(name) is not None
 
 
 def resolve(name: str, table: Mapping[str, str], kind: str) -> Callable[..., Any]:
