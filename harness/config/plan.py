@@ -240,11 +240,12 @@ def expand(spec: Spec) -> Plan:
 
 
 def _readers(points: list[Point]) -> list[stream_shards.Readers]:
-    """The points' streams and their workers; a script's reads its own, unseen here."""
+    """The points' streams and their workers; a script's reads its own, unseen here, and a
+    loader factory with no dataset has none to count."""
     return [
         stream_shards.Readers(p.index, p.workload.dataset, p.workload.dataset_args, p.loader.num_workers)
         for p in points
-        if p.workload.script is None
+        if p.workload.script is None and p.workload.dataset is not None
     ]
 
 

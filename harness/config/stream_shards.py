@@ -29,6 +29,8 @@ def declared_shards(dataset: str, dataset_args: Mapping[str, Any]) -> tuple[int,
         count = _count(dataset_args.get(name))
         if count is not None:
             return count, f"dataset_args.{name}"
+    if dataset in registry.DATASETS:
+        return None  # the built-ins are map-style, and importing them would import torch
     try:
         factory = registry.resolve(dataset, registry.DATASETS, "dataset")
     except registry.FactoryError:
