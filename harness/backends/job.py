@@ -68,15 +68,19 @@ class PassJob(submitit.helpers.Checkpointable):
         require_run_extra("a submitted job")
         from harness.backends.limit import job_limit, run_limited
         from harness.config.plan import Point
-        from harness.execution.dist import destroy_process_group, rank_environment
+        from harness.execution.dist import destroy_process_group, point_port, rank_environment, with_port
 
         _job_logging()
         _threads_from_allocation()
-        env = rank_environment()
+        job_env = rank_environment()
         sweep_dir = Path(self.sweep_dir)
         ended = []
         for n, data in enumerate(points_json, 1):
             point = Point.from_json(data)
+            # A port a point: every rank counts the same points in the same order, so they agree.
+            env = job_env
+            if job_env.distributed:
+                env = with_port(job_env, point_port(job_env.master_port, n - 1))
             log.info(
                 "[%d/%d] point %s on %s, rank %d of %d",
                 n,

@@ -20,7 +20,7 @@ import re
 import socket
 import zlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from harness.execution import waiting
@@ -66,6 +66,22 @@ resubmitted point of this project's Slurm tests did)."""
 def job_port(job_id: str) -> int:
     """The rendezvous port of the job `job_id` (its array task's id: 294_0)."""
     return JOB_PORTS[zlib.crc32(job_id.encode()) % len(JOB_PORTS)]
+
+
+def point_port(port: int, n: int) -> int:
+    """The rendezvous port of the n-th point (from 0) of a job that runs several points in the
+    same rank processes (the local backend's PassJob): the job's port moved n places within
+    JOB_PORTS. Each point's group gets a port and a TCPStore of its own: a group destroyed and
+    made again on the same port in the same process did not meet (gloo's connectFullMesh timed
+    out after 200 s on every point but the first: the ranks' stores were not the one server)."""
+    return JOB_PORTS.start + (port - JOB_PORTS.start + n) % len(JOB_PORTS)
+
+
+def with_port(env: DistEnv, port: int) -> DistEnv:
+    """`env` with its rendezvous on `port`, exported as MASTER_PORT (what env:// reads, and what
+    a script point's ranks are given)."""
+    os.environ["MASTER_PORT"] = str(port)
+    return replace(env, master_port=port)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -28,7 +28,10 @@ def ladder(
     """Rows with chosen steps/s (and loader capacities), written by the harness's writer. A
     slow (or fast) spell moves every rung of a repeat alike (the ABC ABC order); a small
     alternating wobble per rung keeps the repeats from agreeing to the last digit. Repeat 0
-    holds the chosen figures, and stays the median."""
+    holds the chosen figures, and stays the median. A map-style data set (its length in
+    dataset_samples, as the harness records it) unless the test says otherwise: rows without a
+    length read as a stream's, whose caching what-if is given unsized."""
+    columns.setdefault("dataset_samples", 50_000)
     rows = []
     for i, (rung, rate) in enumerate(rates.items()):
         for repeat in range(repeats):

@@ -254,3 +254,14 @@ def test_device_id_only_where_torch_takes_it(monkeypatch: pytest.MonkeyPatch) ->
     assert arguments == dict(
         backend="nccl", init_method="env://", rank=0, world_size=2, timeout=timedelta(seconds=60)
     )
+
+
+def test_each_point_of_a_pass_job_meets_on_a_port_of_its_own() -> None:
+    """A group destroyed and made again on the same port in the same ranks did not meet (gloo's
+    connectFullMesh timed out on every point of a local pass but the first): each point of a
+    PassJob gets the job's port moved by its place, inside JOB_PORTS, the same on every rank."""
+    from harness.execution.dist import JOB_PORTS, point_port
+
+    assert [point_port(20010, n) for n in range(3)] == [20010, 20011, 20012]
+    assert point_port(JOB_PORTS.stop - 1, 1) == JOB_PORTS.start  # wraps, never past the range
+    assert len({point_port(31000, n) for n in range(50)}) == 50
