@@ -31,6 +31,8 @@ def declared_shards(dataset: str, dataset_args: Mapping[str, Any]) -> tuple[int,
         count = _count(dataset_args.get(name))
         if count is not None:
             return count, f"dataset_args.{name}"
+    if dataset in registry.DATASETS:
+        return None  # the built-ins are map-style, and importing them would import torch
     try:
         factory = registry.resolve(dataset, registry.DATASETS, "dataset")
     except registry.FactoryError:
@@ -53,8 +55,8 @@ def plan_notes(points: Sequence[Point]) -> list[str]:
     groups: dict[tuple[str, int, str, int], list[int]] = {}
     for point in points:
         w = point.workload
-        if w.script is not None:
-            continue
+        if w.script is not None or w.dataset is None:
+            continue  # a script reads its own, unseen here; a loader factory's has none to count
         found = declared_shards(w.dataset, w.dataset_args)
         if found is None or point.loader.num_workers <= found[0]:
             continue
