@@ -9,9 +9,8 @@ from __future__ import annotations
 import re
 
 # From the bound (everything cached on the device) down to the full pipeline; the drop between
-# two neighbours is the cost of the stage between them: the method of C. Rand, "A Caching Strategy
-# for Identifying Bottlenecks on the Data Input Pipeline" (2025),
-# https://towardsdatascience.com/a-caching-strategy-for-identifying-bottlenecks-on-the-data-input-pipeline/
+# two neighbours is the cost of the stage between them: the method of C. Rand's caching article
+# (Towards Data Science, 2025; his articles: https://towardsdatascience.com/author/chaimrand/)
 LADDER: tuple[str, ...] = (
     "device_batch",
     "host_batch",

@@ -226,7 +226,7 @@ class WorkloadSettings:
     zero_grad_set_to_none: bool = setting(
         # PyTorch 2's default; the optimisation sequence of C. Rand's "PyTorch Model Performance
         # Analysis and Optimization" starts from false:
-        # https://towardsdatascience.com/pytorch-model-performance-analysis-and-optimization-10c3c5822869
+        # https://towardsdatascience.com/author/chaimrand/
         True,
         check=is_bool,
         allowed=BOOL,

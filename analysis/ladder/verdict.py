@@ -1,7 +1,7 @@
 """The caching ladder's verdict, the judgement: per point and node, the rung table and whether
 the input pipeline keeps up with the device, and if not, which stage costs the most (C. Rand,
-"A Caching Strategy for Identifying Bottlenecks on the Data Input Pipeline",
-https://towardsdatascience.com/a-caching-strategy-for-identifying-bottlenecks-on-the-data-input-pipeline/).
+the caching article, Towards Data Science 2025, listed at
+https://towardsdatascience.com/author/chaimrand/).
 Its words are analysis.ladder.verdict_text's.
 
 With parallel workers a step takes about max(device step, loader work ÷ workers). A drop in

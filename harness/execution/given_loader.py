@@ -68,6 +68,13 @@ def own_settings(loader: DataLoader[Any], point: LoaderSettings) -> LoaderSettin
     return reported(loader, point, ())
 
 
+def _own_set_epoch(loader: Any, epoch: int) -> None:
+    """A loader of its own is told the epoch where it takes one (litdata's, a nodes Loader's)."""
+    set_epoch = getattr(loader, "set_epoch", None)
+    if callable(set_epoch):
+        set_epoch(epoch)
+
+
 class IterStream:
     """Batches from any iterable, epoch after epoch: a new iter() at each end."""
 
@@ -80,20 +87,9 @@ class IterStream:
         """Batches the loader may hold ready (its prefetch, where the point set it)."""
 
     def next(self) -> Any:
-        if self.iterator is None:
-            self.iterator = iter(self.loader)
-        try:
-            return next(self.iterator)
-        except StopIteration:
-            self.epoch += 1
-            set_epoch = getattr(self.loader, "set_epoch", None)
-            if callable(set_epoch):
-                set_epoch(self.epoch)
-            self.iterator = iter(self.loader)
-            try:
-                return next(self.iterator)
-            except StopIteration:
-                raise RuntimeError(f"the loader {type_name(self.loader)} yields no batch") from None
+        return ladder.next_across_epochs(
+            self, _own_set_epoch, lambda loader: f"the loader {type_name(loader)} yields no batch"
+        )
 
     def ready(self) -> int | None:
         return None  # a loader of its own: its queues are not ours to read

@@ -219,18 +219,7 @@ class LoaderStream:
             ) from None
 
     def _next(self) -> Any:
-        if self.iterator is None:
-            self.iterator = iter(self.loader)
-        try:
-            return next(self.iterator)
-        except StopIteration:
-            self.epoch += 1
-            _set_epoch(self.loader, self.epoch)
-            self.iterator = iter(self.loader)
-            try:
-                return next(self.iterator)
-            except StopIteration:
-                raise RuntimeError(_no_batch(self.loader)) from None
+        return next_across_epochs(self, _set_epoch, _no_batch)
 
     def idle_workers(self) -> int | None:
         """Workers of this loader that have delivered no batch so far (None without workers)."""
@@ -296,6 +285,26 @@ def _length(loader: DataLoader[Any]) -> int | None:
         return len(loader)
     except TypeError:  # a stream without __len__
         return None
+
+
+def next_across_epochs(stream: Any, announce: Callable[[Any, int], None], empty: Callable[[Any], str]) -> Any:
+    """The next batch of `stream.loader`, epoch after epoch, as a training loop takes them: at
+    an epoch's end a new iter(), `stream.epoch` advanced and announced to the loader's parts
+    (`announce(loader, epoch)`) first; an iterator that yields nothing even then raises
+    RuntimeError(`empty(loader)`). `stream` keeps `loader`, `iterator` and `epoch` (LoaderStream,
+    given_loader.IterStream)."""
+    if stream.iterator is None:
+        stream.iterator = iter(stream.loader)
+    try:
+        return next(stream.iterator)
+    except StopIteration:
+        stream.epoch += 1
+        announce(stream.loader, stream.epoch)
+        stream.iterator = iter(stream.loader)
+        try:
+            return next(stream.iterator)
+        except StopIteration:
+            raise RuntimeError(empty(stream.loader)) from None
 
 
 def _no_batch(loader: DataLoader[Any]) -> str:

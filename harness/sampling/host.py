@@ -284,7 +284,8 @@ class HostSampler:
         )
 
     def _loader_threads_s(self) -> float:
-        """CPU seconds of the loader's threads in this process, those that exited included."""
+        """CPU seconds of the loader's threads in this process, those that exited included (up to
+        their last read: what a thread spent after it, before exiting, counts as main's)."""
         if self.pid != os.getpid():
             return 0.0  # another process's Python threads are not ours to list
         wanted = loader_thread_ids()

@@ -1,6 +1,6 @@
 """FakeCIFAR: CIFAR-shaped uint8 images held in memory; Resize, ToTensor, Normalize (C. Rand,
 "PyTorch Model Performance Analysis and Optimization",
-https://towardsdatascience.com/pytorch-model-performance-analysis-and-optimization-10c3c5822869).
+https://towardsdatascience.com/author/chaimrand/).
 
 Optionally a reader that waits for storage: with `read_ms`, every read (load_raw, the storage stage
 of the caching ladder) waits that long, as on a network file system; with `stall_ms` and

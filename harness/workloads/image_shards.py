@@ -1,6 +1,6 @@
 """The same images packed into a few large shard files (C. Rand's caching article, its tips: "group
 small samples into larger files";
-https://towardsdatascience.com/a-caching-strategy-for-identifying-bottlenecks-on-the-data-input-pipeline/):
+https://towardsdatascience.com/author/chaimrand/):
 one open per shard per worker, then positioned reads, instead of an open per image. `harness
 make-data DIR --shards K` writes them.
 

@@ -1,5 +1,5 @@
 """The deliberately starved pipeline of C. Rand's caching article: random large images, a costly
-mask dilation (https://towardsdatascience.com/a-caching-strategy-for-identifying-bottlenecks-on-the-data-input-pipeline/).
+mask dilation (https://towardsdatascience.com/author/chaimrand/).
 
 Each raw sample is a fresh random `input_size`² RGB image (the article's 1024×1024); the
 transforms are the article's: PILToTensor, RandomCrop, RandomMask (scipy 4-neighbour

@@ -392,8 +392,9 @@ def test_an_interrupted_sweep_is_completed_by_resume_each_point_measured_once(
 
 def test_a_local_job_that_outlives_its_killed_run_is_left_to_end_and_never_run_twice(tmp_path: Path) -> None:
     """`kill PID` of the harness process alone: submitit's local job runs on (it is made to
-    outlive the process that submits it). status must call its point running, and resume must
-    let it end before running the others here (one point at a time), never run it again."""
+    outlive the process that submits it). The job holds the whole pass (PassJob: its points one
+    after the other in the same ranks), so status must call each of its points running, and
+    resume must let it end before running anything here, and never run its points again."""
     (tmp_path / "slow.yaml").write_text(SLOW.replace("delay: 0.25", "delay: 1.0"))
     run = start(["run", "slow.yaml", "--backend", "local"], tmp_path)
     deadline = time.time() + 120
@@ -401,27 +402,28 @@ def test_a_local_job_that_outlives_its_killed_run_is_left_to_end_and_never_run_t
         assert time.time() < deadline, "no job was started"
         time.sleep(0.1)
     sweep = found[0].parent
-    (entry,) = json.loads((sweep / "jobs.json").read_text())
+    entries = json.loads((sweep / "jobs.json").read_text())
+    assert len(entries) == 3 and len({e["job_id"] for e in entries}) == 1  # one job for the pass
     os.kill(run.pid, signal.SIGKILL)  # the harness process alone, not its group
     run.wait(timeout=30)  # not communicate(): the orphan holds the pipes open
-    orphan = f"pid {entry['job_id']} on {socket.gethostname()}"
+    orphan = f"pid {entries[0]['job_id']} on {socket.gethostname()}"
 
     status = harness("status", str(sweep), cwd=tmp_path)
-    row = next(line for line in status.stdout.splitlines() if entry["point_id"] in line)
-    assert f"RUNNING ({orphan})" in row and " running " in row
-    assert f"run here the 2 point(s) without complete results: harness resume {sweep}" in status.stdout
+    first = next(line for line in status.stdout.splitlines() if entries[0]["point_id"] in line)
+    assert f"RUNNING ({orphan})" in first
 
     resumed = harness("resume", str(sweep), cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
-    assert resumed.stdout.startswith(
-        f"waiting for 1 point(s) whose local job outlived its harness run ({entry['point_id']}: {orphan}): "
-        "points run here one at a time\n"
+    assert resumed.stdout == (
+        "3 point(s) with a live job (3 running): left alone\n"
+        "nothing to resume: every other point has complete results\n"
     )
-    assert "running the 2 point(s) without complete results here (local)" in resumed.stdout
-    after = rows_by_point(sweep)
-    assert len(after) == 3 and all(len(rows) == 1 for rows in after.values())
-    started = [e["point_id"] for e in json.loads((sweep / "jobs.json").read_text())]
-    assert sorted(started) == sorted(after)  # every point started once: the orphan's was not run again
+    deadline = time.time() + 180  # the orphan ends its pass on its own
+    while len(after := rows_by_point(sweep)) < 3:
+        assert time.time() < deadline, "the orphaned job did not finish its pass"
+        time.sleep(0.5)
+    assert all(len(rows) == 1 for rows in after.values())  # every point measured once
+    assert len(json.loads((sweep / "jobs.json").read_text())) == 3  # the orphan's pass not run again
     run.stdout.close()
     run.stderr.close()
 

@@ -460,14 +460,24 @@ def test_a_cheap_user_pipeline_names_nothing(tmp_path: Path) -> None:
 
 
 def test_a_runtime_mistake_is_a_failed_row_that_says_what_to_change(tmp_path: Path) -> None:
-    spec = parse_spec(
+    """A loss left per sample fails each rung with what to change; the Hugging Face-shaped model
+    with no loss given trains on its own output's loss (it failed with 'give workload.loss'
+    before the model's own loss became the default)."""
+    text = (
         f"name: user\nworkload: {{dataset: '{P}:tokens', model: '{P}:tiny_lm', collate: '{P}:pad_collate', "
-        "batch_size: 2, device: cpu}\nmeasure: {warmup_steps: 1, steps: 2}\nrungs: [host_batch, full]\n"
+        "LOSS batch_size: 2, device: cpu}\nmeasure: {warmup_steps: 1, steps: 2}\nrungs: [host_batch, full]\n"
     )
-    (point,) = expand(spec).points
-    outcome = run_point(point, tmp_path)
+    (mistaken,) = expand(parse_spec(text.replace("LOSS", f"loss: '{P}:per_sample_loss',"))).points
+    outcome = run_point(mistaken, tmp_path / "mistaken")
     assert (outcome.ok, outcome.failed) == (0, 2)  # and the sweep goes on: each rung has its row
-    assert all("give workload.loss" in row.error for row in outcome.rows)
+    assert all(
+        row.error
+        == f"StepError: loss '{P}:per_sample_loss' returned a tensor of shape (2,), not a scalar tensor: "
+        "reduce it in loss_fn(output, batch) (e.g. .mean())"
+        for row in outcome.rows
+    )
+    (own,) = expand(parse_spec(text.replace("LOSS", ""))).points
+    assert (run_point(own, tmp_path / "own").ok, len(own.rungs)) == (2, 2)
 
 
 def test_a_cached_rungs_sampler_is_built_on_the_users_dataset() -> None:

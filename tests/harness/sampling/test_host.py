@@ -232,9 +232,13 @@ def test_a_thread_based_loaders_threads_count_as_loader_cores_when_asked(as_load
     sampler = RankSampler(hz=20.0, gpu=False)
     sampler.threads_as_loader(as_loader)
     with sampler, sampler.phase("burn") as ph:
-        reader = threading.Thread(target=burn, args=(0.3,), name="reader")
+        # The reader idles 0.5 s (10 sampler periods) after burning, then exits before the phase
+        # ends: its time is kept. The CPU it spends after the sampler's last read of it is the
+        # process's, not a thread's any more, and counts as main (at most one period of it);
+        # on a loaded machine the read can lag, hence the idle tail.
+        reader = threading.Thread(target=lambda: (burn(0.3), time.sleep(0.5)), name="reader")
         reader.start()
-        reader.join()  # exited before the phase ends: its time is kept
+        reader.join()
     summary = ph.summary()
     assert ph.seconds is not None
     loader_s, main_s = summary["loader_cores"] * ph.seconds, summary["main_cores"] * ph.seconds
