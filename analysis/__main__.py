@@ -103,7 +103,7 @@ def report_main(args: argparse.Namespace) -> int:
     if report.points == 0:
         return 1
     if report.expectations_failed:
-        return 3  # schema.expect.EXIT_EXPECTATION_FAILED: a CI job or nightly sbatch acts on it
+        return 3  # harness_schema.expect.EXIT_EXPECTATION_FAILED: a CI job or nightly sbatch acts on it
     return 0
 
 
@@ -111,7 +111,7 @@ def export_main(paths: Sequence[str], fmt: str, output: Path | None) -> int:
     """Write the tidy rows to `output`: exit 0, 1 when there are no rows, 2 without -o or when
     the file cannot be written. Reading problems go to stderr, as warnings."""
     from analysis.export import tidy, tidy_bytes
-    from schema.atomic import atomic_write_bytes
+    from harness_schema.atomic import atomic_write_bytes
 
     if output is None:
         print(f"analysis: --format {fmt} writes a file: give it with -o FILE", file=sys.stderr)
@@ -162,7 +162,7 @@ def compare_main(args: argparse.Namespace) -> int:
 
 
 def _write(path: Path, text: str) -> bool:
-    from schema.atomic import atomic_write_bytes
+    from harness_schema.atomic import atomic_write_bytes
 
     try:
         atomic_write_bytes(path, (text if text.endswith("\n") else text + "\n").encode())

@@ -30,10 +30,10 @@ import statistics
 import pandas as pd
 
 from analysis import noise
-from schema import rungs as rung_names
-from schema import settings
+from harness_schema import rungs as rung_names
+from harness_schema import settings
 
-# The settings a row carries, as declared once in schema/settings.py.
+# The settings a row carries, as declared once in harness_schema/settings.py.
 WORKLOAD_COLUMNS = list(settings.WORKLOAD_COLUMNS)
 LOADER_COLUMNS = list(settings.LOADER_COLUMNS)
 SETTING_COLUMNS = ["sequence_step", *WORKLOAD_COLUMNS, *LOADER_COLUMNS, "device", "steps"]

@@ -1,6 +1,6 @@
 """Expectations checked against results: each figure, its bound, pass or fail.
 
-The spec's `expect:` section (declared and validated in schema/expect.py) is read from
+The spec's `expect:` section (declared and validated in harness_schema/expect.py) is read from
 each sweep's saved spec.yaml, so `harness report` checks an old sweep as `harness run` did. An
 entry is checked on every point it matches, on the figures the tables show (per point and
 node, the median over its runs, i.e. its repeats): its worst point decides. An entry that
@@ -29,9 +29,9 @@ import pandas as pd
 from analysis import noise
 from analysis.aggregate import add_nodes, summarize, table_rows
 from analysis.load import load_meta
-from schema.expect import Expectation, parse_expect
-from schema.rungs import BOUND_RUNGS
-from schema.yaml_lines import YamlSyntaxError, load_yaml_with_lines
+from harness_schema.expect import Expectation, parse_expect
+from harness_schema.rungs import BOUND_RUNGS
+from harness_schema.yaml_lines import YamlSyntaxError, load_yaml_with_lines
 
 """The rung whose steps/s is the device's demand, as analysis/ladder/verdict.py picks it."""
 

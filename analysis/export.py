@@ -5,7 +5,7 @@ the node, and what the result was measured on.
     harness report results/grid --format parquet -o grid.parquet
     harness report results/grid --format json -o grid.json   # records: one object per row
 
-The columns: the row schema of rank<k>.csv (schema/rows.py: the ids, every setting
+The columns: the row schema of rank<k>.csv (harness_schema/rows.py: the ids, every setting
 column, the figures), then `node` and `node_type` (as the report groups them), the provenance
 read from meta-rank<k>.json (`device_name`, `gpu_count`, `torch_version`, `cuda_version`,
 `python_version`, `git_commit`, `meta_hostname`), and where each row came from (`sweep_dir`,
@@ -26,7 +26,7 @@ import pandas as pd
 
 from analysis.aggregate import add_nodes
 from analysis.load import ADDED_COLUMNS, META_COLUMNS, load_meta, load_results
-from schema.rows import BOOL_COLUMNS, ROW_COLUMNS
+from harness_schema.rows import BOOL_COLUMNS, ROW_COLUMNS
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ from typing import Any
 
 import pandas as pd
 
-from schema.layout import ROW_FILE
-from schema.reading import UnreadableFile, read_json, read_row_file, read_text
-from schema.rows import BOOL_COLUMNS, NUMBER_COLUMNS, ROW_COLUMNS
+from harness_schema.layout import ROW_FILE
+from harness_schema.reading import UnreadableFile, read_json, read_row_file, read_text
+from harness_schema.rows import BOOL_COLUMNS, NUMBER_COLUMNS, ROW_COLUMNS
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ def sweep_dir_of(row_file: Path) -> Path:
     return row_file.parent
 
 
-# The one reader of rank files (schema/reading.py): what status and resume count as
+# The one reader of rank files (harness_schema/reading.py): what status and resume count as
 # done is what the report reads. BadFile keeps its old name for notebooks.
 BadFile = UnreadableFile
 

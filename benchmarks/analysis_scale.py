@@ -31,8 +31,8 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis.render.report import build_report
-from schema import layout
-from schema import rows as results
+from harness_schema import layout
+from harness_schema import rows as results
 
 NODE_TYPES = (("NVIDIA A100-SXM4-80GB", 8), ("NVIDIA V100-SXM2-32GB", 4))
 

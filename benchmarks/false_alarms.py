@@ -30,9 +30,9 @@ from harness.config.spec import parse_spec
 from harness.execution.dist import DistEnv
 from harness.execution.runner import run_point
 from harness.storage.sweep import create_sweep
-from schema import layout
-from schema import rows as results
-from schema.atomic import atomic_write_text
+from harness_schema import layout
+from harness_schema import rows as results
+from harness_schema.atomic import atomic_write_text
 
 SPEC = """\
 name: same

@@ -45,7 +45,7 @@ from harness.execution.runner import run_point
 from harness.execution.train_step import TrainStep
 from harness.storage.sweep import create_sweep
 from harness.workloads.emulated import emulated
-from schema.settings import LoaderSettings
+from harness_schema.settings import LoaderSettings
 from tests.fixtures.workloads import AddOne, Sleep, StagedDataset, ToTensor
 
 CPU = ladder.Placement(device=torch.device("cpu"))

@@ -49,7 +49,7 @@ from analysis.aggregate import summarize
 from analysis.grid.recommend import recommend, undecided_points
 from analysis.load import load_results
 from harness.backends.adaptive import plan_round
-from schema.settings import DEFAULT_MAX_REPEATS
+from harness_schema.settings import DEFAULT_MAX_REPEATS
 from tests.fixtures import truth_grids
 
 Outcome = tuple[str, bool, int | None]

@@ -34,7 +34,7 @@ import torch
 
 from harness.execution import ladder, loop
 from harness.execution.loop import LoopTimes, timed_loop
-from schema.settings import LoaderSettings
+from harness_schema.settings import LoaderSettings
 from tests.fixtures.workloads import slow_read
 
 CPU = ladder.Placement(device=torch.device("cpu"))

@@ -33,8 +33,8 @@ from harness.exits import EXIT_BAD_INPUT, EXIT_FAILED_POINTS, EXIT_INTERRUPTED, 
 from harness.extras import MissingExtra
 from harness.storage.lock import SweepHeld
 from harness.text_tables import TABLE_FORMATS
-from schema.atomic import CannotWrite
-from schema.reading import UnreadableFile
+from harness_schema.atomic import CannotWrite
+from harness_schema.reading import UnreadableFile
 
 log = logging.getLogger("harness")
 
@@ -415,7 +415,7 @@ def cmd_sbatch(args: argparse.Namespace) -> int:
 def _portable_sbatch(args: argparse.Namespace) -> int:
     """A script that re-reads its spec when the job runs, to keep in git (sbatch/)."""
     from harness.backends.slurm import portable_script
-    from schema.atomic import atomic_write_text
+    from harness_schema.atomic import atomic_write_text
 
     if args.overrides:
         # The committed script reads the spec file when it runs: an override would be lost.

@@ -11,7 +11,7 @@ resume SWEEP` goes on.
 
 from __future__ import annotations
 
-from schema.expect import EXIT_EXPECTATION_FAILED
+from harness_schema.expect import EXIT_EXPECTATION_FAILED
 
 EXIT_OK, EXIT_FAILED_POINTS, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 

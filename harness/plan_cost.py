@@ -38,10 +38,10 @@ from dataclasses import dataclass
 from harness.config.plan import Plan, Point
 from harness.config.spec import Spec, SpecError
 from harness.workloads.registry import EMULATED_STEP_MS
-from schema import rungs as rung_names
-from schema.settings import DRAIN_FACTOR
-from schema.slurm_time import time_seconds
-from schema.yaml_lines import load_yaml_with_lines
+from harness_schema import rungs as rung_names
+from harness_schema.settings import DRAIN_FACTOR
+from harness_schema.slurm_time import time_seconds
+from harness_schema.yaml_lines import load_yaml_with_lines
 
 WARN_WORKERS_PER_CORE = 2
 REFUSE_WORKERS_PER_CORE = 16

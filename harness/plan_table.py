@@ -17,7 +17,7 @@ from harness.execution.loop_length import batches_before_run
 from harness.plan_cost import point_cost, sweep_lines, warmup_cell
 from harness.text_tables import render
 from harness.workloads import registry
-from schema.settings import MODEL_LOSS
+from harness_schema.settings import MODEL_LOSS
 
 
 def plan_text(plan: Plan, overrides: Sequence[str], results_root: Path, fmt: str = "terminal") -> str:

@@ -66,7 +66,7 @@ from harness.execution.loop_length import CLOSING, batches_per_loop
 from harness.execution.script import ProbeJob
 from harness.naming import type_name
 from harness.workloads.loader_factory import train_loader
-from schema.settings import LOADER_COLUMNS, LoaderSettings
+from harness_schema.settings import LOADER_COLUMNS, LoaderSettings
 
 __all__ = [
     "Settings",
@@ -691,8 +691,8 @@ def _end() -> None:
 
 def _done(job: ProbeJob) -> set[tuple[str, int]]:
     """The units every rank of the point has a row for (a resumed point skips them)."""
-    from schema import layout
-    from schema.rows import completed_units
+    from harness_schema import layout
+    from harness_schema.rows import completed_units
 
     if not job.skip_done:
         return set()

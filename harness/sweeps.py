@@ -206,8 +206,8 @@ def _numbered(points: Sequence[Point], sweep_dir: Path) -> list[list[Point]]:
 def next_pass(sweep_dir: Path) -> int:
     """The number of the sweep's next pass: one past the highest run_pass of its rows."""
     from harness.storage.sweep import load_info, load_points
-    from schema import layout
-    from schema.reading import read_point
+    from harness_schema import layout
+    from harness_schema.reading import read_point
 
     world_size = load_info(sweep_dir).world_size
     done = [
@@ -220,8 +220,8 @@ def _failed_wholly(sweep_dir: Path, point: Point) -> bool:
     """Every unit of the point so far has a failed row (a workload that does not build, no
     device): a point run again per pass would fail as many times."""
     from harness.storage.sweep import load_info
-    from schema import layout
-    from schema.reading import read_point
+    from harness_schema import layout
+    from harness_schema.reading import read_point
 
     rows = read_point(layout.point_dir(sweep_dir, point.id), load_info(sweep_dir).world_size)
     return bool(rows.units) and rows.failed == rows.units
@@ -232,8 +232,8 @@ def lacking(points: Sequence[Point], sweep_dir: Path) -> dict[str, list[int]]:
     rank yet: what a run of the point measures (an interrupted pass, resumed, measures each
     missing unit once)."""
     from harness.storage.sweep import load_info
-    from schema import layout
-    from schema.reading import read_point
+    from harness_schema import layout
+    from harness_schema.reading import read_point
 
     world_size = load_info(sweep_dir).world_size
     out = {}
@@ -329,7 +329,7 @@ def _resume_backend(sweep_dir: Path, name: str | None) -> tuple[Spec, Backend, P
     local with one task): the rows of one sweep come from points run alike."""
     from harness.config.spec import parse_spec
     from harness.storage.sweep import load_info, load_points
-    from schema.reading import read_sweep_spec
+    from harness_schema.reading import read_sweep_spec
 
     info = load_info(sweep_dir)
     spec = parse_spec(read_sweep_spec(sweep_dir), file=str(sweep_dir / "spec.yaml"))

@@ -17,8 +17,8 @@ else
 fi
 has() { "$py" -c "import $1" >/dev/null 2>&1; }
 if [ -z "${HARNESS_TEST_PYTHON:-}" ] || has ruff; then
-    "$py" -m ruff check harness analysis schema tests benchmarks
-    "$py" -m ruff format --check harness analysis schema tests benchmarks
+    "$py" -m ruff check harness analysis harness_schema tests benchmarks
+    "$py" -m ruff format --check harness analysis harness_schema tests benchmarks
 else
     echo "test.sh: $py has no ruff: lint skipped (pip install ruff, or bring its wheel)"
 fi

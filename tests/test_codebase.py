@@ -12,12 +12,12 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("harness", "analysis", "schema")
+PACKAGES = ("harness", "analysis", "harness_schema")
 MAX_FUNCTION_LINES = 60
 LOADER_SETTINGS = frozenset(
     {"num_workers", "persistent_workers", "pin_memory", "non_blocking", "prefetch_factor", "drop_last"}
 )
-SETTINGS_MODULE = Path("schema/settings.py")
+SETTINGS_MODULE = Path("harness_schema/settings.py")
 
 
 def modules() -> list[Path]:
@@ -94,7 +94,7 @@ def test_the_loader_settings_are_declared_in_one_place() -> None:
 def test_the_worker_only_settings_are_named_once() -> None:
     """What PyTorch refuses without workers (prefetch_factor, persistent_workers) is a rule of
     settings.py (WITHOUT_WORKERS); a module that names them again as a pair restates it."""
-    from schema.settings import WORKER_ONLY
+    from harness_schema.settings import WORKER_ONLY
 
     assert set(WORKER_ONLY) == {"prefetch_factor", "persistent_workers"}
     again = [
@@ -184,10 +184,14 @@ def import_graph() -> dict[str, set[str]]:
     return {name: imported(path, names) for name, path in names.items()}
 
 
-# Which package may import which: schema is the shared, torch-free base; the analysis reads
+# Which package may import which: harness_schema is the shared, torch-free base; the analysis reads
 # result folders alone (a login node, a laptop) and so never imports the harness, which may
 # import it (the report at the end of a run, tune's model).
-MAY_IMPORT = {"schema": {"schema"}, "analysis": {"analysis", "schema"}, "harness": set(PACKAGES)}
+MAY_IMPORT = {
+    "harness_schema": {"harness_schema"},
+    "analysis": {"analysis", "harness_schema"},
+    "harness": set(PACKAGES),
+}
 
 
 def test_the_packages_import_in_one_direction() -> None:
@@ -197,7 +201,7 @@ def test_the_packages_import_in_one_direction() -> None:
         for target in sorted(targets)
         if target.split(".")[0] not in MAY_IMPORT[name.split(".")[0]]
     ]
-    assert not wrong, "harness -> analysis -> schema, never back:\n" + "\n".join(wrong)
+    assert not wrong, "harness -> analysis -> harness_schema, never back:\n" + "\n".join(wrong)
 
 
 def circles(graph: Mapping[str, set[str]]) -> list[list[str]]:

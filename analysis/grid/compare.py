@@ -34,7 +34,7 @@ from analysis import noise
 from analysis.aggregate import LOADER_COLUMNS, WORKLOAD_COLUMNS, summarize, type_label
 from analysis.load import Loaded, SweepPlan, load_meta, load_plan, load_results
 from analysis.render.tables import FORMATS
-from schema.settings import WORKER_ONLY
+from harness_schema.settings import WORKER_ONLY
 
 MATCH_COLUMNS = [*WORKLOAD_COLUMNS, *LOADER_COLUMNS, "rung"]  # dataset_args, model_args included
 # Constant per side and different between them: named as what changed, not matched on.

@@ -41,7 +41,7 @@ import pandas as pd
 
 from analysis import noise
 from analysis.aggregate import LOADER_COLUMNS, WORKLOAD_COLUMNS, table_rows
-from schema.settings import WORKER_ONLY
+from harness_schema.settings import WORKER_ONLY
 
 WITHIN = noise.MARGIN
 """With one run, configurations within 5 % of the best count as tied (untested)."""

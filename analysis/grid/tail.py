@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from analysis.aggregate import LOADER_COLUMNS, WORKLOAD_COLUMNS
-from schema.settings import MIN_PERIODS
+from harness_schema.settings import MIN_PERIODS
 
 TAIL_RATIO = 5.0
 """p99 at least this many times p50: the slow steps are not the typical step."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from schema import rungs as rung_names
+from harness_schema import rungs as rung_names
 
 FIT_SHARE = 0.8
 """Of the job's memory limit, what the ranks' memory and the cache may take together: the rest

@@ -12,7 +12,7 @@ import pandas as pd
 
 from analysis import noise
 from analysis.ladder import caching
-from schema import rungs as rung_names
+from harness_schema import rungs as rung_names
 
 
 @dataclass

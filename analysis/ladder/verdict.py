@@ -42,7 +42,7 @@ from analysis.ladder import caching
 from analysis.ladder import verdict_text as text
 from analysis.ladder.figures import Capacity, Ladder, Sizes, Stage, Verdict
 from analysis.ladder.verdict_text import AT_THE_EDGE, KEEPS_UP, LOSS_OUTSIDE, SHORT, UNDECIDED, stage_between
-from schema import rungs as rung_names
+from harness_schema import rungs as rung_names
 
 SATURATED = 0.90  # busy cores / allotted cores at which the CPU counts as saturated
 STEP_ON_CPU = 0.5  # cores the training process keeps busy on the bound rung: a step on the CPU

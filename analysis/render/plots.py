@@ -28,9 +28,9 @@ from matplotlib.patches import Patch
 from analysis.aggregate import WORKLOAD_COLUMNS, table_rows
 from analysis.grid.recommend import Recommendation
 from analysis.load import SAMPLES_FILE, load_samples
-from schema import rungs as rung_names
-from schema.atomic import atomic_write_bytes
-from schema.settings import WORKER_ONLY
+from harness_schema import rungs as rung_names
+from harness_schema.atomic import atomic_write_bytes
+from harness_schema.settings import WORKER_ONLY
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from tabulate import tabulate
 
 from analysis.aggregate import SAMPLED_COLUMNS, WORKLOAD_COLUMNS, table_rows
 from analysis.grid.tail import heavy_tailed
-from schema import settings
+from harness_schema import settings
 
 # The Jean Zay table's columns, in its order (DLO-JZ, Jour2/tp_dlojz_jour2/dlojz2_3.py): the job,
 # the loader's knobs (every one declared, so a new knob joins the table), the two chronometers. Then ours.

@@ -88,7 +88,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from analysis.noise import MARGIN
-from schema.settings import WORKER_ONLY
+from harness_schema.settings import WORKER_ONLY
 
 MODELLED: tuple[str, ...] = ("num_workers", *WORKER_ONLY)
 """The loader settings the model predicts from the loader's side of the profile."""

@@ -44,8 +44,8 @@ from pathlib import Path
 
 from harness.config.plan import Point
 from harness.storage.sweep import load_points, want_repeats, with_repeats
-from schema import layout
-from schema import rows as results
+from harness_schema import layout
+from harness_schema import rows as results
 
 log = logging.getLogger(__name__)
 

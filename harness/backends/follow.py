@@ -23,7 +23,7 @@ from harness.backends.base import Backend
 from harness.backends.status import PointStatus, advice, scheduler_view, sweep_status
 from harness.storage.sweep import live_owner, load_points
 from harness.text_tables import render
-from schema import rows as results
+from harness_schema import rows as results
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, ClassVar
 from harness.backends.base import no_announcement
 from harness.config.plan import Plan, Point
 from harness.config.spec import Spec
-from schema.settings import LOADER_COLUMNS
+from harness_schema.settings import LOADER_COLUMNS
 
 if TYPE_CHECKING:
     from harness.execution.point import PointOutcome

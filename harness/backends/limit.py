@@ -69,7 +69,7 @@ class PointTimeout(BaseException):
 
 def point_limit(point: Point, slurm_time: str | int | None) -> Limit:
     """The point's limit; `slurm_time`: the spec's slurm.time for a job, None in this process."""
-    from schema.slurm_time import time_seconds
+    from harness_schema.slurm_time import time_seconds
 
     if point.limits.point_minutes is not None:
         return Limit(point.limits.point_minutes * 60, "limits.point_minutes")
@@ -148,7 +148,7 @@ def fail_rest(point: Point, sweep_dir: Path, env: DistEnv, e: BaseException) -> 
 def job_limit(point: Point, sweep_dir: Path) -> Limit:
     """The limit of a point run as a job (local or Slurm): slurm.time from the sweep's spec."""
     from harness.config.spec import SpecError, parse_spec
-    from schema.settings import SlurmConfig
+    from harness_schema.settings import SlurmConfig
 
     spec_file = sweep_dir / "spec.yaml"
     try:

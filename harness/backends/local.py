@@ -25,8 +25,8 @@ from typing import Any, ClassVar
 from harness.backends.base import BackendRefusal, no_announcement
 from harness.config.plan import Plan, Point
 from harness.config.spec import SlurmConfig, Spec
-from schema import layout
-from schema.rows import point_complete
+from harness_schema import layout
+from harness_schema.rows import point_complete
 
 log = logging.getLogger(__name__)
 

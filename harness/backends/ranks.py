@@ -28,7 +28,7 @@ import submitit
 from submitit.local import local as submitit_local
 
 from harness.config.plan import Point
-from schema.atomic import atomic_write_text
+from harness_schema.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from harness.backends.base import BackendRefusal, no_announcement
 from harness.backends.slurm_states import JobState
 from harness.config.plan import Plan, Point
 from harness.config.spec import SlurmConfig, Spec
-from schema.slurm_time import time_seconds
+from harness_schema.slurm_time import time_seconds
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +170,7 @@ def write_standalone_script(plan: Plan, results_root: Path, output: Path) -> tup
     resumed on Slurm) and its script, which runs worker.py, written into `output`; the
     script's path and the sweep's folder."""
     from harness.storage.sweep import create_sweep
-    from schema.atomic import atomic_write_text
+    from harness_schema.atomic import atomic_write_text
 
     sweep_dir = create_sweep(plan, results_root, backend="sbatch", world_size=plan.spec.slurm.world_size)
     folder = standalone_folder(sweep_dir)

@@ -19,8 +19,8 @@ from harness.backends.base import Backend
 from harness.backends.slurm_states import LIVE, StateClass, classify, job_list
 from harness.config.plan import Point
 from harness.storage.sweep import latest_job_entries, live_owner, load_info, load_points, process_alive
-from schema import layout
-from schema.reading import UnreadableFile, read_point, set_aside_units, set_aside_unreadable
+from harness_schema import layout
+from harness_schema.reading import UnreadableFile, read_point, set_aside_units, set_aside_unreadable
 
 # A job neither queued nor in accounting this long after its submission was cancelled before
 # it started (Slurm does not account never-started array tasks); before that, accounting lags.

@@ -15,8 +15,8 @@ from typing import Any
 
 from harness.config import rung_support, stream_shards
 from harness.config.spec import Spec
-from schema import script_flags, settings
-from schema.settings import (
+from harness_schema import script_flags, settings
+from harness_schema.settings import (
     WITHOUT_WORKERS,
     Limits,
     LoaderSettings,
@@ -86,7 +86,7 @@ class Point:
 
     def flag_args(self) -> list[str]:
         """With a script workload, its own flags for the settings the spec names
-        (workload.flags; schema/script_flags.py): what follows its `args`."""
+        (workload.flags; harness_schema/script_flags.py): what follows its `args`."""
         w = self.workload
         values = {k: v for k, v in asdict(self.loader).items() if k not in self.script_keeps}
         if w.batch_size is not None:

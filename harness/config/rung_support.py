@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness.workloads import registry
-from schema import rungs as rung_names
+from harness_schema import rungs as rung_names
 
 _SPLIT = (
     "needs a dataset with load_raw(index) and transform, or load_raw(index) and "

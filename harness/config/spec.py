@@ -1,7 +1,7 @@
 """YAML spec -> typed, frozen Spec. Every error names file, line, dotted field, value, allowed.
 
 The settings, their defaults and what each allows are declared once, in
-`schema/settings.py`; this module checks a YAML document against them. A list under
+`harness_schema/settings.py`; this module checks a YAML document against them. A list under
 `workload` or `loader` is an axis (the plan crosses axes); every other section is scalar
 settings. Structural checks that need the whole spec (zip lengths, exclude and sequence
 fields) happen here too, so that they can point at a line.
@@ -19,10 +19,10 @@ from typing import Any
 from harness.config import sbatch_safe, step_source
 from harness.config.overrides import Override, OverrideError, apply_overrides, dump_merged, parse_override
 from harness.workloads import loader_factory, registry
-from schema import rungs as rung_names
-from schema import script_flags, settings
-from schema.expect import Expectation, parse_expect
-from schema.settings import (
+from harness_schema import rungs as rung_names
+from harness_schema import script_flags, settings
+from harness_schema.expect import Expectation, parse_expect
+from harness_schema.settings import (
     MODEL_LOSS,
     REQUIRED,
     Limits,
@@ -31,7 +31,7 @@ from schema.settings import (
     SamplerConfig,
     SlurmConfig,
 )
-from schema.yaml_lines import LoadedYaml, YamlSyntaxError, load_yaml_with_lines
+from harness_schema.yaml_lines import LoadedYaml, YamlSyntaxError, load_yaml_with_lines
 
 __all__ = ["Measure", "ProfileSpec", "SamplerConfig", "SequenceStep", "SlurmConfig", "Spec", "SpecError"]
 
@@ -109,7 +109,7 @@ class Spec:
     sampler: SamplerConfig
     profile: ProfileSpec | None = None
     expect: tuple[Expectation, ...] = field(default=())
-    """Bounds the results must meet (schema/expect.py); checked after run and report."""
+    """Bounds the results must meet (harness_schema/expect.py); checked after run and report."""
     notes: tuple[str, ...] = field(default=())
     loader_named: frozenset[str] = frozenset()
     """The loader settings the spec names (its loader section, a sequence step): with a script
@@ -352,7 +352,7 @@ def _is_script(c: _Checker, raw: Any) -> bool:
 
 def _check_flags(c: _Checker, given: Mapping[str, Any]) -> None:
     """`workload.flags`, with a script only; an unknown setting or a flag that is none, named
-    (schema/script_flags.py)."""
+    (harness_schema/script_flags.py)."""
     if "flags" not in given:
         return
     if given.get("script") is None:

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from schema import layout
-from schema.reading import UnreadableFile
-from schema.rows import read_rows
+from harness_schema import layout
+from harness_schema.reading import UnreadableFile
+from harness_schema.rows import read_rows
 
 RUNG = "device_batch"
 KEYS = ("from", "point")

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from harness.execution import waiting
-from schema.settings import DEFAULT_DIST_TIMEOUT_S
+from harness_schema.settings import DEFAULT_DIST_TIMEOUT_S
 
 if TYPE_CHECKING:
     import torch

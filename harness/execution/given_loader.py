@@ -26,7 +26,7 @@ from harness.execution import batches, ladder
 from harness.naming import type_name
 from harness.workloads import loader_factory, registry
 from harness.workloads.loader_factory import LOADER_SETTINGS
-from schema.settings import LoaderSettings
+from harness_schema.settings import LoaderSettings
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

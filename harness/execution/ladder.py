@@ -35,8 +35,8 @@ from harness.workloads.contract import (
     WholeSampleDataset,
     folder_split,
 )
-from schema import rungs as rung_names
-from schema.settings import LoaderSettings
+from harness_schema import rungs as rung_names
+from harness_schema.settings import LoaderSettings
 
 
 class RungUnavailable(Exception):

@@ -50,7 +50,7 @@ from typing import Any, Protocol, TypeVar, cast
 
 from harness.execution import steady
 from harness.execution.batches import count_samples
-from schema.settings import DRAIN_FACTOR, MIN_PERIODS
+from harness_schema.settings import DRAIN_FACTOR, MIN_PERIODS
 
 log = logging.getLogger(__name__)
 

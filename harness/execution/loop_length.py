@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from harness.config.plan import Point
-from schema import rungs as rung_names
-from schema.settings import DRAIN_FACTOR
+from harness_schema import rungs as rung_names
+from harness_schema.settings import DRAIN_FACTOR
 
 __all__ = [
     "CLOSING",

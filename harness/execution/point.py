@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING
 from harness.config.plan import Point
 from harness.execution.dist import DistEnv
 from harness.execution.record import RowMaker
-from schema import layout, reading
-from schema import rows as results
-from schema.atomic import clean_temporaries, named
+from harness_schema import layout, reading
+from harness_schema import rows as results
+from harness_schema.atomic import clean_temporaries, named
 
 if TYPE_CHECKING:
     import torch

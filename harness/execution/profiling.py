@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from schema import rungs
+from harness_schema import rungs
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from datetime import datetime, timezone
 from harness.config.plan import Point
 from harness.execution.dist import DistEnv
 from harness.execution.loop import LoopTimes
-from schema.rows import RungRow
-from schema.settings import setting_cells
+from harness_schema.rows import RungRow
+from harness_schema.settings import setting_cells
 
 
 class RowMaker:

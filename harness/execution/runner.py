@@ -40,9 +40,9 @@ from harness.sampling.host import job_memory_limit_bytes, process_tree_memory_by
 from harness.sampling.timeline import Phase, RankSampler, TimelineFile, timeline_name
 from harness.workloads.build import build_workload, loader_parts
 from harness.workloads.emulated import one_host_thread
-from schema import rows as results
-from schema import rungs as rung_names
-from schema.atomic import CannotWrite
+from harness_schema import rows as results
+from harness_schema import rungs as rung_names
+from harness_schema.atomic import CannotWrite
 
 log = logging.getLogger(__name__)
 

@@ -297,7 +297,7 @@ def free_port() -> int:
 def run_script(point: Point, sweep_dir: Path, *, env: DistEnv, skip_done: bool = True) -> PointOutcome:
     """This rank of the point: the script under the probe, then a failed row for every unit
     it left without one."""
-    from schema import layout
+    from harness_schema import layout
 
     script = Path(point.workload.script or "")
     point_path = layout.point_dir(sweep_dir, point.id)
@@ -410,7 +410,7 @@ def account(point: Point, sweep_dir: Path, env: DistEnv, ended: Ended) -> PointO
     """This rank's rows once the script has ended: a failed row for each unit it has none for."""
     from harness.execution.loop_length import batches_per_loop
     from harness.execution.point import PointOutcome, open_point
-    from schema import rows as results
+    from harness_schema import rows as results
 
     opened = open_point(as_run(point, ended.settings), sweep_dir, env, skip_done=True)
     written = opened.written()

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any
 from harness.sampling.base import Sampler
 from harness.sampling.host import DEFAULT_MEMORY_INTERVAL_S, HostReading, HostSampler
 from harness.sampling.nvml import GpuReading, GpuSampler, history_mean
-from schema.atomic import atomic_write_text
-from schema.rows import csv_text
+from harness_schema.atomic import atomic_write_text
+from harness_schema.rows import csv_text
 
 if TYPE_CHECKING:
     import torch

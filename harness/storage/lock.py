@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.storage.sweep import process_alive, process_stamp
-from schema.atomic import named
+from harness_schema.atomic import named
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.config.plan import Plan, Point
-from schema import layout, reading
-from schema import rows as results
-from schema.atomic import CannotWrite, atomic_write_text, named
+from harness_schema import layout, reading
+from harness_schema import rows as results
+from harness_schema.atomic import CannotWrite, atomic_write_text, named
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -59,7 +59,7 @@ from harness.storage.sweep import want_repeats, with_repeats
 from harness.tune.profile import PROFILE_RUNGS, profile
 from harness.tune.rounds import TuneError, Tuner
 from harness.tune.summary import TUNE_FILE, tune_summary
-from schema import layout
+from harness_schema import layout
 
 log = logging.getLogger(__name__)
 

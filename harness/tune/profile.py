@@ -23,7 +23,7 @@ from analysis.tune.windows import FIRST_WINDOWS, WINDOWS, fit_windows, passes_ag
 from harness.config.plan import Point
 from harness.storage.sweep import want_repeats, with_repeats
 from harness.tune.rounds import TuneError, Tuner
-from schema import rungs as rung_names
+from harness_schema import rungs as rung_names
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from analysis.tune.model import (
 from harness.backends.base import Backend
 from harness.config.plan import Plan, Point, point_id, resolve_loader
 from harness.storage.sweep import create_sweep, plan_csv
-from schema import layout
-from schema.atomic import atomic_write_text
+from harness_schema import layout
+from harness_schema.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from harness.execution.train_step import StepParts, TrainStep
 from harness.naming import type_name
 from harness.workloads import loader_factory, registry
 from harness.workloads.registry import WorkloadError
-from schema.settings import MODEL_LOSS
+from harness_schema.settings import MODEL_LOSS
 
 
 def build_dataset(settings: WorkloadSettings, place: Mapping[str, Any] | None = None) -> Dataset[Any]:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from harness.workloads import registry
-from schema.settings import LOADER_COLUMNS
+from harness_schema.settings import LOADER_COLUMNS
 
 LOADER_SETTINGS: tuple[str, ...] = tuple(name for name in LOADER_COLUMNS if name != "non_blocking")
 """The loader settings a factory may take. `non_blocking` is not among them: it is the copy's,
@@ -115,7 +115,7 @@ def axis_over_untaken(
 def rung_notes(name: str, rungs: Sequence[str]) -> list[str]:
     """`harness plan`'s lines on the sample-level rungs of a loader factory: what serves them is
     only known once the loader is built (its `.dataset`)."""
-    from schema import rungs as rung_names
+    from harness_schema import rungs as rung_names
 
     sample = [r for r in rungs if r != "full" and rung_names.is_sample_level(r)]
     if not sample:

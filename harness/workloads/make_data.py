@@ -14,7 +14,7 @@ import numpy as np
 from PIL import Image
 
 from harness.workloads.image_shards import INDEX
-from schema.atomic import atomic_write_text
+from harness_schema.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
 

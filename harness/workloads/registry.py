@@ -1,4 +1,4 @@
-"""The built-in datasets and models (their names: schema/workload_names.py), and loading of a
+"""The built-in datasets and models (their names: harness_schema/workload_names.py), and loading of a
 user's `package.module:factory`.
 
 The tables hold import paths, not objects, so that validating a spec does not import torch
@@ -17,9 +17,9 @@ from typing import Any
 
 # The names themselves are the shared schema's (settings' rules check them); resolve() and
 # the callers that pass a table to it read them here.
-from schema.workload_names import DATASETS as DATASETS
-from schema.workload_names import MODELS as MODELS
-from schema.workload_names import is_factory_path
+from harness_schema.workload_names import DATASETS as DATASETS
+from harness_schema.workload_names import MODELS as MODELS
+from harness_schema.workload_names import is_factory_path
 
 EMULATED_STEP_MS = 60.0
 """The emulated model's step when model_args gives none (harness/workloads/emulated.py); here,

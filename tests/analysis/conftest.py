@@ -10,9 +10,9 @@ from harness.execution.dist import DistEnv
 from harness.execution.runner import run_point
 from harness.sampling.timeline import SAMPLE_COLUMNS
 from harness.storage.sweep import create_sweep
-from schema import layout
-from schema import rows as results
-from schema.atomic import atomic_write_text
+from harness_schema import layout
+from harness_schema import rows as results
+from harness_schema.atomic import atomic_write_text
 from tests.conftest import TINY_WORKLOAD
 from tests.fixtures.rows import synthetic_row  # noqa: F401  (the tests import it from here)
 

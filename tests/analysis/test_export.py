@@ -11,9 +11,9 @@ import pytest
 
 from analysis.__main__ import main
 from analysis.export import tidy
-from schema import atomic
-from schema.rows import read_rows
-from schema.settings import SETTING_COLUMNS
+from harness_schema import atomic
+from harness_schema.rows import read_rows
+from harness_schema.settings import SETTING_COLUMNS
 from tests.analysis.conftest import synthetic_row, write_node_meta, write_rows
 
 

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from analysis.load import find_row_files, load_meta, load_results
-from schema import rows as results
-from schema.atomic import atomic_write_text
+from harness_schema import rows as results
+from harness_schema.atomic import atomic_write_text
 from tests.analysis.conftest import synthetic_row, write_node_meta, write_rows
 
 REPO = Path(__file__).resolve().parents[2]

@@ -28,8 +28,8 @@ from harness.execution.dist import DistEnv, destroy_process_group, init_process_
 from harness.execution.train_step import TrainStep
 from harness.storage.sweep import create_sweep
 from harness.workloads.models import toy_conv
-from schema import layout
-from schema import rows as results
+from harness_schema import layout
+from harness_schema import rows as results
 
 pytestmark = pytest.mark.gpu
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from schema import rows as results
+from harness_schema import rows as results
 from tests.conftest import TINY_WORKLOAD
 
 REPO = Path(__file__).resolve().parents[2]

@@ -23,8 +23,8 @@ from harness.execution.dist import DistEnv
 from harness.execution.loop import Clocked
 from harness.execution.loop_length import batches_per_loop
 from harness.execution.script import PROBE_VARIABLE, ProbeJob
-from schema import layout
-from schema import rows as results
+from harness_schema import layout
+from harness_schema import rows as results
 
 SCRIPT = Path(__file__).resolve().parents[1] / "fixtures" / "probe_script.py"
 

@@ -10,7 +10,7 @@ from harness.cli import main
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
 from harness.storage.sweep import create_sweep
-from schema.rows import read_rows
+from harness_schema.rows import read_rows
 from tests.conftest import TINY_WORKLOAD
 
 SPEC = "name: t\n" + TINY_WORKLOAD + "loader: {num_workers: [0, 1]}\n"
@@ -66,7 +66,7 @@ REPEATED = SPEC.replace("repeats: 1", "repeats: 3")
 def _units_in_order(sweep: Path) -> list[tuple[int, int]]:
     """(point index, repeat) of every row, in the order the rows' started_at says they ran."""
     from harness.storage.sweep import load_points
-    from schema.rows import read_rows
+    from harness_schema.rows import read_rows
 
     index = {p.id: p.index for p in load_points(sweep)}
     rows = [r for p in index for r in read_rows(sweep / "points" / p / "rank0.csv")]

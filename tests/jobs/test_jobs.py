@@ -17,7 +17,7 @@ from harness.config.spec import load_spec, parse_spec
 from harness.examples.litdata_images import write_dataset
 from harness.storage.sweep import create_sweep
 from harness.workloads.make_data import make_image_folder, make_image_shards, make_webdataset_shards
-from schema import layout
+from harness_schema import layout
 
 JOBS = Path(__file__).resolve().parents[2] / "jobs"
 ALL = sorted(JOBS.glob("*.yaml"))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from analysis.load import load_results
-from schema import rows as results
+from harness_schema import rows as results
 from tests.fixtures.workloads import read_indices
 from tests.slurm.conftest import REPO, harness, sweep_of, wait_until_idle
 

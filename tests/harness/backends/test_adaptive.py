@@ -16,7 +16,7 @@ from harness.cli import main
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
 from harness.storage.sweep import load_points, want_repeats
-from schema import rows as results
+from harness_schema import rows as results
 
 STEP_MS = 60.0
 # B's throughput against A's, repeat by repeat: about 0.76 in truth, but the first three runs

@@ -33,7 +33,7 @@ from harness.storage.sweep import (
     process_stamp,
     record_jobs,
 )
-from schema import layout
+from harness_schema import layout
 from tests.conftest import TINY_WORKLOAD
 
 

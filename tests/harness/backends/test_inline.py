@@ -11,7 +11,7 @@ import pytest
 from harness.backends import inline
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
-from schema import rows as results
+from harness_schema import rows as results
 from tests.conftest import TINY_WORKLOAD
 
 

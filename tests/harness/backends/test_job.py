@@ -15,9 +15,9 @@ from harness.backends.job import PointJob
 from harness.config.plan import Point, expand
 from harness.config.spec import parse_spec
 from harness.extras import MissingExtra
-from schema import layout
-from schema import rows as results
-from schema.atomic import atomic_write_text
+from harness_schema import layout
+from harness_schema import rows as results
+from harness_schema.atomic import atomic_write_text
 from tests.conftest import TINY_WORKLOAD
 
 

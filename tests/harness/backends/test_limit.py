@@ -16,8 +16,8 @@ from harness.backends.limit import Limit, point_limit
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
 from harness.storage.sweep import create_sweep
-from schema import layout
-from schema import rows as results
+from harness_schema import layout
+from harness_schema import rows as results
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -10,8 +10,8 @@ from harness.backends.local import LocalBackendError, local_gpus, run_local
 from harness.config.plan import Point, expand
 from harness.config.spec import SlurmConfig, parse_spec
 from harness.storage.sweep import create_sweep, latest_jobs
-from schema import layout
-from schema import rows as results
+from harness_schema import layout
+from harness_schema import rows as results
 from tests.conftest import TINY_WORKLOAD
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from harness.backends.ranks import RankEnd
 from harness.backends.status import sweep_status
-from schema import layout
-from schema import rows as results
+from harness_schema import layout
+from harness_schema import rows as results
 
 REPO = Path(__file__).resolve().parents[3]
 

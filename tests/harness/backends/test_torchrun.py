@@ -12,8 +12,8 @@ from pathlib import Path
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
 from harness.storage.sweep import create_sweep
-from schema import layout
-from schema import rows as results
+from harness_schema import layout
+from harness_schema import rows as results
 from tests.conftest import TINY_WORKLOAD
 
 REPO = Path(__file__).resolve().parents[3]

@@ -10,7 +10,7 @@ import pytest
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
 from harness.execution.runner import run_point
-from schema import rows as results
+from harness_schema import rows as results
 
 W = "tests.fixtures.workloads"
 P = "tests.fixtures.pipelines"

@@ -9,8 +9,8 @@ import pytest
 
 from harness.config.plan import expand
 from harness.config.spec import SpecError, parse_spec
-from schema import layout
-from schema.rows import RankWriter, RungRow
+from harness_schema import layout
+from harness_schema.rows import RankWriter, RungRow
 
 
 def _row(

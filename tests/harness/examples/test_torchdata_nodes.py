@@ -64,8 +64,8 @@ def test_a_cost_injected_into_the_pipeline_is_named_by_the_ladder(
 
 def test_its_reading_threads_count_as_loader_cores(tmp_path: Path) -> None:
     # torchdata.nodes decodes in threads of the rank's process: loader_cores read 0 (issue 27).
-    from schema import layout
-    from schema import rows as results
+    from harness_schema import layout
+    from harness_schema import rows as results
 
     spec = parse_spec(
         "name: td\nworkload:\n  loader: harness.examples.torchdata_nodes:make_loader\n"

@@ -8,8 +8,8 @@ from harness.config.plan import Point, expand
 from harness.config.spec import parse_spec
 from harness.execution.dist import DistEnv
 from harness.execution.runner import run_point
-from schema import layout
-from schema import rows as results
+from harness_schema import layout
+from harness_schema import rows as results
 
 F = "tests.fixtures.loaders"
 

@@ -21,7 +21,7 @@ from harness.execution.runner import run_point
 from harness.workloads.fake_cifar import FakeCIFAR
 from harness.workloads.image_folder import ImageFolderDataset
 from harness.workloads.make_data import make_image_folder
-from schema import rows as results
+from harness_schema import rows as results
 from tests.fixtures import pipelines
 from tests.fixtures.workloads import AddOne, Sleep, StagedDataset, ToTensor, plain_dataset
 

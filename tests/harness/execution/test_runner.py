@@ -18,8 +18,8 @@ from harness.execution import runner
 from harness.execution.dist import DistEnv
 from harness.execution.runner import run_point
 from harness.storage.sweep import create_sweep
-from schema import rows as results
-from schema.atomic import atomic_write_text
+from harness_schema import rows as results
+from harness_schema.atomic import atomic_write_text
 from tests.conftest import TINY_WORKLOAD
 from tests.fixtures.workloads import read_indices, stuck_pids
 

@@ -22,8 +22,8 @@ from harness.config.spec import parse_spec
 from harness.execution.dist import DistEnv
 from harness.execution.runner import run_point
 from harness.sampling import nvml, timeline
-from schema import layout
-from schema import rows as results
+from harness_schema import layout
+from harness_schema import rows as results
 from tests.conftest import TINY_WORKLOAD
 from tests.harness.sampling.test_nvml import GPU_A, FakeGpu, FakePynvml
 

@@ -22,8 +22,8 @@ from harness.execution.dist import DistEnv
 from harness.execution.runner import run_point
 from harness.execution.script import ProbeJob, script_environment
 from harness.storage.sweep import create_sweep
-from schema import layout
-from schema import rows as results
+from harness_schema import layout
+from harness_schema import rows as results
 
 SCRIPT = Path(__file__).resolve().parents[2] / "fixtures" / "probe_script.py"
 LADDER = "[device_batch, host_batch, processed_sample, raw_sample, full]"

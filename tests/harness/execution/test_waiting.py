@@ -26,7 +26,7 @@ from harness.execution.dist import (
     process_group_arguments,
 )
 from harness.storage.sweep import create_sweep
-from schema import rows as results
+from harness_schema import rows as results
 from tests.conftest import TINY_WORKLOAD
 
 

@@ -27,9 +27,9 @@ from harness.execution.runner import run_point
 from harness.execution.train_step import TrainStep
 from harness.storage.sweep import create_sweep
 from harness.workloads.emulated import emulated
-from schema import layout
-from schema import rows as results
-from schema.settings import LoaderSettings
+from harness_schema import layout
+from harness_schema import rows as results
+from harness_schema.settings import LoaderSettings
 from tests.fixtures.workloads import slow_read
 
 CPU = ladder.Placement(device=torch.device("cpu"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from schema import rows as results
+from harness_schema import rows as results
 from tests.conftest import remount_read_only
 from tests.fixtures.workloads import fill_disk
 from tests.harness.test_cli import harness

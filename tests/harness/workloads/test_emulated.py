@@ -14,7 +14,7 @@ from harness.execution.runner import run_point
 from harness.execution.train_step import TrainStep
 from harness.workloads import registry
 from harness.workloads.emulated import emulated
-from schema import rows as results
+from harness_schema import rows as results
 
 
 def timed_steps(step_ms: float, steps: int = 6) -> tuple[float, float]:

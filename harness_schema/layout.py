@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from schema.atomic import atomic_write_text
+from harness_schema.atomic import atomic_write_text
 
 ROW_FILE = re.compile(r"^rank(\d+)\.csv$")
 

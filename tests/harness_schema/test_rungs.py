@@ -6,7 +6,7 @@ import pytest
 
 from harness.config.plan import expand
 from harness.config.spec import SpecError, parse_spec
-from schema import rungs
+from harness_schema import rungs
 from tests.conftest import TINY_WORKLOAD
 
 

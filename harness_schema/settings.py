@@ -6,7 +6,7 @@ metadata (`setting(...)`). Everything else is derived from these declarations:
 
 - the spec's validation and its error messages (`harness/config/spec.py`),
 - the plan's point settings and their hash (`harness/config/plan.py`),
-- the columns of `plan.csv` and of every row (`schema/rows.py`),
+- the columns of `plan.csv` and of every row (`harness_schema/rows.py`),
 - the analysis's setting columns and the course's table (`analysis/`),
 - the spec reference's field tables (`field_table()`, pasted into docs/reference/spec.md by
   scripts/docs_reference.py; a test keeps the page in step).
@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from typing import Any
 
-from schema import rungs, script_flags, workload_names
-from schema.slurm_time import SLURM_TIME
+from harness_schema import rungs, script_flags, workload_names
+from harness_schema.slurm_time import SLURM_TIME
 
 REQUIRED: Any = MISSING
 """The default of a setting the spec must give."""
@@ -657,7 +657,7 @@ def _yaml(value: Any) -> str:
     return f"`{value}`" if value != {} else "`{}`"
 
 
-if __name__ == "__main__":  # python -m schema.settings [SECTION...]: the spec reference's tables
+if __name__ == "__main__":  # python -m harness_schema.settings [SECTION...]: the spec reference's tables
     import sys
 
     for name in sys.argv[1:] or list(SECTIONS):

@@ -25,8 +25,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from schema import layout
-from schema.atomic import atomic_write_text
+from harness_schema import layout
+from harness_schema.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from schema.script_flags import arguments, normalised, problem
-from schema.settings import FLAGGABLE, FLAGGABLE_BOOLEANS
+from harness_schema.script_flags import arguments, normalised, problem
+from harness_schema.settings import FLAGGABLE, FLAGGABLE_BOOLEANS
 
 
 @pytest.mark.parametrize(

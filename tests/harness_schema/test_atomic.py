@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from schema import atomic
-from schema.atomic import atomic_write_text
+from harness_schema import atomic
+from harness_schema.atomic import atomic_write_text
 
 
 def test_atomic_write_replaces_whole_and_leaves_no_temporary(tmp_path: Path) -> None:

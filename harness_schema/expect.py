@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from schema import settings
+from harness_schema import settings
 
 EXIT_EXPECTATION_FAILED = 3
 

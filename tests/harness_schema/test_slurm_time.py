@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from schema.slurm_time import SLURM_TIME, time_seconds
+from harness_schema.slurm_time import SLURM_TIME, time_seconds
 
 
 def test_time_formats() -> None:

@@ -1,7 +1,7 @@
 """The row schema of rank<k>.csv, and the writer that appends a rank's rows.
 
 One row per (rung, repeat) and rank. Column names are an interface: the analysis and users'
-notebooks read them. The setting columns come from schema/settings.py; the rest are
+notebooks read them. The setting columns come from harness_schema/settings.py; the rest are
 RungRow's fields. Torch-free: analysis imports it.
 """
 
@@ -17,9 +17,9 @@ from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any
 
-from schema import layout, reading, settings
-from schema.atomic import atomic_write_text
-from schema.settings import SETTING_COLUMNS
+from harness_schema import layout, reading, settings
+from harness_schema.atomic import atomic_write_text
+from harness_schema.settings import SETTING_COLUMNS
 
 IDENTITY_COLUMNS: tuple[str, ...] = (
     "sweep_id",
@@ -43,7 +43,7 @@ class RungRow:
     """One measured (rung, repeat) on one rank. Column names are an interface: keep them.
 
     The point's settings travel as `settings` (their columns are declared once, in
-    schema/settings.py); every other column is a field here.
+    harness_schema/settings.py); every other column is a field here.
     """
 
     sweep_id: str
@@ -269,7 +269,7 @@ class RankWriter:
 
 
 def read_rows(path: Path) -> list[dict[str, str]]:
-    """The rows of a rank file through the one tolerant reader (schema/reading.py):
+    """The rows of a rank file through the one tolerant reader (harness_schema/reading.py):
     reading.UnreadableFile, one line, when it is torn or unreadable."""
     return reading.read_rows(path)
 

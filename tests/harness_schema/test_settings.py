@@ -9,8 +9,8 @@ import pytest
 
 from harness.config.plan import expand
 from harness.config.spec import SpecError, parse_spec
-from schema import settings
-from schema.rows import BOOL_COLUMNS, NUMBER_COLUMNS, PLAN_COLUMNS, ROW_COLUMNS
+from harness_schema import settings
+from harness_schema.rows import BOOL_COLUMNS, NUMBER_COLUMNS, PLAN_COLUMNS, ROW_COLUMNS
 from tests.conftest import TINY_WORKLOAD
 
 SPEC_PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "spec.md"
@@ -71,6 +71,6 @@ def test_every_setting_left_out_takes_its_declared_default() -> None:
 def test_the_spec_reference_tables_are_the_declarations(section: str) -> None:
     table = settings.field_table(section)
     assert table in SPEC_PAGE.read_text(), (
-        f"docs/reference/spec.md's table of `{section}:` is out of date with schema/settings.py; "
+        f"docs/reference/spec.md's table of `{section}:` is out of date with harness_schema/settings.py; "
         "regenerate it: python scripts/docs_reference.py"
     )

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.config.spec import SpecError, parse_spec
-from schema.yaml_lines import YamlSyntaxError, load_yaml_with_lines
+from harness_schema.yaml_lines import YamlSyntaxError, load_yaml_with_lines
 from tests.conftest import TINY_WORKLOAD
 
 TEXT = textwrap.dedent(

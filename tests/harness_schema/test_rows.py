@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from schema import rows as results
+from harness_schema import rows as results
 
 
 def row(rung: str, repeat: int, rank: int = 0, status: str = "ok") -> results.RungRow:

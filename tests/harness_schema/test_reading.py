@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from schema import reading
+from harness_schema import reading
 from tests.conftest import TINY_WORKLOAD
 
 REPO = Path(__file__).resolve().parents[2]

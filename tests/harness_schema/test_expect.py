@@ -1,4 +1,4 @@
-"""The spec's `expect:` section as schema/expect.py declares it: what each entry reads as,
+"""The spec's `expect:` section as harness_schema/expect.py declares it: what each entry reads as,
 the filters it takes, and the figures the analysis can check. The errors a spec's author sees
 are in test_spec.py; the checks against results in tests/analysis/test_expect.py."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from analysis.aggregate import summarize
 from analysis.load import load_results
-from schema.expect import FIGURES, PLACES, Expectation, parse_expect
+from harness_schema.expect import FIGURES, PLACES, Expectation, parse_expect
 from tests.analysis.conftest import synthetic_row, write_rows
 
 
