@@ -22,6 +22,7 @@ from torch.utils.data import (
     IterableDataset,
     RandomSampler,
     Sampler,
+    Subset,
     default_collate,
     get_worker_info,
 )
@@ -439,6 +440,7 @@ def sample_dataset(rung: str, dataset: Dataset[Any]) -> Dataset[Any]:
 
         if rung == "processed_sample":
             return stage(lambda: dataset[0], None)
+    dataset = _selected(dataset)
     cut = _cut(rung, dataset)
     if rung == "raw_sample":
         return stage(cut.load, cut.transform)
@@ -467,6 +469,15 @@ def cached_value_bytes(stream: LoaderStream | RepeatStream) -> int | None:
         return None
     size = int(stage.value_bytes[0])
     return size if size >= 0 else None
+
+
+def _selected(dataset: Any) -> Any:
+    """The data set a Subset selects from (random_split's, as Lightning DataModules split off
+    their validation set): a cached stage serves one sample at every index, so which indices
+    the Subset holds does not matter, and its data set's load_raw and transform are the cut."""
+    while isinstance(dataset, Subset):
+        dataset = dataset.dataset
+    return dataset
 
 
 def _cut(rung: str, dataset: Any) -> _Cut:

@@ -66,6 +66,19 @@ def test_raw_sample_loads_once_and_transforms_every_time() -> None:
     assert ds.raw_loads == 1 and len(calls) == 5
 
 
+def test_a_subset_is_cut_as_the_data_set_it_selects_from() -> None:
+    # random_split's Subset, what Lightning's DataModules train on: raw_sample and transform:<k>
+    # were skipped ("torch.utils.data.dataset.Subset has not" load_raw).
+    ds = Counting()
+    train, _ = torch.utils.data.random_split(ds, [6, 2], generator=torch.Generator().manual_seed(0))
+    cached = ladder.sample_dataset("raw_sample", train)
+    assert len(cached) == 6
+    for i in range(6):
+        cached[i]
+    assert ds.raw_loads == 1
+    assert len(ladder.sample_dataset("transform:1", torch.utils.data.Subset(train, [0, 1]))) == 2
+
+
 def test_transform_cut_runs_the_head_once_and_the_tail_every_time() -> None:
     ds = Counting()  # ToTensor, AddOne, Sleep
     heads: list[int] = []
