@@ -289,12 +289,15 @@ def _length(loader: DataLoader[Any]) -> int | None:
 
 
 def next_across_epochs(stream: Any, announce: Callable[[Any, int], None], empty: Callable[[Any], str]) -> Any:
-    """The next batch of `stream.loader`, epoch after epoch, as a training loop takes them: at
-    an epoch's end a new iter(), `stream.epoch` advanced and announced to the loader's parts
-    (`announce(loader, epoch)`) first; an iterator that yields nothing even then raises
-    RuntimeError(`empty(loader)`). `stream` keeps `loader`, `iterator` and `epoch` (LoaderStream,
-    given_loader.IterStream)."""
+    """The next batch of `stream.loader`, epoch after epoch, as a training loop takes them:
+    each epoch announced to the loader's parts (`announce(loader, epoch)`) before its iter(),
+    the first (0) too, as `for epoch in range(n): sampler.set_epoch(epoch)` does: a part whose
+    own count does not start at 0 (LitData's StreamingDataset starts at 1) would otherwise be
+    told 1 at the second epoch and read the first's order again. An iterator that yields
+    nothing even after a restart raises RuntimeError(`empty(loader)`). `stream` keeps `loader`,
+    `iterator` and `epoch` (LoaderStream, given_loader.IterStream)."""
     if stream.iterator is None:
+        announce(stream.loader, stream.epoch)
         stream.iterator = iter(stream.loader)
     try:
         return next(stream.iterator)

@@ -13,7 +13,8 @@ from torch.utils.data import DataLoader, IterableDataset
 from torchvision import tv_tensors
 
 from harness.examples.litdata_images import LitImages, make_dataset, write_dataset
-from tests.fixtures.ladder_runs import ladder_verdict
+from analysis.load import load_results
+from tests.fixtures.ladder_runs import JOBS, ladder_verdict
 
 IMAGES = 48
 
@@ -75,3 +76,53 @@ def test_a_cost_injected_is_named_by_the_ladder(
         rungs="[host_batch, raw_sample, full]",  # the read's drop is between raw_sample and full
     )
     assert verdict.stages == named, verdict.sentence
+
+
+def test_two_local_ranks_each_read_their_own_share_of_the_chunks(tmp_path: Path) -> None:
+    """The spec on 2 ranks (`--backend local`, slurm.tasks_per_node 2) with 2 workers each:
+    LitData splits the chunks between ranks (from torch.distributed, which the harness
+    initialises before it builds the dataset) and workers, so each rank's first epoch is half
+    the samples, the halves disjoint and together every sample once."""
+    from harness.backends.local import run_local
+    from harness.config.plan import expand
+    from harness.config.spec import load_spec
+    from harness.storage.sweep import create_sweep
+
+    data = write_dataset(tmp_path / "data", images=IMAGES, size=32, classes=IMAGES, chunk_bytes="12KB")
+    assert len(list(data.glob("chunk-*.bin"))) >= 4  # a chunk or more for each of the 4 readers
+    record = tmp_path / "record"
+    record.mkdir()
+    spec = load_spec(
+        JOBS / "litdata-cpu.yaml",
+        overrides=[
+            "workload.dataset=tests.fixtures.litdata_record:make_dataset",
+            f"workload.dataset_args={{root: '{data}', crop: 16, record: '{record}'}}",
+            "workload.batch_size=4",
+            "workload.model_args.step_ms=5",
+            "loader.num_workers=2",
+            "rungs=[full]",
+            "measure={warmup_steps: 1, steps: 6}",  # 7 batches: more than a rank's epoch of 6
+            "slurm.tasks_per_node=2",
+        ],
+    )
+    plan = expand(spec)
+    sweep = create_sweep(plan, tmp_path / "results", backend="local", world_size=2)
+    assert run_local(plan.points, sweep, plan.spec.slurm) == []
+    rows = load_results([sweep]).rows
+    assert list(rows["status"]) == ["ok", "ok"], list(rows["error"])
+    assert sorted(rows["rank"]) == [0, 1] and set(rows["epoch_steps"]) == {6}  # 24 samples, 4 a batch
+    read: dict[tuple[int, int], list[int]] = {}  # (epoch, rank): the labels read
+    for file in record.glob("*.txt"):
+        for line in file.read_text().splitlines():
+            harness_rank, litdata_rank, epoch, label = line.split()
+            assert harness_rank == litdata_rank  # LitData sees the harness's rank
+            read.setdefault((int(epoch), int(litdata_rank)), []).append(int(label))
+    # The full rung reads several epochs (its warmup waits for the workers' stock): each one
+    # told its own number (LitData's count starts at 1, and the second epoch was told 1 too:
+    # the first epoch's order read twice, 48 samples a rank under epoch 1).
+    epochs = sorted({epoch for epoch, _ in read})
+    assert epochs[:2] == [0, 1], sorted(read)
+    for epoch in epochs[:-1]:  # the last may be cut short by the end of the window
+        mine, theirs = read[epoch, 0], read.get((epoch, 1), [])
+        assert len(mine) == len(theirs) == IMAGES // 2, (epoch, mine, theirs)
+        assert Counter(mine + theirs) == Counter(range(IMAGES)), epoch  # disjoint, none missing

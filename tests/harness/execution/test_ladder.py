@@ -243,7 +243,7 @@ def test_a_users_batch_sampler_gets_batch_size_and_drop_last_and_hears_of_each_e
     for _ in range(stream.epoch_steps * 2 + 1):
         batch = stream.next()
         assert batch["attention_mask"].all()  # one length per batch: no padding
-    assert made[0].epochs == [1, 2]
+    assert made[0].epochs == [0, 1, 2]  # each epoch, the first too, as a training loop tells it
 
 
 def test_loader_parts_refuse_what_they_cannot_honour() -> None:
