@@ -12,8 +12,8 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 from torchvision import tv_tensors
 
-from harness.examples.litdata_images import LitImages, make_dataset, write_dataset
 from analysis.load import load_results
+from harness.examples.litdata_images import LitImages, make_dataset, write_dataset
 from tests.fixtures.ladder_runs import JOBS, ladder_verdict
 
 IMAGES = 48
