@@ -48,6 +48,9 @@ class Verdict:
     what_if: caching.CachingWhatIf | None = None
     """Where full is not shown to keep up and a cached rung does: what caching that stage would
     give (analysis/ladder/caching.py)."""
+    idle: str | None = None
+    """Where DataLoader workers delivered no batch (the rows' idle_workers): what that means and
+    the fix (more shards, not more workers), in words; None where every worker delivered."""
 
 
 @dataclass

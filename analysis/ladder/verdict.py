@@ -321,7 +321,33 @@ def _verdict(host: str, sweep: str, point: str, group: pd.DataFrame) -> Verdict 
         verdict.sentence += f" ({noise.UNTESTED})"
     verdict.caveats = [f"{rung} {why}" for rung, why in lad.unmeasured.items()] + verdict.caveats
     verdict.caveats += _caveats(lad)
+    verdict.idle = _idle(group)
     return verdict
+
+
+def _idle(group: pd.DataFrame) -> str | None:
+    """The DataLoader workers that delivered no batch in the ok rows (idle_workers), in words;
+    None where every worker delivered, or the rows do not say (older rows, no workers, a loader
+    the harness did not build). Without a length (dataset_samples empty) the data is a stream
+    short of shards; with one, an epoch short of batches."""
+    if "idle_workers" not in group:
+        return None
+    ok = group[group["status"] == "ok"]
+    idle = pd.to_numeric(ok["idle_workers"], errors="coerce")
+    if not (idle > 0).any():
+        return None
+    per_rank = idle.groupby(ok["rank"]).max().fillna(0)
+    workers = int(pd.to_numeric(ok.loc[idle > 0, "num_workers"], errors="coerce").max())
+    rungs = sorted({str(r) for r in ok.loc[idle > 0, "rung"]}, key=rung_names.ladder_position)
+    lengths = pd.to_numeric(ok["dataset_samples"], errors="coerce") if "dataset_samples" in ok else None
+    return text.idle_workers(
+        int(per_rank.min()),
+        int(per_rank.max()),
+        workers,
+        int(ok["rank"].nunique()),
+        rungs,
+        stream=lengths is None or bool(lengths.isna().all()),
+    )
 
 
 def _fill_table(lad: Ladder, steps: list[Stage]) -> None:

@@ -187,6 +187,29 @@ def shapes(count: int) -> str:
     )
 
 
+SHARD_FIX = "Hugging Face: to_iterable_dataset(num_shards=...); webdataset: more tar files"
+"""How the libraries people stream from are given more shards (as the run's log says it)."""
+
+
+def idle_workers(least: int, most: int, workers: int, ranks: int, rungs: list[str], *, stream: bool) -> str:
+    """Workers that delivered no batch (`least` and `most` of a rank), what it means and the
+    fix. Never more workers: a worker added to a stream short of shards idles too."""
+    count = str(most) if least == most else f"{least} to {most}"
+    whose = "" if ranks == 1 else f" of each rank ({ranks} ranks)"
+    working = str(workers - most) if least == most else f"{workers - most} to {workers - least}"
+    per = "" if ranks == 1 else " a rank"
+    said = (
+        f"idle workers: {count} of {workers} DataLoader workers{whose} delivered no batch on "
+        f"{', '.join(rungs)}, so num_workers={workers} worked as {working}{per}"
+    )
+    if not stream:
+        return f"{said}: an epoch has fewer batches than workers; more workers would idle too"
+    return (
+        f"{said}: the stream has fewer shards than its readers (num_workers × ranks); the fix is "
+        f"more shards, at least {workers * ranks} ({SHARD_FIX}), not more workers: added ones would idle too"
+    )
+
+
 def stage_between(above: str, below: str, transform_names: list[str]) -> str:
     """What a step on `below` pays that a step on `above` does not, in words."""
     stages = _elementary(transform_names)
@@ -271,6 +294,8 @@ def render_verdict(verdict: Verdict, fmt: str = "terminal") -> str:
         shown["busy cores"] = t["busy_cores"].map(_cell("{:.1f}"))
     body = tabulate(shown, headers="keys", tablefmt=FORMATS[fmt], showindex=False, disable_numparse=True)
     lines = [f"caching ladder, node {verdict.hostname}, point {verdict.point_id}", body, verdict.sentence]
+    if verdict.idle is not None:
+        lines.append(verdict.idle)
     if verdict.what_if is not None:
         lines.append(caching.sentence(verdict.what_if))
     lines += [f"caveat: {c}" for c in verdict.caveats]
