@@ -89,6 +89,9 @@ class Ladder:
     bound: str
     unmeasured: dict[str, str]
     sizes: Sizes | None = None
+    given: bool = False
+    """full is a loader the harness did not build (the rows' loader_given): its stage is named
+    as the loader as given, not split into stages the harness cannot see."""
 
     @property
     def has_bound(self) -> bool:

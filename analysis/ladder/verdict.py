@@ -108,7 +108,15 @@ def _ladder(group: pd.DataFrame) -> Ladder | None:
         bound=bound,
         unmeasured=unmeasured,
         sizes=_sizes(ok),
+        given=_given(group),
     )
+
+
+def _given(group: pd.DataFrame) -> bool:
+    """The rows are of a loader the harness was given (loader_given names its class)."""
+    if "loader_given" not in group:
+        return False
+    return bool(group["loader_given"].fillna("").astype(str).str.strip().ne("").any())
 
 
 def _per_repeat(ok: pd.DataFrame) -> pd.DataFrame:
@@ -202,7 +210,12 @@ def _higher(ratio: noise.Estimate | None) -> bool:
 
 
 def _walk(
-    rates: pd.DataFrame, names: list[str], *, top: str | None = None, on_cpu: bool = False
+    rates: pd.DataFrame,
+    names: list[str],
+    *,
+    top: str | None = None,
+    on_cpu: bool = False,
+    given: bool = False,
 ) -> list[Stage]:
     """The stages between neighbouring rungs (columns of `rates`, top first). With `top`, the
     first rung's whole time is a stage too (loader time: a cached batch costs none); it is
@@ -215,13 +228,13 @@ def _walk(
         cost = 1 / median[first]
         floor = noise.MARGIN if tested else noise.UNTESTED_FLOOR
         named = cost * median[rungs[-1]] >= floor
-        stages.append(Stage(stage_between(top, first, names), None, first, None, cost, named))
+        stages.append(Stage(stage_between(top, first, names, given=given), None, first, None, cost, named))
     for above, below in pairwise(rungs):
         ratio = _paired(rates[above], rates[below])
         judged = not (on_cpu and below == "host_batch")  # no copy on a CPU device: noise only
         stages.append(
             Stage(
-                stage_between(above, below, names),
+                stage_between(above, below, names, given=given),
                 above,
                 below,
                 ratio,
@@ -257,7 +270,7 @@ def _capacity(lad: Ladder) -> Capacity | None:
     if not rungs or not lad.has_bound:
         return None
     rates = lad.capacity[rungs]
-    stages = _walk(rates, lad.names, top="host_batch")
+    stages = _walk(rates, lad.names, top="host_batch", given=lad.given)
     group = _transform_group(rates, stages)
     if group is not None:
         stages.append(group)  # its cuts stay: each has a row in the table
@@ -291,7 +304,7 @@ def _verdict(host: str, sweep: str, point: str, group: pd.DataFrame) -> Verdict 
     lad = _ladder(group)
     if lad is None:
         return None
-    steps = _walk(lad.steps, lad.names, on_cpu=lad.on_cpu)
+    steps = _walk(lad.steps, lad.names, on_cpu=lad.on_cpu, given=lad.given)
     _fill_table(lad, steps)
     verdict = Verdict(
         hostname=host,
@@ -477,7 +490,9 @@ def _cpu_saturated(lad: Ladder, named: list[Stage]) -> list[str]:
 
 def _caveats(lad: Ladder) -> list[str]:
     t = lad.table
-    out = [text.faster(s) for s in _walk(lad.steps, lad.names, on_cpu=lad.on_cpu) if s.faster]
+    out = [
+        text.faster(s) for s in _walk(lad.steps, lad.names, on_cpu=lad.on_cpu, given=lad.given) if s.faster
+    ]
     if lad.on_cpu and set(rung_names.BOUND_RUNGS) <= set(t["rung"]):
         out.append(text.CPU_COPY)
     out += _step_on_the_cpu(lad)

@@ -9,6 +9,10 @@ judgement of analysis.noise with its ±5 % margin: *does not keep up* (wholly be
 *the loss is outside the loader* (it keeps up, yet full's steps/s are below the bound's), or
 *undecided* (an interval across an edge of the margin: the sentence gives the repeats that
 would likely decide).
+
+The stages are named by what each rung caches (stage_between), except where full is a loader
+the harness did not build (the rows' loader_given): that stage is the loader as given, never a
+split into collation, transforms and reading the harness cannot see.
 """
 
 from __future__ import annotations
@@ -210,8 +214,25 @@ def idle_workers(least: int, most: int, workers: int, ranks: int, rungs: list[st
     )
 
 
-def stage_between(above: str, below: str, transform_names: list[str]) -> str:
-    """What a step on `below` pays that a step on `above` does not, in words."""
+GIVEN_WHOLE = (
+    "the loader as given (its reading, transforms, collation and hand-off: not split, the "
+    "harness did not build it)"
+)
+"""A given loader's stage from a batch-level rung to full: its pipeline, whole. The harness
+did not build the loader (workload.loader's factory, a script's loader under harness.probe:
+the rows' loader_given), so it cannot say which of its parts the time went to."""
+
+
+def stage_between(above: str, below: str, transform_names: list[str], *, given: bool = False) -> str:
+    """What a step on `below` pays that a step on `above` does not, in words. With `given`,
+    full is a loader the harness did not build: from a batch-level rung, its pipeline whole
+    (GIVEN_WHOLE); from a sample-level rung (a DataLoader the harness built over the loader's
+    dataset), the stages between and whatever else the given loader does beyond that DataLoader."""
+    if given and below == "full":
+        if above in ("device_batch", "host_batch"):
+            return GIVEN_WHOLE
+        between = stage_between(above, below, transform_names)
+        return f"{between} + the loader's own work (the loader as given, not split)"
     stages = _elementary(transform_names)
     order = [rung for rung, _ in stages]
     start, end = order.index(above), order.index(below)

@@ -630,3 +630,25 @@ def test_idle_workers_of_several_ranks_and_of_a_short_epoch_are_said_as_such(tmp
         "as 3: an epoch has fewer batches than workers; more workers would idle too"
     )
     assert idle_rows(tmp_path / "busy", [0], None).idle is None
+
+
+# --- a loader the harness did not build ------------------------------------------------------
+
+GIVEN = (
+    "the loader as given (its reading, transforms, collation and hand-off: not split, the "
+    "harness did not build it)"
+)
+
+
+def test_a_given_loaders_pipeline_is_judged_whole_not_as_stages_it_cannot_see(tmp_path: Path) -> None:
+    """A workload.loader factory's loader (the rows' loader_given), starved: its one stage is
+    named as what it is, in the sentence and the table; the same figures from a DataLoader the
+    harness built keep their split."""
+    rates, capacity = {"host_batch": 10.0, "full": 5.0}, {"full": 5.1}
+    given = ladder(tmp_path / "given", rates, capacity, repeats=3, names=[], loader_given="mypkg.Loader")
+    assert given.state == "does not keep up" and given.stages == [GIVEN]
+    assert f"costliest: {GIVEN} (100% of the loader's time at full)" in given.sentence
+    assert given.table.set_index("rung").loc["full", "adds"] == GIVEN
+    assert "collation and worker IPC" not in render_verdict(given)
+    built = ladder(tmp_path / "built", rates, capacity, repeats=3, names=[])
+    assert built.stages == ["collation and worker IPC + transforms + raw data loading"]
