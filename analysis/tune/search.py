@@ -13,8 +13,10 @@ measured answer's neighbours on one axis at a time, num_workers first (a walk al
 the model got wrong), then the next num_workers above the best where the model is contradicted
 there, and judge again after each.
 When the answer's neighbourhood is measured, the cheaper configurations left undecided against
-the best are measured again, with the best, up to the runs that would likely decide them
-(`Estimate.runs_needed`, at most MAX_RUNS), and the walk goes on if the answer moves. The
+the best are measured again, with the best, one run of each at a time (a pass: the k-th run of every one before any
+(k+1)-th), judged again after each pass, while the runs that would likely decide them
+(`Estimate.runs_needed`) stay at most MAX_RUNS: a comparison decided stops confirming there;
+the walk goes on if the answer moves. The
 search stops when nothing is left to measure, or at `budget` point-runs (then it says so).
 What stays undecided is named with the runs that would decide it, as the recommendation does.
 
@@ -220,8 +222,11 @@ def _to_decide(
     needed = {c: n for c, n in judged.undecided.items() if n is not None and len(runs[c]) < n <= max_runs}
     if not needed:
         return [], 0
-    target = max(needed.values())
-    todo = [*needed, *([judged.best] if len(runs[judged.best]) < target else [])]
+    # One pass at a time (the k-th run of each before any (k+1)-th), judged after each: a
+    # comparison decided after one more run stops there, where the projection asked for three.
+    target = 1 + min(len(runs[c]) for c in needed)
+    todo = [c for c in needed if len(runs[c]) < target]
+    todo += [judged.best] if len(runs[judged.best]) < target else []
     return todo, target
 
 
