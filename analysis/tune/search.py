@@ -162,6 +162,7 @@ def search(
     widened = tuple(c for c in plausible(predictions, choice, margin) if c not in first)
     todo, target = [*first, *widened], repeats
     spent, capped = 0, False
+    goals: dict[Config, int] = {}
     while todo:
         cost = {c: target - len(runs.get(c, ())) for c in todo}
         if budget is not None:
@@ -178,7 +179,7 @@ def search(
         judged = judge(runs, margin)
         todo, target = _wanted(judged, grid, runs, predicted, margin), repeats
         if not todo:
-            todo, target = _to_decide(judged, runs, max_runs)
+            todo, target = _to_decide(judged, runs, max_runs, goals)
     if not runs:  # a budget below one configuration's runs: the model's choice, unconfirmed
         return SearchResult(Judged(choice, choice, {}), runs, predicted, choice, rounds, spent, True, widened)
     return SearchResult(judge(runs, margin), runs, predicted, choice, rounds, spent, capped, widened)
@@ -214,16 +215,21 @@ def _within(todo: Sequence[Config], cost: Mapping[Config, int], left: int) -> li
 
 
 def _to_decide(
-    judged: Judged, runs: Mapping[Config, Sequence[float]], max_runs: int
+    judged: Judged, runs: Mapping[Config, Sequence[float]], max_runs: int, goals: dict[Config, int]
 ) -> tuple[list[Config], int]:
-    """The cheaper configurations left undecided against the best, with the best, brought to
-    the runs that would likely decide them (noise's runs_needed), where that is at most
-    `max_runs` and more than they have: Stein's two stages, as the adaptive repeats do."""
-    needed = {c: n for c, n in judged.undecided.items() if n is not None and len(runs[c]) < n <= max_runs}
+    """The cheaper configurations left undecided against the best, with the best, one run
+    more each (a pass), toward the runs that would likely decide them (noise's runs_needed)
+    where that is at most `max_runs`: Stein's two stages, as the adaptive repeats do, judged
+    after each pass so that a comparison decided early stops there. `goals` keeps each one's
+    first projection: one pass's noise moving it beyond `max_runs` does not stop a comparison
+    half-way (the projection at 3 runs is the one the search committed to)."""
+    for c, n in judged.undecided.items():
+        if n is not None and len(runs[c]) < n <= max_runs:
+            goals[c] = max(goals.get(c, 0), n)
+    needed = [c for c in judged.undecided if len(runs[c]) < goals.get(c, 0)]
     if not needed:
         return [], 0
-    # One pass at a time (the k-th run of each before any (k+1)-th), judged after each: a
-    # comparison decided after one more run stops there, where the projection asked for three.
+    # One pass at a time (the k-th run of each before any (k+1)-th), judged after each.
     target = 1 + min(len(runs[c]) for c in needed)
     todo = [c for c in needed if len(runs[c]) < target]
     todo += [judged.best] if len(runs[judged.best]) < target else []

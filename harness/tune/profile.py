@@ -46,17 +46,20 @@ def profile(tuner: Tuner) -> Profile:
         some_cfg = replace(some_cfg, prefetch_factor=2)
     cached = cached_rungs(tuner.template.rungs)
     points = [
-        tuner.variant(zero_cfg, rungs=PROFILE_RUNGS, repeats=FIRST_WINDOWS, capacity=True),
+        tuner.variant(zero_cfg, rungs=PROFILE_RUNGS, repeats=FIRST_WINDOWS, capacity=True, profile=True),
         tuner.variant(
             some_cfg,
             rungs=(PROFILE_RUNGS[0], *cached, *PROFILE_RUNGS[1:]),
             repeats=FIRST_WINDOWS,
             capacity=True,
+            profile=True,
         ),
     ]
     tops = {m: plateau_config(configs_in_mode(configs, m)) for m in (base, *others)}
     plateaus = {
-        m: tuner.variant(top, rungs=("full",), repeats=FIRST_WINDOWS) for m, top in tops.items() if top
+        m: tuner.variant(top, rungs=("full",), repeats=FIRST_WINDOWS, profile=True)
+        for m, top in tops.items()
+        if top
     }
     # Each further copy mode: the worker point's bound rung in that mode (its step and copy).
     bounds = {
@@ -64,6 +67,7 @@ def profile(tuner: Tuner) -> Profile:
             replace(some_cfg, **{k: getattr(m, k) for k in COPY}),
             rungs=("host_batch",),
             repeats=FIRST_WINDOWS,
+            profile=True,
         )
         for m in others
     }

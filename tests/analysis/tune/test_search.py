@@ -209,14 +209,15 @@ def test_tune_on_the_small_grid_of_the_real_test() -> None:
 
 def test_an_undecided_cheaper_configuration_is_measured_until_decided() -> None:
     # Three workers 8 % below four, runs ±2 %: at 3 runs the interval straddles −5 % and noise
-    # says 8 runs would decide; brought to 8 (with the best), it is called slower.
+    # says 8 runs would decide; brought toward 8 one pass at a time with the best (the best
+    # moves between the two tied plateau points as their runs come in), it is called slower.
     truth = {w(2): 50.0, w(3): 92.0, w(4): 100.0, w(6): 100.0}
     bench = Bench(truth, spread=(0.98, 1.0, 1.02))
     result = search(list(truth), predictions(truth), bench, max_runs=8)
-    assert result.rounds[1:] == [[w(3), w(4)]]
-    assert (len(result.runs[w(3)]), len(result.runs[w(4)])) == (8, 8)
+    assert all(w(3) in r and len(r) == 2 for r in result.rounds[1:])  # one run more a round
+    assert len(result.runs[w(3)]) == 8
     assert result.judged.verdicts[w(3)] == noise.LOWER
-    assert result.point_runs == bench.runs == 3 * 3 + 2 * 5
+    assert result.point_runs == bench.runs == 3 * 3 + 2 * 5 + 1
     # Within the default of 6 runs it cannot be decided: it stays undecided, named with its 8.
     capped = search(list(truth), predictions(truth), Bench(truth, spread=(0.98, 1.0, 1.02)))
     assert capped.judged.undecided == {w(3): 8}
