@@ -18,7 +18,10 @@ measured, how often tune's answer is at least as good (within 5 %) as Lightning'
 The grids of 20 points or more run again on a shared machine: one of the profile's first two
 passes runs 40 % slow (every window of it), as a step read beside other work.
 `--windows 1` is the profile before it took passes (one window a point); `--profile-steps`
-shortens the profile's windows (the confirmations keep 200 steps). About 20 s with 5 seeds.
+sets the profile's windows (default: tune.windows.profile_steps, a quarter of the
+confirmations' 200 steps, as the driver takes them; 200 is the profile before). The last
+column holds tune's median share of device time against the issue's budget (a quarter on
+20-40 points, 5 % on 100 or more). About 20 s with 5 seeds.
 The real grid (sleeps and the emulated step, measured by the harness) is
 tests/harness/tune/test_driver.py's.
 """
@@ -159,7 +162,17 @@ def summary_row(name: str, configs: list[Config], runs: list[dict[str, float]]) 
         f"{med('error'):.1%} (worst {max(r['error'] for r in runs):.1%})",
         f"{sum(r['not_worse'] for r in runs):.0f}/{n}",
         "yes" if says else "no",
+        meets_budget(len(configs), statistics.median(r["tune_s"] / r["exhaustive_s"] for r in runs)),
     ]
+
+
+def meets_budget(points: int, share: float) -> str:
+    """The issue's budget in device time: at most a quarter of the exhaustive grid's on 20-40
+    points, 5 % on 100 or more (none below 20 points: there, harness run is said to cost less)."""
+    target = 0.05 if points >= 100 else 0.25 if points >= 20 else None
+    if target is None:
+        return "no target"
+    return f"{'yes' if share <= target else 'no'} ({share:.0%} vs {target:.0%})"
 
 
 def main() -> None:
@@ -199,6 +212,7 @@ def main() -> None:
         "median error (worst seed)",
         "tune >= Lightning and = cores",
         "tune says harness run costs less",
+        "meets budget (median share vs target)",
     ]
     print(tabulate(rows, headers=head))
 
