@@ -308,3 +308,24 @@ def test_tune_on_a_193_point_grid_spends_under_a_twentieth_of_its_device_time() 
     result = search(BIG_GRID, predict_with_intervals(bench.profile(BIG_GRID), BIG_GRID), bench)
     assert same_answer(result.judged.answer, truth)
     assert bench.seconds <= 0.05 * full.seconds
+
+
+def test_a_neighbour_the_intervals_put_well_under_the_choice_is_not_measured() -> None:
+    """The model's intervals separate three workers (75 ± 3 %) from the choice of four (100 ±
+    3 %): the first round leaves it out (it would only confirm what the profile settled) and
+    measures the choice with six. Predicted at 88, within reach, it is measured; without
+    intervals every neighbour is."""
+
+    def sure(values: Mapping[Config, float], spread: float) -> list[Prediction]:
+        return [Prediction(c, v, 0.0, "step", v * (1 - spread), v * (1 + spread)) for c, v in values.items()]
+
+    grid = {w(2): 50.0, w(3): 75.0, w(4): 100.0, w(6): 100.0}
+    truth = dict(grid)
+    result = search(list(grid), sure(grid, 0.03), Bench(truth))
+    assert result.model_choice == w(4)
+    assert result.rounds[0] == [w(4), w(6)]  # 75 × 1.03 = 77 < 0.9 × 97
+    near = {**grid, w(3): 88.0}  # 88 × 1.03 = 90.6 >= 0.9 × 97 = 87.3: within reach
+    result = search(list(near), sure(near, 0.03), Bench(near))
+    assert result.rounds[0] == [w(4), w(3), w(6)]
+    plain = search(list(grid), predictions(grid), Bench(truth))
+    assert plain.rounds[0] == [w(4), w(3), w(6)]
