@@ -38,9 +38,23 @@ from analysis.tune.model import COPY, MODELLED, Config, Prediction, cheapest_mee
 
 AXES = (*MODELLED, *COPY)
 
-Measure = Callable[[Sequence[Config], int], Mapping[Config, Sequence[float]]]
+
+@dataclass(frozen=True, slots=True)
+class Runs:
+    """A configuration's runs and the pass each was measured in (the rows' run_pass, labelled
+    as analysis.aggregate's `run_passes`): runs of one pass took turns on one machine (ABC ABC,
+    harness/sweeps.run_points), so the judgement pairs them by pass, as the recommendation
+    does (noise.ratio_by_pass: a slow spell of the machine shared by a pass cancels in its
+    pair's ratio)."""
+
+    values: tuple[float, ...]
+    passes: tuple[noise.Pass, ...]
+
+
+Measure = Callable[[Sequence[Config], int], Mapping[Config, "Sequence[float] | Runs"]]
 """Bring these configurations to `runs` runs each in all (measuring only the runs each lacks):
-config → samples/s of each of its runs."""
+config → samples/s of each of its runs, bare (judged as independent runs) or with their
+passes (`Runs`: paired by pass)."""
 MAX_RUNS = 6
 """The most runs a configuration gets to decide it against the best (noise.runs_needed says how
 many would): beyond, it stays undecided and is named, as the recommendation names it."""
@@ -72,6 +86,8 @@ class SearchResult:
     widened: tuple[Config, ...] = ()
     """Measured in the first round because the profile's intervals put them within reach of
     the answer, beyond the choice's neighbours (`plausible`)."""
+    passes: dict[Config, tuple[noise.Pass, ...]] = field(default_factory=dict)
+    """The pass of each run (None where the measure gave none): the judgement's pairs."""
 
     def errors(self) -> dict[Config, float]:
         """Per measured configuration: (predicted − measured median) / measured median."""
@@ -121,14 +137,29 @@ def _order(value: object) -> tuple[int, float]:
     return (0, float(value)) if isinstance(value, (int, float)) else (1, 0.0)  # bools are ints
 
 
-def judge(runs: Mapping[Config, Sequence[float]], margin: float = noise.MARGIN) -> Judged:
-    """The recommendation's rule on the runs of each configuration (see the module docstring)."""
+def split(measured: Sequence[float] | Runs) -> tuple[tuple[float, ...], tuple[noise.Pass, ...]]:
+    """A configuration's runs and their passes (None each where the measure gave none)."""
+    if isinstance(measured, Runs):
+        return measured.values, measured.passes
+    values = tuple(measured)
+    return values, (None,) * len(values)
+
+
+def judge(
+    runs: Mapping[Config, Sequence[float]],
+    margin: float = noise.MARGIN,
+    passes: Mapping[Config, Sequence[noise.Pass]] | None = None,
+) -> Judged:
+    """The recommendation's rule on the runs of each configuration (see the module docstring),
+    each against the best paired by pass where `passes` allow it (noise.ratio_by_pass), else
+    as independent runs."""
     best = max(runs, key=lambda c: statistics.median(runs[c]))
     verdicts = {best: noise.WITHIN}
     ratios: dict[Config, noise.Estimate] = {}
+    passes = passes or {}
     for c, r in runs.items():
         if c != best:
-            ratios[c] = noise.independent_ratio(runs[best], r)
+            ratios[c] = noise.ratio_by_pass(runs[best], r, passes.get(best, ()), passes.get(c, ()))
             verdict = ratios[c].judge(margin)
             if verdict == noise.NOT_TESTED:  # one run: the recommendation's untested stand-in
                 close = statistics.median(r) >= (1 - margin) * statistics.median(runs[best])
@@ -160,6 +191,7 @@ def search(
     predicted = {x.config: x.samples_per_s for x in predictions}
     choice = cheapest_meeting(list(predictions), margin).config
     runs: dict[Config, tuple[float, ...]] = {}
+    passes: dict[Config, tuple[noise.Pass, ...]] = {}
     rounds: list[list[Config]] = []
     by_config = {x.config: x for x in predictions}
     first = [choice, *(c for c in neighbours(choice, grid) if not separated(by_config, c, choice, margin))]
@@ -177,16 +209,18 @@ def search(
                 break
         measured = measure(todo, target)
         for c in todo:
-            runs[c] = tuple(measured[c])
+            runs[c], passes[c] = split(measured[c])
         spent += sum(cost[c] for c in todo)
         rounds.append(list(todo))
-        judged = judge(runs, margin)
+        judged = judge(runs, margin, passes)
         todo, target = _wanted(judged, grid, runs, predicted, margin), repeats
         if not todo:
             todo, target = _to_decide(judged, runs, max_runs, goals)
     if not runs:  # a budget below one configuration's runs: the model's choice, unconfirmed
         return SearchResult(Judged(choice, choice, {}), runs, predicted, choice, rounds, spent, True, widened)
-    return SearchResult(judge(runs, margin), runs, predicted, choice, rounds, spent, capped, widened)
+    return SearchResult(
+        judge(runs, margin, passes), runs, predicted, choice, rounds, spent, capped, widened, passes
+    )
 
 
 SEPARATION = 2.0
@@ -292,8 +326,8 @@ def _wanted(
 
 def exhaustive(grid: Sequence[Config], measure: Measure, *, repeats: int = 3) -> Judged:
     """The whole grid measured and judged: the truth tune is checked against."""
-    measured = measure(list(grid), repeats)
-    return judge({c: tuple(measured[c]) for c in grid})
+    measured = {c: split(v) for c, v in measure(list(grid), repeats).items()}
+    return judge({c: measured[c][0] for c in grid}, passes={c: measured[c][1] for c in grid})
 
 
 def same_answer(tuned: Config, truth: Mapping[Config, float], margin: float = noise.MARGIN) -> bool:
