@@ -329,3 +329,32 @@ def test_a_neighbour_the_intervals_put_well_under_the_choice_is_not_measured() -
     assert result.rounds[0] == [w(4), w(3), w(6)]
     plain = search(list(grid), predictions(grid), Bench(truth))
     assert plain.rounds[0] == [w(4), w(3), w(6)]
+
+
+def test_runs_of_one_pass_are_judged_paired_so_a_drift_they_share_cancels() -> None:
+    """Three passes of a drifting machine (100, 90, 110 % speed), three workers 3 % under four
+    in each: paired by pass the ratio is 0.97 every time, tied within the margin at 3 runs, and
+    the cheaper three workers is the answer; the same figures without their passes (as
+    independent runs) leave it undecided, and four workers stands."""
+    from analysis.tune.search import Runs
+
+    drift = (1.0, 0.9, 1.1)
+    truth = {w(3): 97.0, w(4): 100.0}
+
+    def measure(configs: Sequence[Config], runs: int) -> dict[Config, Runs]:
+        return {
+            c: Runs(tuple(truth[c] * drift[i] for i in range(runs)), tuple(f"s#{i}" for i in range(runs)))
+            for c in configs
+        }
+
+    paired = search(list(truth), predictions(truth), measure, max_runs=3)
+    assert paired.judged.verdicts[w(3)] == noise.WITHIN
+    assert paired.judged.answer == w(3)
+    assert paired.passes[w(3)] == ("s#0", "s#1", "s#2")
+
+    def bare(configs: Sequence[Config], runs: int) -> dict[Config, tuple[float, ...]]:
+        return {c: r.values for c, r in measure(configs, runs).items()}
+
+    independent = search(list(truth), predictions(truth), bare, max_runs=3)
+    assert independent.judged.verdicts[w(3)] == noise.UNDECIDED
+    assert independent.judged.answer == w(4)
