@@ -202,21 +202,6 @@ def passes_agree(
     )
 
 
-def steady_rate(steps_per_s: float, mean_wait: float | None, p50_wait: float | None) -> float:
-    """A plateau window's steps/s without the waits its stalls added: the window's period less
-    its mean wait's excess over its median (a wait every step pays, the hand-off, stays in the
-    median). A short window that met a stall before the workers' stock was built reads the
-    plateau low (on the erratic reader of benchmarks/tune_truth.py, 43 batches/s of 50 in a
-    50-step window), and the model took that for a hand-off of 3 ms a batch; this reads 50."""
-    if not steps_per_s > 0 or mean_wait is None or p50_wait is None:
-        return steps_per_s
-    excess = mean_wait - p50_wait
-    if not (math.isfinite(excess) and excess > 0):
-        return steps_per_s
-    period = 1 / steps_per_s - excess
-    return 1 / period if period > 0 else steps_per_s
-
-
 def plateau_windows(p: Profile, top: Config, rates: Sequence[float]) -> Profile:
     """The hand-off from the plateau point's windows (tune.model.with_plateau at their median
     rate), with its interval: the hand-off at either end of the rates' interval."""

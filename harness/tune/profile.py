@@ -20,14 +20,7 @@ from analysis.tune.model import (
     plateau_config,
     with_copy_mode,
 )
-from analysis.tune.windows import (
-    FIRST_WINDOWS,
-    WINDOWS,
-    fit_windows,
-    passes_agree,
-    plateau_windows,
-    steady_rate,
-)
+from analysis.tune.windows import FIRST_WINDOWS, WINDOWS, fit_windows, passes_agree, plateau_windows
 from harness.config.plan import Point
 from harness.storage.sweep import want_repeats, with_repeats
 from harness.tune.rounds import TuneError, Tuner
@@ -133,25 +126,9 @@ def _aligned(
 
 
 def _rates(rows: pd.DataFrame, pid: str) -> list[float]:
-    """A plateau point's steps/s in each of its windows (median over ranks), without the waits
-    its stalls added (windows.steady_rate: the windows are short)."""
+    """A plateau point's steps/s in each of its windows (median over ranks)."""
     mine = rows[(rows["point_id"] == pid) & (rows["rung"] == "full")]
-    out = []
-    for _, window in mine.groupby("repeat"):
-        figures = window.median(numeric_only=True)
-        out.append(
-            steady_rate(
-                float(figures["steps_per_s"]),
-                _get(figures, "loading_time"),
-                _get(figures, "loading_time_p50"),
-            )
-        )
-    return out
-
-
-def _get(figures: pd.Series, column: str) -> float | None:
-    value = figures.get(column)
-    return float(value) if value is not None and pd.notna(value) else None
+    return [float(v) for v in mine.groupby("repeat")["steps_per_s"].median()]
 
 
 def _with_copy_modes(
