@@ -16,10 +16,10 @@ measured answer's neighbours on one axis at a time, num_workers first (a walk al
 the model got wrong), then the next num_workers above the best where the model is contradicted
 there, and judge again after each.
 When the answer's neighbourhood is measured, the cheaper configurations left undecided against
-the best are measured again, with the best, one run of each at a time (a pass: the k-th run of every one before any
-(k+1)-th), judged again after each pass, while the runs that would likely decide them
-(`Estimate.runs_needed`) stay at most MAX_RUNS: a comparison decided stops confirming there;
-the walk goes on if the answer moves. The
+the best are measured again, with the best, one run of each at a time (a pass: the k-th
+run of every one before any (k+1)-th), judged again after each pass, toward the runs that
+would likely decide them (`Estimate.runs_needed`, at most MAX_RUNS): a comparison decided
+stops confirming there; the walk goes on if the answer moves. The
 search stops when nothing is left to measure, or at `budget` point-runs (then it says so).
 What stays undecided is named with the runs that would decide it, as the recommendation does.
 
