@@ -6,7 +6,8 @@ confirmations, in one normal sweep folder.
    capacity timed alone), one run each; and in the same round the plateau point, the grid's
    most workers and prefetch at `full`, one run, for the hand-off each batch costs the rank's
    own thread (tune.model.with_plateau); and for each further copy mode its `host_batch` and
-   its plateau point, one run each.
+   its plateau point, one run each. The profile's windows are a quarter of the spec's
+   (analysis/tune/windows.py's profile_steps): they are the grid's slowest.
 2. **Predict** every grid point (analysis/tune/model.py, fitted by `fit_profile`).
 3. **Confirm** (analysis/tune/search.py): the predicted cheapest configuration that meets the
    demand and its neighbours on each axis, rung `full`, `repeats` runs each (at least 3),
