@@ -10,14 +10,21 @@ the phase it happens to cover (a burst more or a wait more): 0.80 to 1.04 of the
 in issue 30, with nothing unsteady between its halves. A window of whole periods reads the
 steady rate from any phase, since every period of the pattern lasts the same.
 
+An auto window (`measure.steps: auto`) is measured in blocks of whole periods, and stops once
+it has lasted `measure.seconds` and the blocks' durations say its step rate to AUTO_RSE (batch
+means, as pyperf and criterion.rs judge their samples), or at `measure.max_seconds`, said.
+
 Torch-free and pure: `harness/execution/loop.py` asks it about the steps it timed.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from harness_schema.settings import AUTO_BLOCK_STEPS, AUTO_MIN_BLOCKS, AUTO_RSE
 
 WAITED = 0.05
 """A next() longer than this fraction of the median step may be a wait (loop.py's rule)."""
@@ -114,4 +121,46 @@ def too_short(steps: int, period: int | None, min_periods: int) -> str | None:
         f"the window of {steps} steps covers {steps // period} period(s) of the loader's delivery "
         f"(bursts of {period} batches, a wait every {period} steps): too short to read its steady "
         f"rate; set measure.steps: {min_periods * period} or more, or measure.seconds"
+    )
+
+
+def block_steps(period: int) -> int:
+    """Steps in a block of an auto window (steps: auto): at least AUTO_BLOCK_STEPS, in whole
+    periods, so that every block lasts the same whatever the bursts' phase and the blocks'
+    durations scatter only as the loader's rate does."""
+    return whole_periods(AUTO_BLOCK_STEPS, period)
+
+
+def auto_least(steps: int, period: int) -> int:
+    """The steps an auto window measures before it first asks whether it may stop: `steps` in
+    whole blocks, and at least AUTO_MIN_BLOCKS of them."""
+    block = block_steps(period)
+    return max(whole_periods(steps, block), AUTO_MIN_BLOCKS * block)
+
+
+def block_rse(step_s: Sequence[float], block: int) -> float | None:
+    """The relative standard error of the window's step rate from batch means: the durations
+    of its whole blocks of `block` steps (a partial last one left out), their standard
+    deviation over the square root of their count, over their mean. Blocks of whole periods
+    cancel the bursts within a period; what scatters between blocks is the rate itself (the
+    delta method: the rate's relative error is the duration's). None under AUTO_MIN_BLOCKS."""
+    count = len(step_s) // block
+    if count < AUTO_MIN_BLOCKS:
+        return None
+    durations = [sum(step_s[k * block : (k + 1) * block]) for k in range(count)]
+    mean = statistics.fmean(durations)
+    return statistics.stdev(durations) / math.sqrt(count) / mean if mean > 0 else None
+
+
+def capped(rse: float | None, steps: int, max_seconds: float) -> str | None:
+    """The one line a user reads when an auto window stopped at its most before its step rate
+    was known to AUTO_RSE; None when it was."""
+    if rse is not None and rse <= AUTO_RSE:
+        return None
+    shown = "unknown" if rse is None else f"{rse:.1%}"
+    return (
+        f"the auto window stopped at measure.max_seconds ({max_seconds:g} s, {steps} steps) with its "
+        f"step rate's relative standard error at {shown}, above the {AUTO_RSE:.0%} it aims for: the "
+        "rate varies between blocks of the window (a noisy loader or a busy machine); raise "
+        "measure.max_seconds, or compare with more repeats"
     )
