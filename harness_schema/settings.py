@@ -371,6 +371,11 @@ freedom, below which a small scatter is a coincidence."""
 AUTO_BLOCK_STEPS = 8
 """A block's least steps (rounded up to whole periods): the window's length is decided at each
 block's end, under DDP a collective, which a per-step check would pay every step."""
+AUTO_BLOCK_S = 0.1
+"""A block's least duration, as the window's first steps foretell it: pyperf's min_time (each
+of its values lasts at least 100 ms). Blocks of 8 steps of 0.1 ms each scattered by 11 % here
+(a timer's or the scheduler's hiccup of a millisecond is a block's whole length), so that 2 %
+was out of reach after 2,000 of them."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -30,7 +30,8 @@ The rules of the window, each for a reason a user would otherwise be misled by:
   least CHUNK steps at a time) until it has lasted that long, as criterion.rs and pyperf
   size their samples by time; under DDP the ranks agree at each chunk's end (a collective).
 - **Or as long as the rate needs (`steps: auto`).** The window is measured in blocks of
-  whole periods (steady.block_steps), at least AUTO_MIN_BLOCKS of them, and stops at a block's
+  whole periods, each at least AUTO_BLOCK_S long as its first CHUNK steps foretell
+  (steady.block_steps; the ranks' largest), at least AUTO_MIN_BLOCKS of them, and stops at a block's
   end once it has lasted `seconds` and the blocks' durations give its step rate a relative
   standard error of at most AUTO_RSE (2 %); else at `max_seconds`, in one line saying so.
   Under DDP the ranks stop together: each block's end is a collective (`agree`), and the
@@ -56,7 +57,7 @@ from typing import Any, Protocol, TypeVar, cast
 
 from harness.execution import steady
 from harness.execution.batches import count_samples
-from harness_schema.settings import AUTO_BLOCK_STEPS, AUTO_RSE, DRAIN_FACTOR, MIN_PERIODS
+from harness_schema.settings import AUTO_BLOCK_STEPS, AUTO_MIN_BLOCKS, AUTO_RSE, DRAIN_FACTOR, MIN_PERIODS
 
 log = logging.getLogger(__name__)
 
@@ -249,15 +250,14 @@ def window(
     mark("measure")
     region_start = clock()
     measured: list[Clocked] = []
-    least = steady.auto_least(steps, period) if max_seconds else steady.whole_periods(steps, period)
-    for _ in range(least):
+    for _ in range(0 if max_seconds else steady.whole_periods(steps, period)):
         measured.append((yield from one_step(stream, to_device, clock, count)))
     rse = yield from _extend(
         measured,
         lambda: one_step(stream, to_device, clock, count),
         period,
         (region_start, seconds, max_seconds),
-        agree,
+        (agree, largest),
         clock,
     )
     sync()
@@ -286,20 +286,23 @@ def _extend(
     step: Callable[[], Generator[Any, None, Clocked]],
     period: int,
     bounds: tuple[float, float | None, float | None],
-    agree: Callable[[bool], bool],
+    ranks: tuple[Callable[[bool], bool], Callable[[int], int]],
     clock: Callable[[], float],
 ) -> Generator[Any, None, float | None]:
-    """The window past its least steps, `bounds` being (start, seconds, max_seconds): an auto
-    window until it is precise (`_until_precise`, which returns its standard error); with
-    `seconds` alone, whole periods (at least CHUNK steps at a time) until it has lasted that
-    long; else nothing more."""
+    """The window past its `steps`, `bounds` being (start, seconds, max_seconds) and `ranks`
+    (agree, largest): an auto window until it is precise (`_until_precise`, which returns its
+    standard error); with `seconds` alone, whole periods (at least CHUNK steps at a time) until
+    it has lasted that long; else nothing more."""
     start, seconds, max_seconds = bounds
+    agree, largest = ranks
     if max_seconds:
-        return (
-            yield from _until_precise(
-                measured, step, period, (start, seconds or 0.0, max_seconds), agree, clock
-            )
-        )
+        for _ in range(steady.whole_periods(CHUNK, period)):
+            measured.append((yield from step()))
+        # The block's steps as these first steps foretell them (criterion.rs's warm-up estimate),
+        # the ranks' largest: every rank's blocks end on the same steps.
+        block = largest(steady.block_steps(period, statistics.fmean(m.total_s for m in measured)))
+        bounds = (start, seconds or 0.0, max_seconds)
+        return (yield from _until_precise(measured, step, block, bounds, agree, clock))
     if seconds:
         chunk = steady.whole_periods(CHUNK, period)
         # Every rank asks the same number of times, so that the collective in `agree` pairs up.
@@ -312,27 +315,31 @@ def _extend(
 def _until_precise(
     measured: list[Clocked],
     step: Callable[[], Generator[Any, None, Clocked]],
-    period: int,
+    block: int,
     bounds: tuple[float, float, float],
     agree: Callable[[bool], bool],
     clock: Callable[[], float],
 ) -> Generator[Any, None, float | None]:
-    """An auto window's blocks after its least (steady.auto_least): one more block at a time
+    """An auto window in blocks of `block` steps: AUTO_MIN_BLOCKS, then one more at a time
     until it has lasted the least seconds and its rate's relative standard error is at most
     AUTO_RSE, or has lasted the most; `bounds` is (start, least seconds, most seconds).
     Returns the standard error. Under DDP the window ends when every rank may stop (`agree`,
     asked once a block by every rank, so that its collective pairs up): the ranks' windows
     end on the same step."""
     start, least_s, most_s = bounds
-    block = steady.block_steps(period)
+    while len(measured) < AUTO_MIN_BLOCKS * block:
+        measured.append((yield from step()))
+    # Kept as the blocks end: a window of tiny steps has thousands of them.
+    durations = [sum(m.total_s for m in measured[k : k + block]) for k in range(0, len(measured), block)]
     while True:
         elapsed = clock() - start
-        rse = steady.block_rse([m.total_s for m in measured], block)
+        rse = steady.block_rse(durations)
         precise = elapsed >= least_s and rse is not None and rse <= AUTO_RSE
         if agree(precise or elapsed >= most_s):
             return rse
         for _ in range(block):
             measured.append((yield from step()))
+        durations.append(sum(m.total_s for m in measured[-block:]))
 
 
 def _period(warm: Sequence[Clocked], stock: int) -> int:

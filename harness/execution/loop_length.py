@@ -61,7 +61,7 @@ def longest_window(point: Point, rung: str) -> int:
     steps: auto, its least blocks (steady.auto_least) at the longest period's blocks."""
     if point.measure.auto_window:
         periods = range(1, max(stock(point, rung), 1) + 1)
-        return max(steady.auto_least(point.measure.steps, period) for period in periods)
+        return max(steady.auto_least(period) for period in periods)
     return point.measure.steps + max(stock(point, rung) - 1, 0)
 
 

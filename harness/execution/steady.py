@@ -10,7 +10,9 @@ the phase it happens to cover (a burst more or a wait more): 0.80 to 1.04 of the
 in issue 30, with nothing unsteady between its halves. A window of whole periods reads the
 steady rate from any phase, since every period of the pattern lasts the same.
 
-An auto window (`measure.steps: auto`) is measured in blocks of whole periods, and stops once
+An auto window (`measure.steps: auto`) is measured in blocks of whole periods (each at least
+AUTO_BLOCK_S long, as its first steps foretell: criterion.rs and pyperf size their samples
+the same way), and stops once
 it has lasted `measure.seconds` and the blocks' durations say its step rate to AUTO_RSE (batch
 means, as pyperf and criterion.rs judge their samples), or at `measure.max_seconds`, said.
 
@@ -24,7 +26,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness_schema.settings import AUTO_BLOCK_STEPS, AUTO_MIN_BLOCKS, AUTO_RSE
+from harness_schema.settings import AUTO_BLOCK_S, AUTO_BLOCK_STEPS, AUTO_MIN_BLOCKS, AUTO_RSE
 
 WAITED = 0.05
 """A next() longer than this fraction of the median step may be a wait (loop.py's rule)."""
@@ -124,32 +126,40 @@ def too_short(steps: int, period: int | None, min_periods: int) -> str | None:
     )
 
 
-def block_steps(period: int) -> int:
-    """Steps in a block of an auto window (steps: auto): at least AUTO_BLOCK_STEPS, in whole
-    periods, so that every block lasts the same whatever the bursts' phase and the blocks'
-    durations scatter only as the loader's rate does."""
-    return whole_periods(AUTO_BLOCK_STEPS, period)
+def block_steps(period: int, step_s: float | None = None) -> int:
+    """Steps in a block of an auto window (steps: auto), where a step takes about `step_s`: at
+    least AUTO_BLOCK_STEPS and AUTO_BLOCK_S, in whole periods, so that every block lasts the
+    same whatever the bursts' phase, and the blocks' durations scatter as the loader's rate
+    does, not as the clock's hiccups."""
+    least = AUTO_BLOCK_STEPS
+    if step_s is not None and step_s > 0:
+        least = max(least, math.ceil(AUTO_BLOCK_S / step_s))
+    return whole_periods(least, period)
 
 
-def auto_least(steps: int, period: int) -> int:
-    """The steps an auto window measures before it first asks whether it may stop: `steps` in
-    whole blocks, and at least AUTO_MIN_BLOCKS of them."""
-    block = block_steps(period)
-    return max(whole_periods(steps, block), AUTO_MIN_BLOCKS * block)
+def auto_least(period: int) -> int:
+    """The fewest steps an auto window measures: AUTO_MIN_BLOCKS blocks of the fewest steps
+    (a step of AUTO_BLOCK_S or longer)."""
+    return AUTO_MIN_BLOCKS * block_steps(period)
 
 
-def block_rse(step_s: Sequence[float], block: int) -> float | None:
-    """The relative standard error of the window's step rate from batch means: the durations
-    of its whole blocks of `block` steps (a partial last one left out), their standard
-    deviation over the square root of their count, over their mean. Blocks of whole periods
-    cancel the bursts within a period; what scatters between blocks is the rate itself (the
-    delta method: the rate's relative error is the duration's). None under AUTO_MIN_BLOCKS."""
-    count = len(step_s) // block
+def block_rse(durations: Sequence[float]) -> float | None:
+    """The relative standard error of the window's step rate from batch means over its blocks'
+    `durations` (each of the same steps, whole periods): their standard deviation over the
+    square root of their count, over their mean. Blocks of whole periods cancel the bursts
+    within a period, and blocks that last at least AUTO_BLOCK_S (neighbours merged where the
+    window's first steps foretold them shorter) the clock's hiccups: what scatters between
+    them is the rate itself (the delta method: the rate's relative error is the duration's).
+    None under AUTO_MIN_BLOCKS of them."""
+    if not durations:
+        return None
+    merged = max(1, math.ceil(AUTO_BLOCK_S / max(statistics.fmean(durations), 1e-12)))
+    count = len(durations) // merged
     if count < AUTO_MIN_BLOCKS:
         return None
-    durations = [sum(step_s[k * block : (k + 1) * block]) for k in range(count)]
-    mean = statistics.fmean(durations)
-    return statistics.stdev(durations) / math.sqrt(count) / mean if mean > 0 else None
+    batches = [sum(durations[k * merged : (k + 1) * merged]) for k in range(count)]
+    mean = statistics.fmean(batches)
+    return statistics.stdev(batches) / math.sqrt(count) / mean if mean > 0 else None
 
 
 def capped(rse: float | None, steps: int, max_seconds: float) -> str | None:
