@@ -474,3 +474,27 @@ def test_the_ranks_of_a_distributed_point_end_their_auto_windows_together(tmp_pa
     assert ranks[0]["steps"] == ranks[1]["steps"] and int(ranks[0]["steps"]) >= 40
     assert all(r["window_rse"] != "" for r in ranks)
     assert float(ranks[0]["training_time"]) == pytest.approx(float(ranks[1]["training_time"]), rel=0.2)
+
+
+def test_every_rung_of_the_ladder_gets_an_auto_window_inline(tmp_path: Path) -> None:
+    spec = """\
+        name: auto-ladder
+        workload:
+          dataset: tests.fixtures.workloads:slow_read
+          dataset_args: {size: 256, delay: 0.001}
+          model: emulated
+          model_args: {step_ms: 5}
+          batch_size: 4
+          device: cpu
+        loader: {num_workers: 1}
+        rungs: [host_batch, processed_sample, full]
+        measure: {warmup_steps: 1, steps: auto, seconds: 0.2, max_seconds: 2, repeats: 1}
+        """
+    (point,) = expand(parse_spec(textwrap.dedent(spec))).points
+    outcome = run_point(point, tmp_path, env=DistEnv())
+    assert outcome.ok == 3, [r.error for r in outcome.rows]
+    rows = results.read_rows(layout.rank_file(layout.point_dir(tmp_path, point.id), 0))
+    assert [r["rung"] for r in rows] == ["host_batch", "processed_sample", "full"]
+    for row in rows:
+        assert int(row["steps"]) >= 40 and float(row["training_time"]) >= 0.2
+        assert float(row["window_rse"]) >= 0
