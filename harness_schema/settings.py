@@ -371,6 +371,12 @@ freedom, below which a small scatter is a coincidence."""
 AUTO_BLOCK_STEPS = 8
 """A block's least steps (rounded up to whole periods): the window's length is decided at each
 block's end, under DDP a collective, which a per-step check would pay every step."""
+AUTO_MAX_BATCHES = 30
+"""With steps: auto, the most batches the standard error is taken over: past it, neighbouring
+blocks are merged (batch means with a fixed number of batches, 10 to 30 in Schmeiser's 1982
+study), so that a batch outlasts the loader's slow drifts (workers slipping out of step over
+seconds) which blocks of a tenth of a second would take for noise: with 6 workers in step,
+such blocks went on to the 20 s cap at 2.3 to 3.2 %."""
 AUTO_BLOCK_S = 0.1
 """A block's least duration, as the window's first steps foretell it: pyperf's min_time (each
 of its values lasts at least 100 ms). Blocks of 8 steps of 0.1 ms each scattered by 11 % here

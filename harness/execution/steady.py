@@ -26,7 +26,13 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness_schema.settings import AUTO_BLOCK_S, AUTO_BLOCK_STEPS, AUTO_MIN_BLOCKS, AUTO_RSE
+from harness_schema.settings import (
+    AUTO_BLOCK_S,
+    AUTO_BLOCK_STEPS,
+    AUTO_MAX_BATCHES,
+    AUTO_MIN_BLOCKS,
+    AUTO_RSE,
+)
 
 WAITED = 0.05
 """A next() longer than this fraction of the median step may be a wait (loop.py's rule)."""
@@ -148,12 +154,17 @@ def block_rse(durations: Sequence[float]) -> float | None:
     `durations` (each of the same steps, whole periods): their standard deviation over the
     square root of their count, over their mean. Blocks of whole periods cancel the bursts
     within a period, and blocks that last at least AUTO_BLOCK_S (neighbours merged where the
-    window's first steps foretold them shorter) the clock's hiccups: what scatters between
-    them is the rate itself (the delta method: the rate's relative error is the duration's).
+    window's first steps foretold them shorter) the clock's hiccups; past AUTO_MAX_BATCHES
+    blocks, neighbours are merged too (a fixed number of batches), so that a batch outlasts
+    the loader's slow drifts: what scatters between them is the rate itself (the delta
+    method: the rate's relative error is the duration's).
     None under AUTO_MIN_BLOCKS of them."""
     if not durations:
         return None
-    merged = max(1, math.ceil(AUTO_BLOCK_S / max(statistics.fmean(durations), 1e-12)))
+    merged = max(
+        math.ceil(AUTO_BLOCK_S / max(statistics.fmean(durations), 1e-12)),
+        math.ceil(len(durations) / AUTO_MAX_BATCHES),
+    )
     count = len(durations) // merged
     if count < AUTO_MIN_BLOCKS:
         return None

@@ -84,3 +84,10 @@ def test_the_rate_s_standard_error_is_taken_over_blocks_of_a_tenth_of_a_second()
     # Blocks foretold at 0.1 s that last 0.01 s: merged ten by ten, a hiccup of one weighs a tenth.
     merged = steady.block_rse([0.01] * 49 + [0.02])
     assert merged == pytest.approx(0.0196, rel=0.01)  # batches of 0.1, 0.1, 0.1, 0.1, 0.11 s
+
+
+def test_past_thirty_blocks_neighbours_are_merged_into_thirty_batches() -> None:
+    # Blocks that alternate slow and fast (a pattern longer than a block): taken one by one they
+    # scatter by a third; merged pairwise (60 blocks into 30 batches) they last alike.
+    assert steady.block_rse([0.1, 0.2] * 30) == 0.0
+    assert steady.block_rse([0.1, 0.2] * 14) == pytest.approx(0.0642, rel=0.01)  # 28: one by one
