@@ -25,7 +25,8 @@ half the work). Each is named on a `not ranked:` line with why. Merged: where th
 not CUDA, pin_memory and non_blocking change nothing (NO_EFFECT_OFF_CUDA), so points that
 differ only there are one configuration, ranked once with their runs pooled. Said: a machine
 shared with other work during the windows (the samplers' foreign_cpu_share, SHARED or more),
-in one line with the share.
+in one line with the share; so are points whose workers delivered no batch (idle_workers),
+which ran on fewer workers than they say (more shards, not more workers).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ import pandas as pd
 
 from analysis import noise
 from analysis.aggregate import LOADER_COLUMNS, WORKLOAD_COLUMNS, table_rows
+from analysis.ladder.verdict_text import SHARD_FIX
 from harness_schema.settings import WORKER_ONLY
 
 WITHIN = noise.MARGIN
@@ -322,7 +324,7 @@ def _groups(chosen: pd.DataFrame) -> Iterator[_Group]:
             unranked=tuple((row, r) for (_, row), r in zip(merged.iterrows(), reasons, strict=True) if r),
             complete=merged[_every_rank(merged)],
             shown=[c for c in shown_by_sweep[sweep_dir] if c not in hidden],
-            notes=(*notes, *shared_machine(rows)),
+            notes=(*notes, *shared_machine(rows), *idle_workers(rows)),
             first=rows.iloc[0],
         )
 
@@ -344,6 +346,28 @@ def shared_machine(rows: pd.DataFrame) -> list[str]:
     return [
         f"the machine was shared: other processes used {mean:.0%} of its CPU during the windows{most}; "
         "figures may read slow and the ranking move"
+    ]
+
+
+def idle_workers(rows: pd.DataFrame) -> list[str]:
+    """One line where some points' workers delivered no batch (idle_workers: a stream with
+    fewer shards than workers, or an epoch with fewer batches), else none. Those points ran on
+    fewer workers than their num_workers says: a point is never to be preferred for its extra
+    workers, which did nothing; a stream's answer is more shards, not more workers."""
+    if "idle_workers" not in rows:
+        return []
+    idle = pd.to_numeric(rows["idle_workers"], errors="coerce")
+    hit = rows[idle > 0]
+    if hit.empty:
+        return []
+    named = ", ".join(
+        f"{row['jobid']} ({int(count)} of num_workers={int(row['num_workers'])})"
+        for (_, row), count in zip(hit.iterrows(), idle[idle > 0], strict=True)
+    )
+    return [
+        f"workers that delivered no batch: {named}: these ran on fewer workers than they say, and "
+        "their idle workers gain nothing; a stream with fewer shards than workers needs more "
+        f"shards, not more workers ({SHARD_FIX})"
     ]
 
 

@@ -48,6 +48,9 @@ class Verdict:
     what_if: caching.CachingWhatIf | None = None
     """Where full is not shown to keep up and a cached rung does: what caching that stage would
     give (analysis/ladder/caching.py)."""
+    idle: str | None = None
+    """Where DataLoader workers delivered no batch (the rows' idle_workers): what that means and
+    the fix (more shards, not more workers), in words; None where every worker delivered."""
 
 
 @dataclass
@@ -86,6 +89,9 @@ class Ladder:
     bound: str
     unmeasured: dict[str, str]
     sizes: Sizes | None = None
+    given: bool = False
+    """full is a loader the harness did not build (the rows' loader_given): its stage is named
+    as the loader as given, not split into stages the harness cannot see."""
 
     @property
     def has_bound(self) -> bool:

@@ -108,7 +108,15 @@ def _ladder(group: pd.DataFrame) -> Ladder | None:
         bound=bound,
         unmeasured=unmeasured,
         sizes=_sizes(ok),
+        given=_given(group),
     )
+
+
+def _given(group: pd.DataFrame) -> bool:
+    """The rows are of a loader the harness was given (loader_given names its class)."""
+    if "loader_given" not in group:
+        return False
+    return bool(group["loader_given"].fillna("").astype(str).str.strip().ne("").any())
 
 
 def _per_repeat(ok: pd.DataFrame) -> pd.DataFrame:
@@ -202,7 +210,12 @@ def _higher(ratio: noise.Estimate | None) -> bool:
 
 
 def _walk(
-    rates: pd.DataFrame, names: list[str], *, top: str | None = None, on_cpu: bool = False
+    rates: pd.DataFrame,
+    names: list[str],
+    *,
+    top: str | None = None,
+    on_cpu: bool = False,
+    given: bool = False,
 ) -> list[Stage]:
     """The stages between neighbouring rungs (columns of `rates`, top first). With `top`, the
     first rung's whole time is a stage too (loader time: a cached batch costs none); it is
@@ -215,13 +228,13 @@ def _walk(
         cost = 1 / median[first]
         floor = noise.MARGIN if tested else noise.UNTESTED_FLOOR
         named = cost * median[rungs[-1]] >= floor
-        stages.append(Stage(stage_between(top, first, names), None, first, None, cost, named))
+        stages.append(Stage(stage_between(top, first, names, given=given), None, first, None, cost, named))
     for above, below in pairwise(rungs):
         ratio = _paired(rates[above], rates[below])
         judged = not (on_cpu and below == "host_batch")  # no copy on a CPU device: noise only
         stages.append(
             Stage(
-                stage_between(above, below, names),
+                stage_between(above, below, names, given=given),
                 above,
                 below,
                 ratio,
@@ -257,7 +270,7 @@ def _capacity(lad: Ladder) -> Capacity | None:
     if not rungs or not lad.has_bound:
         return None
     rates = lad.capacity[rungs]
-    stages = _walk(rates, lad.names, top="host_batch")
+    stages = _walk(rates, lad.names, top="host_batch", given=lad.given)
     group = _transform_group(rates, stages)
     if group is not None:
         stages.append(group)  # its cuts stay: each has a row in the table
@@ -291,7 +304,7 @@ def _verdict(host: str, sweep: str, point: str, group: pd.DataFrame) -> Verdict 
     lad = _ladder(group)
     if lad is None:
         return None
-    steps = _walk(lad.steps, lad.names, on_cpu=lad.on_cpu)
+    steps = _walk(lad.steps, lad.names, on_cpu=lad.on_cpu, given=lad.given)
     _fill_table(lad, steps)
     verdict = Verdict(
         hostname=host,
@@ -321,7 +334,33 @@ def _verdict(host: str, sweep: str, point: str, group: pd.DataFrame) -> Verdict 
         verdict.sentence += f" ({noise.UNTESTED})"
     verdict.caveats = [f"{rung} {why}" for rung, why in lad.unmeasured.items()] + verdict.caveats
     verdict.caveats += _caveats(lad)
+    verdict.idle = _idle(group)
     return verdict
+
+
+def _idle(group: pd.DataFrame) -> str | None:
+    """The DataLoader workers that delivered no batch in the ok rows (idle_workers), in words;
+    None where every worker delivered, or the rows do not say (older rows, no workers, a loader
+    the harness did not build). Without a length (dataset_samples empty) the data is a stream
+    short of shards; with one, an epoch short of batches."""
+    if "idle_workers" not in group:
+        return None
+    ok = group[group["status"] == "ok"]
+    idle = pd.to_numeric(ok["idle_workers"], errors="coerce")
+    if not (idle > 0).any():
+        return None
+    per_rank = idle.groupby(ok["rank"]).max().fillna(0)
+    workers = int(pd.to_numeric(ok.loc[idle > 0, "num_workers"], errors="coerce").max())
+    rungs = sorted({str(r) for r in ok.loc[idle > 0, "rung"]}, key=rung_names.ladder_position)
+    lengths = pd.to_numeric(ok["dataset_samples"], errors="coerce") if "dataset_samples" in ok else None
+    return text.idle_workers(
+        int(per_rank.min()),
+        int(per_rank.max()),
+        workers,
+        int(ok["rank"].nunique()),
+        rungs,
+        stream=lengths is None or bool(lengths.isna().all()),
+    )
 
 
 def _fill_table(lad: Ladder, steps: list[Stage]) -> None:
@@ -451,7 +490,9 @@ def _cpu_saturated(lad: Ladder, named: list[Stage]) -> list[str]:
 
 def _caveats(lad: Ladder) -> list[str]:
     t = lad.table
-    out = [text.faster(s) for s in _walk(lad.steps, lad.names, on_cpu=lad.on_cpu) if s.faster]
+    out = [
+        text.faster(s) for s in _walk(lad.steps, lad.names, on_cpu=lad.on_cpu, given=lad.given) if s.faster
+    ]
     if lad.on_cpu and set(rung_names.BOUND_RUNGS) <= set(t["rung"]):
         out.append(text.CPU_COPY)
     out += _step_on_the_cpu(lad)

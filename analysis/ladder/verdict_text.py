@@ -9,6 +9,10 @@ judgement of analysis.noise with its ±5 % margin: *does not keep up* (wholly be
 *the loss is outside the loader* (it keeps up, yet full's steps/s are below the bound's), or
 *undecided* (an interval across an edge of the margin: the sentence gives the repeats that
 would likely decide).
+
+The stages are named by what each rung caches (stage_between), except where full is a loader
+the harness did not build (the rows' loader_given): that stage is the loader as given, never a
+split into collation, transforms and reading the harness cannot see.
 """
 
 from __future__ import annotations
@@ -187,8 +191,48 @@ def shapes(count: int) -> str:
     )
 
 
-def stage_between(above: str, below: str, transform_names: list[str]) -> str:
-    """What a step on `below` pays that a step on `above` does not, in words."""
+SHARD_FIX = "Hugging Face: to_iterable_dataset(num_shards=...); webdataset: more tar files"
+"""How the libraries people stream from are given more shards (as the run's log says it)."""
+
+
+def idle_workers(least: int, most: int, workers: int, ranks: int, rungs: list[str], *, stream: bool) -> str:
+    """Workers that delivered no batch (`least` and `most` of a rank), what it means and the
+    fix. Never more workers: a worker added to a stream short of shards idles too."""
+    count = str(most) if least == most else f"{least} to {most}"
+    whose = "" if ranks == 1 else f" of each rank ({ranks} ranks)"
+    working = str(workers - most) if least == most else f"{workers - most} to {workers - least}"
+    per = "" if ranks == 1 else " a rank"
+    said = (
+        f"idle workers: {count} of {workers} DataLoader workers{whose} delivered no batch on "
+        f"{', '.join(rungs)}, so num_workers={workers} worked as {working}{per}"
+    )
+    if not stream:
+        return f"{said}: an epoch has fewer batches than workers; more workers would idle too"
+    return (
+        f"{said}: the stream has fewer shards than its readers (num_workers × ranks); the fix is "
+        f"more shards, at least {workers * ranks} ({SHARD_FIX}), not more workers: added ones would idle too"
+    )
+
+
+GIVEN_WHOLE = (
+    "the loader as given (its reading, transforms, collation and hand-off: not split, the "
+    "harness did not build it)"
+)
+"""A given loader's stage from a batch-level rung to full: its pipeline, whole. The harness
+did not build the loader (workload.loader's factory, a script's loader under harness.probe:
+the rows' loader_given), so it cannot say which of its parts the time went to."""
+
+
+def stage_between(above: str, below: str, transform_names: list[str], *, given: bool = False) -> str:
+    """What a step on `below` pays that a step on `above` does not, in words. With `given`,
+    full is a loader the harness did not build: from a batch-level rung, its pipeline whole
+    (GIVEN_WHOLE); from a sample-level rung (a DataLoader the harness built over the loader's
+    dataset), the stages between and whatever else the given loader does beyond that DataLoader."""
+    if given and below == "full":
+        if above in ("device_batch", "host_batch"):
+            return GIVEN_WHOLE
+        between = stage_between(above, below, transform_names)
+        return f"{between} + the loader's own work (the loader as given, not split)"
     stages = _elementary(transform_names)
     order = [rung for rung, _ in stages]
     start, end = order.index(above), order.index(below)
@@ -271,6 +315,8 @@ def render_verdict(verdict: Verdict, fmt: str = "terminal") -> str:
         shown["busy cores"] = t["busy_cores"].map(_cell("{:.1f}"))
     body = tabulate(shown, headers="keys", tablefmt=FORMATS[fmt], showindex=False, disable_numparse=True)
     lines = [f"caching ladder, node {verdict.hostname}, point {verdict.point_id}", body, verdict.sentence]
+    if verdict.idle is not None:
+        lines.append(verdict.idle)
     if verdict.what_if is not None:
         lines.append(caching.sentence(verdict.what_if))
     lines += [f"caveat: {c}" for c in verdict.caveats]

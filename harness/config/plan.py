@@ -240,12 +240,19 @@ def expand(spec: Spec) -> Plan:
 
 
 def _readers(points: list[Point]) -> list[stream_shards.Readers]:
-    """The points' streams and their workers; a script's reads its own, unseen here, and a
-    loader factory with no dataset has none to count."""
+    """The points' streams and their workers (a loader factory's, where its loader_args say
+    the shards); a script's reads its own, unseen here."""
     return [
-        stream_shards.Readers(p.index, p.workload.dataset, p.workload.dataset_args, p.loader.num_workers)
+        stream_shards.Readers(
+            p.index,
+            p.workload.dataset,
+            p.workload.dataset_args,
+            p.loader.num_workers,
+            loader=p.workload.loader,
+            loader_args=p.workload.loader_args,
+        )
         for p in points
-        if p.workload.script is None and p.workload.dataset is not None
+        if p.workload.script is None and (p.workload.dataset is not None or p.workload.loader is not None)
     ]
 
 

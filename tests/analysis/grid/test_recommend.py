@@ -486,3 +486,30 @@ def test_runs_measured_side_by_side_in_passes_are_compared_paired(tmp_path: Path
     assert rec.lines()[1].startswith(
         "cheapest tied with the best (within ±5%): p1 num_workers=4: 221.20 samples/s"
     )
+
+
+def test_a_point_whose_workers_idled_is_said_and_not_preferred_for_them(tmp_path: Path) -> None:
+    """A stream of 1 shard under num_workers=4 runs on 1 worker (idle_workers 3): tied with
+    num_workers=1, the cheaper is recommended, and the line says the idle workers gained
+    nothing and that the answer is more shards, not more workers."""
+    write_rows(
+        tmp_path,
+        *point(0, 0, [50.0, 51.0, 49.0], idle_workers=None),
+        *point(1, 1, [100.0, 101.0, 99.0], idle_workers=0),
+        *point(2, 4, [101.0, 102.0, 100.0], idle_workers=3),
+    )
+    (rec,) = recommend(summarize(load_results([tmp_path]).rows))
+    assert rec.best.point_id == "p2" and rec.cheapest.point_id == "p1"
+    assert rec.lines()[-1] == (
+        "workers that delivered no batch: p2 (3 of num_workers=4): these ran on fewer workers than "
+        "they say, and their idle workers gain nothing; a stream with fewer shards than workers needs "
+        "more shards, not more workers (Hugging Face: to_iterable_dataset(num_shards=...); webdataset: "
+        "more tar files)"
+    )
+    assert "workers that delivered no batch" in build_report([tmp_path]).text
+
+
+def test_points_whose_workers_all_delivered_say_nothing_of_idle_workers(tmp_path: Path) -> None:
+    write_rows(tmp_path, *point(0, 0, [50.0], idle_workers=None), *point(1, 2, [100.0], idle_workers=0))
+    (rec,) = recommend(summarize(load_results([tmp_path]).rows))
+    assert not [line for line in rec.lines() if "delivered no batch" in line]

@@ -543,3 +543,112 @@ def test_a_large_drop_of_a_huge_capacity_is_no_cost(tmp_path: Path) -> None:
         names=TWO,
     )
     assert verdict.stages == ["raw data loading"] and verdict.state == "does not keep up"
+
+
+# --- workers that delivered nothing: more shards, not more workers -------------------------
+
+
+def run_stream(tmp_path: Path, shards: int) -> Verdict:
+    """The ladder of a stream of `shards` shards read by 4 workers (Hugging Face's
+    to_iterable_dataset gives 1 shard unless told num_shards), run for real."""
+    spec = parse_spec(
+        f"""\
+name: shards
+workload:
+  dataset: tests.fixtures.pipelines:sharded_stream
+  dataset_args: {{num_shards: {shards}, per_shard: {64 // shards}}}
+  collate: tests.fixtures.pipelines:pad_collate
+  model: tests.fixtures.pipelines:tiny_lm
+  loss: tests.fixtures.pipelines:output_loss
+  batch_size: 2
+  device: cpu
+measure: {{warmup_steps: 1, steps: 4, repeats: 1}}
+rungs: [host_batch, full]
+loader: {{num_workers: 4}}
+"""
+    )
+    (point,) = expand(spec).points
+    outcome = run_point(point, tmp_path)
+    assert outcome.failed == 0 and outcome.skipped == 0, [r.error for r in outcome.rows]
+    (verdict,) = ladder_verdicts(load_results([tmp_path]).rows)
+    return verdict
+
+
+def test_a_stream_with_fewer_shards_than_workers_is_told_to_get_shards_not_workers(tmp_path: Path) -> None:
+    one = run_stream(tmp_path / "one", 1)
+    assert one.idle == (
+        "idle workers: 3 of 4 DataLoader workers delivered no batch on full, so num_workers=4 worked "
+        "as 1: the stream has fewer shards than its readers (num_workers × ranks); the fix is more "
+        "shards, at least 4 (Hugging Face: to_iterable_dataset(num_shards=...); webdataset: more tar "
+        "files), not more workers: added ones would idle too"
+    )
+    text = render_verdict(one)
+    assert text.splitlines()[text.splitlines().index(one.sentence) + 1] == one.idle
+    # Never the other way round, whatever the state: nothing in it asks for workers.
+    assert "more workers" not in text.replace("not more workers", "")
+    four = run_stream(tmp_path / "four", 4)
+    assert four.idle is None and "idle workers" not in render_verdict(four)
+
+
+def idle_rows(tmp_path: Path, idle: list[int], samples: int | None) -> Verdict:
+    """host_batch and full on len(idle) ranks of 4 workers each, rank k's full leaving idle[k]
+    of them without a batch (empty on host_batch, as the harness writes it)."""
+    rates = {"host_batch": 10.0, "full": 9.9}
+    rows = [
+        synthetic_row(
+            rung=rung,
+            rank=rank,
+            world_size=len(idle),
+            steps=100,
+            samples=100,
+            training_time=100 / rate,
+            num_workers=4,
+            idle_workers=None if rung == "host_batch" else count,
+            dataset_samples=samples,
+        )
+        for rung, rate in rates.items()
+        for rank, count in enumerate(idle)
+    ]
+    write_rows(tmp_path, *rows)
+    (verdict,) = ladder_verdicts(load_results([tmp_path]).rows)
+    return verdict
+
+
+def test_idle_workers_of_several_ranks_and_of_a_short_epoch_are_said_as_such(tmp_path: Path) -> None:
+    """Under 2 ranks of 4 workers, one rank's stream left 3 idle and the other's 2; a map-style
+    data set (a length) with an epoch shorter than the workers idles them too, and more shards
+    are no answer there."""
+    ddp = idle_rows(tmp_path / "ddp", [3, 2], None)
+    assert ddp.idle is not None and ddp.idle.startswith(
+        "idle workers: 2 to 3 of 4 DataLoader workers of each rank (2 ranks) delivered no batch on "
+        "full, so num_workers=4 worked as 1 to 2 a rank: the stream has fewer shards than its readers "
+        "(num_workers × ranks); the fix is more shards, at least 8 ("
+    )
+    short = idle_rows(tmp_path / "short", [1], 6)
+    assert short.idle == (
+        "idle workers: 1 of 4 DataLoader workers delivered no batch on full, so num_workers=4 worked "
+        "as 3: an epoch has fewer batches than workers; more workers would idle too"
+    )
+    assert idle_rows(tmp_path / "busy", [0], None).idle is None
+
+
+# --- a loader the harness did not build ------------------------------------------------------
+
+GIVEN = (
+    "the loader as given (its reading, transforms, collation and hand-off: not split, the "
+    "harness did not build it)"
+)
+
+
+def test_a_given_loaders_pipeline_is_judged_whole_not_as_stages_it_cannot_see(tmp_path: Path) -> None:
+    """A workload.loader factory's loader (the rows' loader_given), starved: its one stage is
+    named as what it is, in the sentence and the table; the same figures from a DataLoader the
+    harness built keep their split."""
+    rates, capacity = {"host_batch": 10.0, "full": 5.0}, {"full": 5.1}
+    given = ladder(tmp_path / "given", rates, capacity, repeats=3, names=[], loader_given="mypkg.Loader")
+    assert given.state == "does not keep up" and given.stages == [GIVEN]
+    assert f"costliest: {GIVEN} (100% of the loader's time at full)" in given.sentence
+    assert given.table.set_index("rung").loc["full", "adds"] == GIVEN
+    assert "collation and worker IPC" not in render_verdict(given)
+    built = ladder(tmp_path / "built", rates, capacity, repeats=3, names=[])
+    assert built.stages == ["collation and worker IPC + transforms + raw data loading"]

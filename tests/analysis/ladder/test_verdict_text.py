@@ -23,6 +23,22 @@ def test_stage_names_between_rungs() -> None:
     )
 
 
+def test_a_given_loaders_stage_is_named_as_the_loader_as_given_not_a_split_it_cannot_see() -> None:
+    whole = (
+        "the loader as given (its reading, transforms, collation and hand-off: not split, the "
+        "harness did not build it)"
+    )
+    assert stage_between("host_batch", "full", [], given=True) == whole
+    assert stage_between("device_batch", "full", TWO, given=True) == whole
+    # From a sample-level rung (a DataLoader the harness built over the loader's dataset): the
+    # stages between, and whatever else the loader does.
+    assert stage_between("raw_sample", "full", TWO, given=True) == (
+        "raw data loading + the loader's own work (the loader as given, not split)"
+    )
+    # The rungs the harness built are split as ever.
+    assert stage_between("host_batch", "processed_sample", TWO, given=True) == "collation and worker IPC"
+
+
 def test_a_ratio_beyond_twice_is_written_as_a_multiple() -> None:
     assert [times(0.53), times(1.994), times(12.34)] == ["53%", "199%", "12.3×"]
 

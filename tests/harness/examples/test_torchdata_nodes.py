@@ -57,8 +57,12 @@ def test_a_cost_injected_into_the_pipeline_is_named_by_the_ladder(
     outcome = run_point(point, tmp_path / "sweep", env=DistEnv(hostname="node-a"))
     assert outcome.failed == 0 and outcome.skipped == 3, [r.error for r in outcome.rows]
     (verdict,) = ladder_verdicts(load_results([tmp_path / "sweep"]).rows)
-    # The loader is not cut (no .dataset): its whole pipeline is the one stage named.
-    whole = ["collation and worker IPC + transforms + raw data loading"]
+    # The loader is not cut (no .dataset): its whole pipeline is the one stage named, as what
+    # it is: the harness did not build it, so it claims no split.
+    whole = [
+        "the loader as given (its reading, transforms, collation and hand-off: not split, the "
+        "harness did not build it)"
+    ]
     assert verdict.stages == (whole if named else []), verdict.sentence
 
 

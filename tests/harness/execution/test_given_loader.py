@@ -82,3 +82,20 @@ def test_a_factory_that_makes_no_loader_fails_the_point_saying_so(tmp_path: Path
         "the loader factory returned int, which is not iterable (no __iter__) and has no train_dataloader()"
         in row.error
     )
+
+
+def test_a_factorys_workers_are_not_counted_so_its_rows_leave_idle_workers_empty(tmp_path: Path) -> None:
+    """A factory's DataLoader over a stream of 1 shard with 2 workers: one idles, but its
+    collate is the factory's, not the harness's counting one, so the rows cannot say so (empty,
+    never a 0 that would read as "all worked"); the plan's note (harness/config/stream_shards.py)
+    is what tells, where loader_args gives the shards."""
+    spec = parse_spec(
+        f"name: g\nworkload: {{loader: '{F}:stream', loader_args: {{num_shards: 1}}, "
+        "model: 'tests.fixtures.pipelines:tiny_lm', loss: 'tests.fixtures.pipelines:output_loss', "
+        "device: cpu, batch_size: 2}\nmeasure: {warmup_steps: 1, steps: 3}\nrungs: [full]\n"
+        "loader: {num_workers: 2}\n"
+    )
+    (p,) = expand(spec).points
+    assert any("loader_args.num_shards" in note for note in expand(spec).notes)
+    (row,) = rows(tmp_path, p)
+    assert (row["status"], row["num_workers"], row["idle_workers"]) == ("ok", "2", "")
