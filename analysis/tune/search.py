@@ -3,7 +3,10 @@
 Start from the model's choice (analysis/tune/model.py: the cheapest configuration predicted
 within the margin of the best) and measure it with its neighbours on each axis of the grid
 (one value down and one up of num_workers, prefetch_factor, persistent_workers, pin_memory
-and non_blocking, the others held), `repeats` runs each. Then judge the measurements as the
+and non_blocking, the others held), `repeats` runs each, but those the model's intervals
+already put well under the choice (`separated`: a 1-worker neighbour of a 4-worker choice,
+persistent_workers=false where every epoch restarts the workers): measuring them would
+confirm what the profile settled, and they are the grid's slowest runs. Then judge the measurements as the
 recommendation does
 (analysis/grid/recommend.py's rule on analysis/noise.py's estimates: the best is the highest median;
 a configuration is tied with it only when the 95 % interval of its ratio lies inside ±MARGIN;
@@ -13,8 +16,10 @@ measured answer's neighbours on one axis at a time, num_workers first (a walk al
 the model got wrong), then the next num_workers above the best where the model is contradicted
 there, and judge again after each.
 When the answer's neighbourhood is measured, the cheaper configurations left undecided against
-the best are measured again, with the best, up to the runs that would likely decide them
-(`Estimate.runs_needed`, at most MAX_RUNS), and the walk goes on if the answer moves. The
+the best are measured again, with the best, one run of each at a time (a pass: the k-th
+run of every one before any (k+1)-th), judged again after each pass, toward the runs that
+would likely decide them (`Estimate.runs_needed`, at most MAX_RUNS): a comparison decided
+stops confirming there; the walk goes on if the answer moves. The
 search stops when nothing is left to measure, or at `budget` point-runs (then it says so).
 What stays undecided is named with the runs that would decide it, as the recommendation does.
 
@@ -33,9 +38,23 @@ from analysis.tune.model import COPY, MODELLED, Config, Prediction, cheapest_mee
 
 AXES = (*MODELLED, *COPY)
 
-Measure = Callable[[Sequence[Config], int], Mapping[Config, Sequence[float]]]
+
+@dataclass(frozen=True, slots=True)
+class Runs:
+    """A configuration's runs and the pass each was measured in (the rows' run_pass, labelled
+    as analysis.aggregate's `run_passes`): runs of one pass took turns on one machine (ABC ABC,
+    harness/sweeps.run_points), so the judgement pairs them by pass, as the recommendation
+    does (noise.ratio_by_pass: a slow spell of the machine shared by a pass cancels in its
+    pair's ratio)."""
+
+    values: tuple[float, ...]
+    passes: tuple[noise.Pass, ...]
+
+
+Measure = Callable[[Sequence[Config], int], Mapping[Config, "Sequence[float] | Runs"]]
 """Bring these configurations to `runs` runs each in all (measuring only the runs each lacks):
-config → samples/s of each of its runs."""
+config → samples/s of each of its runs, bare (judged as independent runs) or with their
+passes (`Runs`: paired by pass)."""
 MAX_RUNS = 6
 """The most runs a configuration gets to decide it against the best (noise.runs_needed says how
 many would): beyond, it stays undecided and is named, as the recommendation names it."""
@@ -67,6 +86,8 @@ class SearchResult:
     widened: tuple[Config, ...] = ()
     """Measured in the first round because the profile's intervals put them within reach of
     the answer, beyond the choice's neighbours (`plausible`)."""
+    passes: dict[Config, tuple[noise.Pass, ...]] = field(default_factory=dict)
+    """The pass of each run (None where the measure gave none): the judgement's pairs."""
 
     def errors(self) -> dict[Config, float]:
         """Per measured configuration: (predicted − measured median) / measured median."""
@@ -116,14 +137,29 @@ def _order(value: object) -> tuple[int, float]:
     return (0, float(value)) if isinstance(value, (int, float)) else (1, 0.0)  # bools are ints
 
 
-def judge(runs: Mapping[Config, Sequence[float]], margin: float = noise.MARGIN) -> Judged:
-    """The recommendation's rule on the runs of each configuration (see the module docstring)."""
+def split(measured: Sequence[float] | Runs) -> tuple[tuple[float, ...], tuple[noise.Pass, ...]]:
+    """A configuration's runs and their passes (None each where the measure gave none)."""
+    if isinstance(measured, Runs):
+        return measured.values, measured.passes
+    values = tuple(measured)
+    return values, (None,) * len(values)
+
+
+def judge(
+    runs: Mapping[Config, Sequence[float]],
+    margin: float = noise.MARGIN,
+    passes: Mapping[Config, Sequence[noise.Pass]] | None = None,
+) -> Judged:
+    """The recommendation's rule on the runs of each configuration (see the module docstring),
+    each against the best paired by pass where `passes` allow it (noise.ratio_by_pass), else
+    as independent runs."""
     best = max(runs, key=lambda c: statistics.median(runs[c]))
     verdicts = {best: noise.WITHIN}
     ratios: dict[Config, noise.Estimate] = {}
+    passes = passes or {}
     for c, r in runs.items():
         if c != best:
-            ratios[c] = noise.independent_ratio(runs[best], r)
+            ratios[c] = noise.ratio_by_pass(runs[best], r, passes.get(best, ()), passes.get(c, ()))
             verdict = ratios[c].judge(margin)
             if verdict == noise.NOT_TESTED:  # one run: the recommendation's untested stand-in
                 close = statistics.median(r) >= (1 - margin) * statistics.median(runs[best])
@@ -155,11 +191,14 @@ def search(
     predicted = {x.config: x.samples_per_s for x in predictions}
     choice = cheapest_meeting(list(predictions), margin).config
     runs: dict[Config, tuple[float, ...]] = {}
+    passes: dict[Config, tuple[noise.Pass, ...]] = {}
     rounds: list[list[Config]] = []
-    first = [choice, *neighbours(choice, grid)]
+    by_config = {x.config: x for x in predictions}
+    first = [choice, *(c for c in neighbours(choice, grid) if not separated(by_config, c, choice, margin))]
     widened = tuple(c for c in plausible(predictions, choice, margin) if c not in first)
     todo, target = [*first, *widened], repeats
     spent, capped = 0, False
+    goals: dict[Config, int] = {}
     while todo:
         cost = {c: target - len(runs.get(c, ())) for c in todo}
         if budget is not None:
@@ -170,16 +209,35 @@ def search(
                 break
         measured = measure(todo, target)
         for c in todo:
-            runs[c] = tuple(measured[c])
+            runs[c], passes[c] = split(measured[c])
         spent += sum(cost[c] for c in todo)
         rounds.append(list(todo))
-        judged = judge(runs, margin)
+        judged = judge(runs, margin, passes)
         todo, target = _wanted(judged, grid, runs, predicted, margin), repeats
         if not todo:
-            todo, target = _to_decide(judged, runs, max_runs)
+            todo, target = _to_decide(judged, runs, max_runs, goals)
     if not runs:  # a budget below one configuration's runs: the model's choice, unconfirmed
         return SearchResult(Judged(choice, choice, {}), runs, predicted, choice, rounds, spent, True, widened)
-    return SearchResult(judge(runs, margin), runs, predicted, choice, rounds, spent, capped, widened)
+    return SearchResult(
+        judge(runs, margin, passes), runs, predicted, choice, rounds, spent, capped, widened, passes
+    )
+
+
+SEPARATION = 2.0
+"""How far under the choice the model's intervals must put a neighbour for the first round to
+leave it out: twice the margin (once, on benchmarks/tune_truth.py, saved no more and lost an
+answer on the erratic reader, whose stalls the model gets wrong by up to 10-20 %)."""
+
+
+def separated(
+    predictions: Mapping[Config, Prediction], c: Config, choice: Config, margin: float = noise.MARGIN
+) -> bool:
+    """Whether the model's intervals already decide `c` against the choice: its highest
+    prediction under the choice's lowest by SEPARATION margins."""
+    x, ref = predictions.get(c), predictions.get(choice)
+    if x is None or ref is None or x.high is None or ref.low is None:
+        return False
+    return x.high < (1 - SEPARATION * margin) * ref.low
 
 
 def plausible(
@@ -212,16 +270,24 @@ def _within(todo: Sequence[Config], cost: Mapping[Config, int], left: int) -> li
 
 
 def _to_decide(
-    judged: Judged, runs: Mapping[Config, Sequence[float]], max_runs: int
+    judged: Judged, runs: Mapping[Config, Sequence[float]], max_runs: int, goals: dict[Config, int]
 ) -> tuple[list[Config], int]:
-    """The cheaper configurations left undecided against the best, with the best, brought to
-    the runs that would likely decide them (noise's runs_needed), where that is at most
-    `max_runs` and more than they have: Stein's two stages, as the adaptive repeats do."""
-    needed = {c: n for c, n in judged.undecided.items() if n is not None and len(runs[c]) < n <= max_runs}
+    """The cheaper configurations left undecided against the best, with the best, one run
+    more each (a pass), toward the runs that would likely decide them (noise's runs_needed)
+    where that is at most `max_runs`: Stein's two stages, as the adaptive repeats do, judged
+    after each pass so that a comparison decided early stops there. `goals` keeps each one's
+    first projection: one pass's noise moving it beyond `max_runs` does not stop a comparison
+    half-way (the projection at 3 runs is the one the search committed to)."""
+    for c, n in judged.undecided.items():
+        if n is not None and len(runs[c]) < n <= max_runs:
+            goals[c] = max(goals.get(c, 0), n)
+    needed = [c for c in judged.undecided if len(runs[c]) < goals.get(c, 0)]
     if not needed:
         return [], 0
-    target = max(needed.values())
-    todo = [*needed, *([judged.best] if len(runs[judged.best]) < target else [])]
+    # One pass at a time (the k-th run of each before any (k+1)-th), judged after each.
+    target = 1 + min(len(runs[c]) for c in needed)
+    todo = [c for c in needed if len(runs[c]) < target]
+    todo += [judged.best] if len(runs[judged.best]) < target else []
     return todo, target
 
 
@@ -260,8 +326,8 @@ def _wanted(
 
 def exhaustive(grid: Sequence[Config], measure: Measure, *, repeats: int = 3) -> Judged:
     """The whole grid measured and judged: the truth tune is checked against."""
-    measured = measure(list(grid), repeats)
-    return judge({c: tuple(measured[c]) for c in grid})
+    measured = {c: split(v) for c, v in measure(list(grid), repeats).items()}
+    return judge({c: measured[c][0] for c in grid}, passes={c: measured[c][1] for c in grid})
 
 
 def same_answer(tuned: Config, truth: Mapping[Config, float], margin: float = noise.MARGIN) -> bool:

@@ -52,6 +52,15 @@ window is outvoted."""
 FIRST_WINDOWS = 2
 """Windows of each profile point to begin with: where they agree (`agree`), a third could not
 move the figure beyond the margin, and the profile stops there."""
+PROFILE_SHARE = 4
+"""A profile window is the spec's window over PROFILE_SHARE: the profile's windows at
+num_workers=0 and 1 are the grid's slowest (each step waits for the whole load), and at the
+spec's full length they alone cost 23-50 % of a 20-40-point grid's device time
+(benchmarks/tune_truth.py); a quarter costs 7-15 %, and the figures the model takes from
+them (a mean wait, a rate) hold within a few percent over 50 steps (the stall share, a rare
+event, is pooled over the windows: `_stalls`)."""
+MIN_PROFILE_STEPS = 20
+"""The shortest profile window (never longer than the spec's own)."""
 UNCERTAIN = ("step_s", "main_load_s", "efficiency", "stall_share", "handoff_s")
 """The quantities taken from windows that get an interval: the step, the worker's rate (the
 main thread's load and a worker's efficiency), the stall share and the hand-off."""
@@ -121,8 +130,12 @@ def fit_windows(
     intervals = {}
     for name in UNCERTAIN:
         fig = figure(shares if name == "stall_share" else [getattr(p, name) for p in fits])
-        intervals[name] = (fig.low, fig.high)
-        numbers[name] = fig.value
+        # The stall share is a rate of rare events: the windows (of equal length) pooled, the
+        # mean of their shares, counts every stall seen; their median drops the window that
+        # saw the most (on short windows, two stalls or none: the median halves it).
+        value = statistics.fmean(shares) if name == "stall_share" else fig.value
+        intervals[name] = (min(fig.low, value), max(fig.high, value))
+        numbers[name] = value
     epochs = [p.epoch_steps for p in fits if p.epoch_steps]
     return replace(
         first,
@@ -150,6 +163,11 @@ def _stalls(zeros: Sequence[Mapping[str, float]], lengths: Sequence[float]) -> t
         excess = mean - p50 if mean is not None and p50 is not None and math.isfinite(mean - p50) else 0.0
         shares.append(min(1.0, max(0.0, excess / length)))
     return length, shares
+
+
+def profile_steps(steps: int) -> int:
+    """Steps of a profile window for a spec that measures `steps` (PROFILE_SHARE)."""
+    return min(steps, max(MIN_PROFILE_STEPS, steps // PROFILE_SHARE))
 
 
 def agree(values: Sequence[float], margin: float = noise.MARGIN) -> bool:

@@ -6,7 +6,8 @@ confirmations, in one normal sweep folder.
    capacity timed alone), one run each; and in the same round the plateau point, the grid's
    most workers and prefetch at `full`, one run, for the hand-off each batch costs the rank's
    own thread (tune.model.with_plateau); and for each further copy mode its `host_batch` and
-   its plateau point, one run each.
+   its plateau point, one run each. The profile's windows are a quarter of the spec's
+   (analysis/tune/windows.py's profile_steps): they are the grid's slowest.
 2. **Predict** every grid point (analysis/tune/model.py, fitted by `fit_profile`).
 3. **Confirm** (analysis/tune/search.py): the predicted cheapest configuration that meets the
    demand and its neighbours on each axis, rung `full`, `repeats` runs each (at least 3),
@@ -50,7 +51,7 @@ from analysis.tune.model import (
     copy_modes,
     predict,
 )
-from analysis.tune.search import search
+from analysis.tune.search import Runs, search
 from analysis.tune.windows import FIRST_WINDOWS, with_intervals
 from harness.backends.base import Backend
 from harness.backends.registry import BACKENDS
@@ -118,7 +119,7 @@ def tune(
     by_config = {Config.of(p.settings()): p for p in plan.points}
     predictions = with_intervals(prof, predict(prof, by_config))
 
-    def measure(configs: Sequence[Config], runs: int) -> dict[Config, list[float]]:
+    def measure(configs: Sequence[Config], runs: int) -> dict[Config, Runs]:
         """Each configuration's point (its id fixed by its first `repeats` runs) brought to
         `runs` runs in all: repeats.json raises it, as the adaptive repeats do."""
         points = {c: tuner.variant(c, rungs=("full",), repeats=repeats, capacity=False) for c in configs}
@@ -127,7 +128,7 @@ def tune(
             points = {c: with_repeats(p, runs) for c, p in points.items()}
         rows = tuner.run(list(points.values()))
         per_point = _runs_by_point(rows)
-        return {c: per_point.get(p.id, []) for c, p in points.items()}
+        return {c: per_point.get(p.id, Runs((), ())) for c, p in points.items()}
 
     result = search(list(by_config), predictions, measure, repeats=repeats, budget=budget)
     summary = tune_summary(tuner, prof, predictions, result, repeats)
@@ -157,9 +158,13 @@ def small_grid_note(points: int, repeats: int, modes: int = 1) -> str:
     )
 
 
-def _runs_by_point(rows: pd.DataFrame) -> dict[str, list[float]]:
-    """Each point's samples/s per run, all ranks together (the report's figure)."""
+def _runs_by_point(rows: pd.DataFrame) -> dict[str, Runs]:
+    """Each point's samples/s per run, all ranks together (the report's figure), with the
+    pass each was measured in (the judgement pairs the runs of one pass)."""
     if rows.empty:
         return {}
     summary = summarize(rows, by="all")
-    return {str(r.point_id): [float(v) for v in r.run_samples_per_s] for r in summary.itertuples()}
+    return {
+        str(r.point_id): Runs(tuple(float(v) for v in r.run_samples_per_s), tuple(r.run_passes))
+        for r in summary.itertuples()
+    }

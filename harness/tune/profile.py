@@ -7,6 +7,7 @@ import logging
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 
 import pandas as pd
 
@@ -45,26 +46,16 @@ def profile(tuner: Tuner) -> Profile:
     if some_cfg.prefetch_factor is None:
         some_cfg = replace(some_cfg, prefetch_factor=2)
     cached = cached_rungs(tuner.template.rungs)
+    window = partial(tuner.variant, repeats=FIRST_WINDOWS, profile=True)  # a profile point
     points = [
-        tuner.variant(zero_cfg, rungs=PROFILE_RUNGS, repeats=FIRST_WINDOWS, capacity=True),
-        tuner.variant(
-            some_cfg,
-            rungs=(PROFILE_RUNGS[0], *cached, *PROFILE_RUNGS[1:]),
-            repeats=FIRST_WINDOWS,
-            capacity=True,
-        ),
+        window(zero_cfg, rungs=PROFILE_RUNGS, capacity=True),
+        window(some_cfg, rungs=(PROFILE_RUNGS[0], *cached, *PROFILE_RUNGS[1:]), capacity=True),
     ]
     tops = {m: plateau_config(configs_in_mode(configs, m)) for m in (base, *others)}
-    plateaus = {
-        m: tuner.variant(top, rungs=("full",), repeats=FIRST_WINDOWS) for m, top in tops.items() if top
-    }
+    plateaus = {m: window(top, rungs=("full",)) for m, top in tops.items() if top}
     # Each further copy mode: the worker point's bound rung in that mode (its step and copy).
     bounds = {
-        m: tuner.variant(
-            replace(some_cfg, **{k: getattr(m, k) for k in COPY}),
-            rungs=("host_batch",),
-            repeats=FIRST_WINDOWS,
-        )
+        m: window(replace(some_cfg, **{k: getattr(m, k) for k in COPY}), rungs=("host_batch",))
         for m in others
     }
     top = tops[base]

@@ -17,6 +17,7 @@ from analysis.tune.model import (
     MODELLED,
     Config,
 )
+from analysis.tune.windows import profile_steps
 from harness.backends.base import Backend
 from harness.config.plan import Plan, Point, point_id, resolve_loader
 from harness.storage.sweep import create_sweep, plan_csv
@@ -46,15 +47,24 @@ class Tuner:
         )
 
     def variant(
-        self, config: Config, *, rungs: tuple[str, ...], repeats: int, capacity: Any = False
+        self,
+        config: Config,
+        *,
+        rungs: tuple[str, ...],
+        repeats: int,
+        capacity: Any = False,
+        profile: bool = False,
     ) -> Point:
-        """The template point with these loader settings, rungs and repeats, indexed next."""
+        """The template point with these loader settings, rungs and repeats, indexed next;
+        `profile`: a profile point, its windows shortened (tune.windows.profile_steps)."""
         t = self.template
         requested = {**asdict(t.loader), **{k: getattr(config, k) for k in (*MODELLED, *COPY)}}
         if config.num_workers and config.prefetch_factor is None:
             requested["prefetch_factor"] = None
         loader, adjustments = resolve_loader(requested)
         measure = replace(t.measure, repeats=repeats, loader_capacity=capacity)
+        if profile and isinstance(t.measure.steps, int):  # a window the harness sizes is kept
+            measure = replace(measure, steps=profile_steps(t.measure.steps))
         pid = point_id(t.workload, loader, measure, rungs, t.sequence_step)
         index = next((p.index for p in self.measured if p.id == pid), len(self.measured))
         return replace(

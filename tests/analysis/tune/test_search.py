@@ -126,8 +126,8 @@ def test_same_answer_uses_the_margin_on_the_true_figures() -> None:
 def test_tune_on_a_193_point_grid_spends_under_a_tenth_of_its_device_time() -> None:
     """tests/fixtures/tune_sim.py's BIG: 17 worker counts × 6 prefetch × 2. Judged in device
     time (each window's seconds and its start-up): the profile's windows at num_workers=0 and
-    1 are the grid's slowest, so its share in device time is more than in runs (about 7 %
-    against the issue's 5 %: benchmarks/tune_truth.py)."""
+    1 are the grid's slowest, so its share in device time is more than in runs (3 % in the
+    median draw, 6 % at worst: benchmarks/tune_truth.py; the test below holds it to 5 %)."""
     from analysis.tune.model import lightning_workers
     from analysis.tune.windows import predict_with_intervals
     from tests.fixtures.tune_sim import BIG, BIG_GRID, Bench, true_rate
@@ -209,14 +209,15 @@ def test_tune_on_the_small_grid_of_the_real_test() -> None:
 
 def test_an_undecided_cheaper_configuration_is_measured_until_decided() -> None:
     # Three workers 8 % below four, runs ±2 %: at 3 runs the interval straddles −5 % and noise
-    # says 8 runs would decide; brought to 8 (with the best), it is called slower.
+    # says 8 runs would decide; brought toward 8 one pass at a time with the best (the best
+    # moves between the two tied plateau points as their runs come in), it is called slower.
     truth = {w(2): 50.0, w(3): 92.0, w(4): 100.0, w(6): 100.0}
     bench = Bench(truth, spread=(0.98, 1.0, 1.02))
     result = search(list(truth), predictions(truth), bench, max_runs=8)
-    assert result.rounds[1:] == [[w(3), w(4)]]
-    assert (len(result.runs[w(3)]), len(result.runs[w(4)])) == (8, 8)
+    assert all(w(3) in r and len(r) == 2 for r in result.rounds[1:])  # one run more a round
+    assert len(result.runs[w(3)]) == 8
     assert result.judged.verdicts[w(3)] == noise.LOWER
-    assert result.point_runs == bench.runs == 3 * 3 + 2 * 5
+    assert result.point_runs == bench.runs == 3 * 3 + 2 * 5 + 1
     # Within the default of 6 runs it cannot be decided: it stays undecided, named with its 8.
     capped = search(list(truth), predictions(truth), Bench(truth, spread=(0.98, 1.0, 1.02)))
     assert capped.judged.undecided == {w(3): 8}
@@ -258,3 +259,102 @@ def test_tune_keeps_pageable_memory_where_the_copy_costs_nothing() -> None:
     result = search(COPYING_GRID, predict(bench.profile(COPYING_GRID), COPYING_GRID), bench)
     assert not result.model_choice.pin_memory and not result.model_choice.non_blocking
     assert same_answer(result.judged.answer, truth)
+
+
+def test_a_comparison_decided_after_one_more_run_stops_confirming() -> None:
+    """Three workers 7 % below four: at 3 runs the interval straddles −5 % and noise projects
+    6 runs a side; one pass more (4 runs each) already decides it slower, so the search stops
+    there rather than spending the 2 × 2 runs the projection asked for."""
+    truth = {w(2): 50.0, w(3): 93.0, w(4): 100.0}
+    spread = (1.0, 0.98, 0.99, 0.98)
+    at_three = judge({c: [v * s for s in spread[:3]] for c, v in truth.items()})
+    assert at_three.undecided == {w(3): 6}
+    bench = Bench(truth, spread=spread)
+    result = search(list(truth), predictions(truth), bench)
+    assert result.judged.verdicts[w(3)] == noise.LOWER
+    assert (len(result.runs[w(3)]), len(result.runs[w(4)])) == (4, 4)
+    assert result.rounds[1:] == [[w(3), w(4)]]
+    assert result.point_runs == bench.runs == 2 * 3 + 2
+
+
+def test_confirmations_run_by_pass_in_the_recorded_order() -> None:
+    """The simulation measures a round as the harness does (harness/sweeps.run_points: ABC
+    ABC): the k-th run of every configuration before any (k+1)-th; a round that brings them
+    to more runs adds one pass at a time, each configuration only the runs it lacks."""
+    from tests.fixtures.tune_sim import Bench as SimBench
+    from tests.fixtures.tune_sim import Pipeline
+
+    bench = SimBench(Pipeline(read_s=0.010, cpu_s=0.001, step_s=0.010, cores=4), steps=20)
+    a, b, c = w(1), w(2), w(3)
+    bench([a, b, c], 2)
+    assert bench.order == [a, b, c, a, b, c]
+    bench([b, c], 4)
+    assert bench.order[6:] == [b, c, b, c]
+    assert bench.runs == 10
+
+
+def test_tune_on_a_193_point_grid_spends_under_a_twentieth_of_its_device_time() -> None:
+    """The issue's budget on a grid of 100 points or more: at most 5 % of the exhaustive
+    grid's device time, its answer within the tie margin of the truth's. The profile's
+    windows are a quarter of the spec's (tune.windows.profile_steps): at the spec's length
+    they alone cost 5 % here."""
+    from analysis.tune.windows import predict_with_intervals
+    from tests.fixtures.tune_sim import BIG, BIG_GRID, Bench, true_rate
+
+    truth = {c: true_rate(BIG, c) for c in BIG_GRID}
+    full = Bench(BIG, seed=0)
+    exhaustive(BIG_GRID, full)
+    bench = Bench(BIG, seed=1)
+    result = search(BIG_GRID, predict_with_intervals(bench.profile(BIG_GRID), BIG_GRID), bench)
+    assert same_answer(result.judged.answer, truth)
+    assert bench.seconds <= 0.05 * full.seconds
+
+
+def test_a_neighbour_the_intervals_put_well_under_the_choice_is_not_measured() -> None:
+    """The model's intervals separate three workers (75 ± 3 %) from the choice of four (100 ±
+    3 %): the first round leaves it out (it would only confirm what the profile settled) and
+    measures the choice with six. Predicted at 88, within reach, it is measured; without
+    intervals every neighbour is."""
+
+    def sure(values: Mapping[Config, float], spread: float) -> list[Prediction]:
+        return [Prediction(c, v, 0.0, "step", v * (1 - spread), v * (1 + spread)) for c, v in values.items()]
+
+    grid = {w(2): 50.0, w(3): 75.0, w(4): 100.0, w(6): 100.0}
+    truth = dict(grid)
+    result = search(list(grid), sure(grid, 0.03), Bench(truth))
+    assert result.model_choice == w(4)
+    assert result.rounds[0] == [w(4), w(6)]  # 75 × 1.03 = 77 < 0.9 × 97
+    near = {**grid, w(3): 88.0}  # 88 × 1.03 = 90.6 >= 0.9 × 97 = 87.3: within reach
+    result = search(list(near), sure(near, 0.03), Bench(near))
+    assert result.rounds[0] == [w(4), w(3), w(6)]
+    plain = search(list(grid), predictions(grid), Bench(truth))
+    assert plain.rounds[0] == [w(4), w(3), w(6)]
+
+
+def test_runs_of_one_pass_are_judged_paired_so_a_drift_they_share_cancels() -> None:
+    """Three passes of a drifting machine (100, 90, 110 % speed), three workers 3 % under four
+    in each: paired by pass the ratio is 0.97 every time, tied within the margin at 3 runs, and
+    the cheaper three workers is the answer; the same figures without their passes (as
+    independent runs) leave it undecided, and four workers stands."""
+    from analysis.tune.search import Runs
+
+    drift = (1.0, 0.9, 1.1)
+    truth = {w(3): 97.0, w(4): 100.0}
+
+    def measure(configs: Sequence[Config], runs: int) -> dict[Config, Runs]:
+        return {
+            c: Runs(tuple(truth[c] * drift[i] for i in range(runs)), tuple(f"s#{i}" for i in range(runs)))
+            for c in configs
+        }
+
+    paired = search(list(truth), predictions(truth), measure, max_runs=3)
+    assert paired.judged.verdicts[w(3)] == noise.WITHIN
+    assert paired.judged.answer == w(3)
+    assert paired.passes[w(3)] == ("s#0", "s#1", "s#2")
+
+    def bare(configs: Sequence[Config], runs: int) -> dict[Config, tuple[float, ...]]:
+        return {c: r.values for c, r in measure(configs, runs).items()}
+
+    independent = search(list(truth), predictions(truth), bare, max_runs=3)
+    assert independent.judged.verdicts[w(3)] == noise.UNDECIDED
+    assert independent.judged.answer == w(4)

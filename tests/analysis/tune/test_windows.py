@@ -37,7 +37,7 @@ def test_a_third_window_is_wanted_only_where_two_differ_by_more_than_twice_the_m
 
 
 def test_the_windowed_fit_outvotes_a_slow_pass_that_fools_a_single_window() -> None:
-    bench = Bench(PIPE, seed=3)
+    bench = Bench(PIPE, seed=3, profile_steps=200)  # the spec's whole window, as it was written for
     passes = [bench.profile_figures(slow=slow) for slow in (1.0, 1.4, 1.0)]
     fitted = fit_windows([z for z, _ in passes], [s for _, s in passes], workers=1, batch_size=8)
     assert fitted.windows == 3
@@ -76,7 +76,7 @@ def test_a_window_whose_p99_missed_the_rare_stalls_does_not_halve_them() -> None
     caught no stall reads "no stall" though its mean holds them. The length comes from the
     windows that saw one, each window's share from its mean's excess over its p50."""
     p = Pipeline(read_s=0.040, cpu_s=0.015, step_s=0.008, cores=16, stall_p=0.02, stall_s=0.2)
-    bench = Bench(p, seed=5)
+    bench = Bench(p, seed=5, profile_steps=200)
     bench.profile_figures()  # its first window holds no stall
     zero, some = bench.profile_figures()  # this seed's second window holds 4 stalls
     missed = {**zero, "loading_time_p99": zero["loading_time_p50"]}
