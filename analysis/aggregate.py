@@ -197,6 +197,8 @@ def per_run(ok: pd.DataFrame) -> pd.DataFrame:
         idle_workers=grouped["idle_workers"].max(),
         # Bursts of the loader's delivery (steps per period), where any rank saw them.
         delivery_period=grouped["delivery_period"].max() if "delivery_period" in ok else float("nan"),
+        # An auto window's precision: its least precise rank's (they ended it together).
+        window_rse=grouped["window_rse"].max() if "window_rse" in ok else float("nan"),
         **{column: grouped[column].max() for column in TAIL_COLUMNS},
     )
     for column, rank_column in (("loading_time", "loading_rank"), ("next_time", "next_rank")):
@@ -256,6 +258,11 @@ def over_runs(runs: pd.DataFrame) -> pd.DataFrame:
     summary["unsteady_runs"] = (
         runs["window_steady"].eq(False).groupby([runs[c] for c in KEY], sort=False).sum()
     )
+    # Auto windows that stopped at measure.max_seconds short of their precision.
+    summary["imprecise_runs"] = (
+        runs["window_rse"].gt(settings.AUTO_RSE).groupby([runs[c] for c in KEY], sort=False).sum()
+    )
+    summary["window_rse"] = runs.groupby(KEY, sort=False)["window_rse"].max()
     for column in ("loading_rank", "next_rank"):
         summary[column] = _usual(runs, column)
     first = by_point[FIRST_COLUMNS].first()

@@ -12,9 +12,11 @@ the short window over the long one's, median of ROUNDS, for 6 and 8 workers:
 - before: the rule before issue 30 (the warmup until the stock is used up, then `steps`
   steps, whatever the phase of the bursts they cover);
 - after: the warmup goes on until the waits' spacing repeats, and the window is rounded up
-  to whole periods of the delivery (harness/execution/steady.py).
+  to whole periods of the delivery (harness/execution/steady.py);
+- auto: `measure.steps: auto` with `seconds: 1`: blocks of whole periods until the window has
+  lasted a second and its rate's relative standard error is at most 2 % (max_seconds 20).
 
-1.00 is the truth. Costs are sleeps, so the figures hold on a loaded machine. About 2 min.
+1.00 is the truth. Costs are sleeps, so the figures hold on a loaded machine. About 3 min.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ def before() -> Iterator[None]:
         loop._period, loop._settled = period, settled  # type: ignore[assignment]
 
 
-def run(workers: int, steps: int) -> LoopTimes:
+def run(workers: int, steps: int, auto: bool = False) -> LoopTimes:
     loader = LoaderSettings(num_workers=workers, prefetch_factor=2)
     stream = ladder.build_stream("full", slow_read(100_000, READ_S), loader, BATCH, CPU)
     try:
@@ -64,6 +66,8 @@ def run(workers: int, steps: int) -> LoopTimes:
             lambda batch: time.sleep(STEP_S),
             warmup_steps=WARMUP,
             steps=steps,
+            seconds=1.0 if auto else None,
+            max_seconds=20.0 if auto else None,
             stock=stream.stock,
             sync=lambda: None,
         )
@@ -75,8 +79,8 @@ def rate(times: LoopTimes) -> float:
     return times.samples / times.training_time
 
 
-def ratios(workers: int, long: float) -> tuple[float, list[float], list[LoopTimes]]:
-    shorts = [run(workers, SHORT) for _ in range(ROUNDS)]
+def ratios(workers: int, long: float, auto: bool = False) -> tuple[float, list[float], list[LoopTimes]]:
+    shorts = [run(workers, SHORT, auto) for _ in range(ROUNDS)]
     found = [rate(s) / long for s in shorts]
     return statistics.median(found), found, shorts
 
@@ -102,6 +106,13 @@ def main() -> None:
         print(
             f"    after:  short/long = {median:.2f} (rounds {', '.join(f'{r:.2f}' for r in found)}; "
             f"windows of {', '.join(str(s.steps) for s in shorts)} steps; periods {periods})"
+        )
+        median, found, autos = ratios(workers, long, auto=True)
+        print(
+            f"    auto:   short/long = {median:.2f} (rounds {', '.join(f'{r:.2f}' for r in found)}; "
+            f"windows of {', '.join(str(s.steps) for s in autos)} steps, "
+            f"{', '.join(f'{s.training_time:.1f}' for s in autos)} s; relative standard error "
+            f"{', '.join(f'{s.window_rse:.1%}' for s in autos if s.window_rse is not None)})"
         )
     print(f"\n({time.perf_counter() - started:.0f} s)")
 

@@ -11,11 +11,18 @@ millions of steps, which the spec's `2+15 steps` never said.
 sleep the loader can only lengthen) is a point's least duration known; elsewhere the plan says
 the per-step time is unknown, and what per-step time the point's limit would need.
 
+**Auto windows** (`measure.steps: auto`) last at least `measure.seconds` and at most
+`measure.max_seconds` each (the loop stops at the first block's end past it), and so does each
+loader-capacity pass (as long as its window): their steps are not known before they run, their
+duration is bounded, and the plan says both bounds.
+
 **Refused or warned** (the refusals are certain, the warnings are not):
 
 - A point whose least duration is past its limit (`limits.point_minutes`, else `slurm.time`)
   is refused: the emulated step is a lower bound and the steps are counted, so the point
-  would be killed before it ends.
+  would be killed before it ends. So is a point whose auto windows' least seconds are.
+  Auto windows whose most seconds are past it are warned about: they stop before their most
+  where the rate is steady.
   With no per-step time, a point that fits its limit only at under FAST_STEP_S a step is
   warned about: that is implausible for a train step, but not known.
 - `num_workers` past REFUSE_WORKERS_PER_CORE × the rank's cores is refused: 512 workers on a
@@ -65,6 +72,8 @@ class PointCost:
     seconds: float | None
     """Least duration: its train steps, and the loader-capacity passes (each at least its
     window's time), at step_s a step."""
+    window_s: tuple[float, float] | None = None
+    """With steps: auto, its windows' and capacity passes' seconds in all: at least, at most."""
 
 
 def point_cost(point: Point) -> PointCost:
@@ -84,19 +93,22 @@ def point_cost(point: Point) -> PointCost:
         rounding = max((stock or 0) - 1, 0) if sample else 0
         most = None if most is None or high is None else most + m.repeats * (high + m.steps + rounding)
         capacity_windows += m.repeats if sample and _capacity(point) else 0
+    windows = m.repeats * len(point.rungs) + capacity_windows
+    window_s = (windows * (m.seconds or 0.0), windows * m.max_seconds) if m.max_seconds else None
     step_s = _step_seconds(point)
     seconds = None if step_s is None else step_s * (least + capacity_windows * m.steps)
     if step_s is not None and seconds is not None and m.seconds:
         # Each window lasts at least measure.seconds, and so does each loader-capacity pass.
-        windows = m.repeats * len(point.rungs) + capacity_windows
         seconds += windows * max(m.seconds - step_s * m.steps, 0.0)
     return PointCost(
         point=point,
         stock=stock,
         warmup=warmup,
-        steps=(least, most),
+        # An auto window's steps are known only as it runs.
+        steps=(least, None if window_s else most),
         step_s=step_s,
         seconds=seconds,
+        window_s=window_s,
     )
 
 
@@ -139,8 +151,10 @@ def judge(plan: Plan) -> list[str]:
     warnings = _workers(plan)
     limit, source = point_limit_s(plan.spec)
     for cost in costs:
+        _auto_least_against_limit(plan.spec, cost, limit, source)
         _against_limit(plan.spec, cost, limit, source)
     warnings += _unknown_against_limit(costs, limit, source)
+    warnings += _auto_most_against_limit(costs, limit, source)
     warnings += _against_budget(plan.spec, costs)
     return warnings
 
@@ -181,6 +195,42 @@ def _against_limit(spec: Spec, cost: PointCost, limit: int, source: str) -> None
         )
 
 
+def _auto_least_against_limit(spec: Spec, cost: PointCost, limit: int, source: str) -> None:
+    if cost.window_s is None or cost.window_s[0] <= limit:
+        return
+    p, m = cost.point, spec.measure
+    raise _refusal(
+        spec,
+        "measure.seconds",
+        f"point {p.index} ({p.id}) takes at least {duration(cost.window_s[0])}: {_windows(cost)} auto "
+        f"windows of at least {m.seconds:g} s (measure.seconds), and its limit is {duration(limit)} "
+        f"({source}): it would be killed before it ends; lower measure.seconds or raise {source}",
+    )
+
+
+def _auto_most_against_limit(costs: Sequence[PointCost], limit: int, source: str) -> list[str]:
+    """One warning for the points whose auto windows may outlast their limit at their most."""
+    over = [c for c in costs if c.window_s is not None and c.window_s[1] > limit]
+    if not over:
+        return []
+    worst = max(over, key=lambda c: c.window_s[1] if c.window_s else 0.0)
+    assert worst.window_s is not None
+    m = worst.point.measure
+    others = f" (and {len(over) - 1} other point(s))" if len(over) > 1 else ""
+    return [
+        f"point {worst.point.index} ({worst.point.id}){others}: its {_windows(worst)} auto windows of at "
+        f"most {m.max_seconds:g} s (measure.max_seconds) take up to {duration(worst.window_s[1])}, past "
+        f"its {duration(limit)} limit ({source}); a noisy rate would have it killed: lower "
+        f"measure.max_seconds or raise {source}"
+    ]
+
+
+def _windows(cost: PointCost) -> int:
+    """The auto windows of a point, its loader-capacity passes included (each as long)."""
+    m = cost.point.measure
+    return round(cost.window_s[1] / m.max_seconds) if cost.window_s and m.max_seconds else 0
+
+
 def _unknown_against_limit(costs: Sequence[PointCost], limit: int, source: str) -> list[str]:
     """One warning for the points of unknown step time that fit their limit only at an
     implausible pace, named by the longest."""
@@ -200,7 +250,7 @@ def _dominant(cost: PointCost) -> tuple[str, str]:
     """The field to lower: the warmup's source where it outweighs the window."""
     m = cost.point.measure
     if cost.warmup[0] <= m.steps:
-        return "measure.steps", ""
+        return ("measure.seconds" if m.auto_window else "measure.steps"), ""
     if (cost.stock or 0) > m.warmup_steps:
         loader = cost.point.loader
         return "loader.prefetch_factor", (
@@ -280,10 +330,14 @@ def sweep_lines(plan: Plan) -> list[str]:
     span = f"{least:,}" if most == least else f"{least:,} to {most:,}" if most else f"{least:,} or more"
     m = plan.spec.measure
     lines = [f"steps: {span} train steps in all (warmups until the workers' stock is used up)"]
+    if m.auto_window:
+        lines[0] = lines[0][:-1] + "; auto windows as many as their rate needs)"
     if m.adaptive:
         lines[0] += f"; repeats: auto measures more where undecided, up to {m.max_repeats} a point"
     limit, source = point_limit_s(plan.spec)
-    if all(c.seconds is not None for c in costs):
+    if m.auto_window:
+        lines.append(_auto_duration(costs, limit, source))
+    elif all(c.seconds is not None for c in costs):
         total = sum(c.seconds or 0.0 for c in costs)
         longest = max(c.seconds or 0.0 for c in costs)
         lines.append(
@@ -304,6 +358,22 @@ def sweep_lines(plan: Plan) -> list[str]:
             f"{m.repeats}, never a window"
         )
     return lines
+
+
+def _auto_duration(costs: Sequence[PointCost], limit: int, source: str) -> str:
+    """The duration of a plan of auto windows: bounded by their least and most seconds."""
+    m = costs[0].point.measure
+    least = sum(c.window_s[0] for c in costs if c.window_s)
+    most = sum(c.window_s[1] for c in costs if c.window_s)
+    longest = max(costs, key=lambda c: c.window_s[1] if c.window_s else 0.0)
+    low, high = longest.window_s or (0.0, 0.0)
+    return (
+        f"duration: auto windows of {m.seconds:g} to {m.max_seconds:g} s each (measure.seconds, "
+        f"measure.max_seconds), loader-capacity passes as long: {duration(least)} to "
+        f"{duration(most)} one point after another (inline, local), warmups besides; the longest "
+        f"point's {_windows(longest)} windows take {duration(low)} to {duration(high)} of its "
+        f"{duration(limit)} limit ({source})"
+    )
 
 
 def warmup_cell(cost: PointCost) -> str:

@@ -17,7 +17,7 @@ from harness.execution.loop_length import batches_before_run
 from harness.plan_cost import point_cost, sweep_lines, warmup_cell
 from harness.text_tables import render
 from harness.workloads import registry
-from harness_schema.settings import MODEL_LOSS
+from harness_schema.settings import AUTO_RSE, MODEL_LOSS
 
 
 def plan_text(plan: Plan, overrides: Sequence[str], results_root: Path, fmt: str = "terminal") -> str:
@@ -63,9 +63,15 @@ def plan_table(plan: Plan, fmt: str = "terminal") -> str:
     if m.adaptive:  # repeats: auto
         budget = f", {m.budget_minutes:g} min" if m.budget_minutes is not None else ""
         repeats = f"{m.repeats} repeat(s), more where undecided (auto: at most {m.max_repeats}{budget})"
+    window = f"{m.steps:,} measured steps each"
+    if m.auto_window:  # steps: auto
+        window = (
+            f"auto windows (at least {m.steps} steps and {m.seconds:g} s, on until the step rate "
+            f"is known to {AUTO_RSE:.0%}, at most {m.max_seconds:g} s)"
+        )
     head = (
         f"{spec.name}: {len(plan.points)} point(s) × {len(spec.rungs)} rung(s) × "
-        f"{repeats}, {m.steps:,} measured steps each after a warmup (its column)"
+        f"{repeats}, {window} after a warmup (its column)"
     )
     return "\n".join([head, render(rows, fmt), *sweep_lines(plan), *_loss_lines(plan)])
 

@@ -190,6 +190,11 @@ class RungRow:
     """Steps per period where the loader delivered in bursts (workers in step: a wait every
     `delivery_period` steps, harness/execution/steady.py): the window covers whole periods, and
     the wait is periodic, not a heavy tail. Empty where the delivery was not periodic."""
+    window_rse: float | None = None
+    """With measure.steps: auto, the relative standard error of the window's step rate (batch
+    means over blocks of whole periods, harness/execution/steady.py): the window stopped once it
+    was at most 2 %, or at measure.max_seconds, which a larger value here says. Empty for a
+    window of a fixed number of steps."""
 
     def cells(self) -> dict[str, Any]:
         """The row as the CSV holds it: column -> value."""

@@ -353,6 +353,35 @@ MIN_PERIODS = 3
 """A window covers at least this many periods of a periodic delivery (bursts of num_workers
 batches from workers in step), else it is said to be too short (harness/execution/steady.py);
 torch-free, so that the analysis says it too."""
+AUTO_STEPS = "auto"
+AUTO_SECONDS = 2.0
+"""With steps: auto and no measure.seconds, the window's least duration: criterion.rs measures
+a benchmark for 5 s by default and pyperf's values last 100 ms each, 60 of them; a point has a
+window per rung and repeat, so a few seconds each (harness/execution/steady.py)."""
+AUTO_MAX_SECONDS = 30.0
+"""With steps: auto and no measure.max_seconds, the most a window lasts before it stops
+short of its precision (and says so)."""
+AUTO_RSE = 0.02
+"""With steps: auto, the window stops once its step rate's relative standard error (batch
+means over blocks of whole periods) is at most this: 2 %, under half the 5 % margin within
+which two configurations are called tied (analysis/noise.py)."""
+AUTO_MIN_BLOCKS = 5
+"""With steps: auto, the fewest blocks the standard error is taken over: four degrees of
+freedom, below which a small scatter is a coincidence."""
+AUTO_BLOCK_STEPS = 8
+"""A block's least steps (rounded up to whole periods): the window's length is decided at each
+block's end, under DDP a collective, which a per-step check would pay every step."""
+AUTO_MAX_BATCHES = 30
+"""With steps: auto, the most batches the standard error is taken over: past it, neighbouring
+blocks are merged (batch means with a fixed number of batches, 10 to 30 in Schmeiser's 1982
+study), so that a batch outlasts the loader's slow drifts (workers slipping out of step over
+seconds) which blocks of a tenth of a second would take for noise: with 6 workers in step,
+such blocks went on to the 20 s cap at 2.3 to 3.2 %."""
+AUTO_BLOCK_S = 0.1
+"""A block's least duration, as the window's first steps foretell it: pyperf's min_time (each
+of its values lasts at least 100 ms). Blocks of 8 steps of 0.1 ms each scattered by 11 % here
+(a timer's or the scheduler's hiccup of a millisecond is a block's whole length), so that 2 %
+was out of reach after 2,000 of them."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -366,7 +395,14 @@ class Measure:
         allowed="an integer >= 0",
         doc="steps run before timing (more are added until the workers' stock is used up)",
     )
-    steps: int = setting(50, check=int_at_least(1), allowed="an integer >= 1", doc="measured steps")
+    steps: int = setting(
+        50,
+        check=lambda v: (is_int(v) and v >= 1) or v == AUTO_STEPS,
+        allowed="an integer >= 1, or auto",
+        doc="measured steps; auto: the window measures blocks of whole periods of the loader's "
+        f"delivery until it has lasted `seconds` (null: {AUTO_SECONDS:g}) and its step rate's "
+        f"relative standard error is at most {AUTO_RSE:.0%}, or until `max_seconds`",
+    )
     repeats: int = setting(
         1,
         check=lambda v: (is_int(v) and v >= 1) or v == AUTO_REPEATS,
@@ -407,11 +443,25 @@ class Measure:
         # left out, and the points of sweeps measured before it existed keep their ids.
         id_at_default=False,
     )
+    max_seconds: float | None = setting(
+        None,
+        check=optional(lambda v: is_number(v) and v > 0),
+        allowed="a number of seconds > 0, or null",
+        doc="with steps: auto, the most a window lasts before it stops short of its precision "
+        f"and says so (null: {AUTO_MAX_SECONDS:g})",
+        id_at_default=False,
+    )
 
     @property
     def adaptive(self) -> bool:
         """repeats: auto: more repeats for the points the first round leaves undecided."""
         return self.max_repeats is not None
+
+    @property
+    def auto_window(self) -> bool:
+        """steps: auto: the spec holds the least steps in `steps` (AUTO_MIN_BLOCKS blocks), the
+        least duration in `seconds` and the most in `max_seconds` (harness/config/spec.py)."""
+        return self.max_seconds is not None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -20,6 +20,7 @@ from analysis.load import SweepPlan, load_meta, load_plan, load_results
 from analysis.render import html
 from analysis.render.tables import loader_tables, render
 from analysis.stragglers import RULE, find_stragglers
+from harness_schema.settings import AUTO_RSE
 
 if TYPE_CHECKING:
     from analysis.render.plots import Plot
@@ -191,6 +192,7 @@ def table_notes(shown: pd.DataFrame) -> list[str]:
             "a longer measure.warmup_steps or measure.steps gives a steadier window"
         )
     notes += _outlier_notes(shown)
+    notes += _imprecise_notes(shown)
     short = shown[(shown["epoch_steps"] > 0) & (shown["epoch_steps"] < pd.to_numeric(shown["steps"]))]
     for r in short.head(MAX_LISTED).itertuples():
         restarts = "" if pd.isna(r.epoch_restarts) else f": {r.epoch_restarts:g} {_restart_kind(r)} inside it"
@@ -202,6 +204,25 @@ def table_notes(shown: pd.DataFrame) -> list[str]:
     if len(short) > MAX_LISTED:
         notes.append(f"… and {len(short) - MAX_LISTED} more point(s) whose epoch is shorter than the window")
     return notes + tail_notes(shown)
+
+
+def _imprecise_notes(shown: pd.DataFrame) -> list[str]:
+    """The auto windows (measure.steps: auto) that stopped at measure.max_seconds with their
+    rate's relative standard error above AUTO_RSE (harness/execution/steady.py)."""
+    if "imprecise_runs" not in shown:
+        return []
+    imprecise = shown[shown["imprecise_runs"] > 0]
+    if imprecise.empty:
+        return []
+    listed = ", ".join(
+        f"{r.jobid} ({r.imprecise_runs:.0f} of {r.runs:.0f} runs, up to {r.window_rse:.1%})"
+        for r in imprecise.head(MAX_LISTED).itertuples()
+    )
+    more = f" … and {len(imprecise) - MAX_LISTED} more" if len(imprecise) > MAX_LISTED else ""
+    return [
+        f"auto window stopped at measure.max_seconds with its step rate's relative standard error "
+        f"above {AUTO_RSE:.0%}: {listed}{more}; raise measure.max_seconds, or compare with more repeats"
+    ]
 
 
 def _outlier_notes(shown: pd.DataFrame) -> list[str]:

@@ -460,6 +460,7 @@ def _measure(c: _Checker, raw: Any) -> Measure:
     """`repeats: auto` is read as the first round (settings.FIRST_ROUND) with its budget in
     `max_repeats`; a budget beside a fixed number of repeats would be silently ignored: refused."""
     values = c.section(Measure, raw, "measure")
+    _window_length(c, values)
     if values["repeats"] == settings.AUTO_REPEATS:
         values["repeats"] = settings.FIRST_ROUND
         values["max_repeats"] = values["max_repeats"] or settings.DEFAULT_MAX_REPEATS
@@ -472,6 +473,30 @@ def _measure(c: _Checker, raw: Any) -> Measure:
                 f"(measure.repeats is {values['repeats']})",
             )
     return Measure(**values)
+
+
+def _window_length(c: _Checker, values: dict[str, Any]) -> None:
+    """`steps: auto` is read as its least steps (settings.AUTO_MIN_BLOCKS blocks), its least
+    duration in `seconds` and its most in `max_seconds`, defaults filled in; a most beside a
+    fixed number of steps would be silently ignored, and one under the least never used:
+    refused."""
+    if values["steps"] != settings.AUTO_STEPS:
+        if values["max_seconds"] is not None:
+            raise c.fail(
+                "measure.max_seconds",
+                f"{values['max_seconds']} is the most an auto window lasts: it needs measure.steps: "
+                f"auto (measure.steps is {values['steps']})",
+            )
+        return
+    values["steps"] = settings.AUTO_MIN_BLOCKS * settings.AUTO_BLOCK_STEPS
+    values["seconds"] = values["seconds"] or settings.AUTO_SECONDS
+    values["max_seconds"] = values["max_seconds"] or max(settings.AUTO_MAX_SECONDS, values["seconds"])
+    if values["max_seconds"] < values["seconds"]:
+        raise c.fail(
+            "measure.max_seconds",
+            f"{values['max_seconds']} is less than measure.seconds ({values['seconds']}), the least an "
+            "auto window lasts; expected a number of seconds >= measure.seconds",
+        )
 
 
 def _profile(c: _Checker, raw: Any, rungs: tuple[str, ...]) -> ProfileSpec | None:

@@ -29,6 +29,13 @@ The rules of the window, each for a reason a user would otherwise be misled by:
 - **At least `seconds`.** With `measure.seconds`, the window goes on in whole periods (at
   least CHUNK steps at a time) until it has lasted that long, as criterion.rs and pyperf
   size their samples by time; under DDP the ranks agree at each chunk's end (a collective).
+- **Or as long as the rate needs (`steps: auto`).** The window is measured in blocks of
+  whole periods, each at least AUTO_BLOCK_S long as its first CHUNK steps foretell
+  (steady.block_steps; the ranks' largest), at least AUTO_MIN_BLOCKS of them, and stops at a block's
+  end once it has lasted `seconds` and the blocks' durations give its step rate a relative
+  standard error of at most AUTO_RSE (2 %); else at `max_seconds`, in one line saying so.
+  Under DDP the ranks stop together: each block's end is a collective (`agree`), and the
+  window ends when every rank's rate is known, or at its most.
 - **Steady, or said not to be.** The window's second half is compared with its first
   (`drift`); a drift larger than 5 % and than twice its standard error marks the window not
   steady. Under 8 steps there is too little to tell (`steady` is None).
@@ -50,7 +57,7 @@ from typing import Any, Protocol, TypeVar, cast
 
 from harness.execution import steady
 from harness.execution.batches import count_samples
-from harness_schema.settings import DRAIN_FACTOR, MIN_PERIODS
+from harness_schema.settings import AUTO_BLOCK_STEPS, AUTO_MIN_BLOCKS, AUTO_RSE, DRAIN_FACTOR, MIN_PERIODS
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +69,7 @@ MIN_STEADY_STEPS = 8
 _LOOKED_AT = steady.REPEATS + 2
 """The warmup's latest steps the delivery is read from, in stocks: the longest period looked
 for is the stock, over REPEATS + 1 periods and one more (a hiccup in the last)."""
-CHUNK = 8
+CHUNK = AUTO_BLOCK_STEPS
 """With measure.seconds, the window grows by at least this many steps at a time (whole
 periods): under DDP each growth is a collective, which a per-step check would pay every step."""
 
@@ -95,6 +102,11 @@ class LoopTimes:
     periodic): the window covers a whole number of them."""
     too_short: str | None = None
     """The line saying that the window covers too few periods, and what to set (else None)."""
+    window_rse: float | None = None
+    """An auto window's step rate's relative standard error (steady.block_rse); None for a
+    window of fixed length."""
+    capped: str | None = None
+    """The line saying that an auto window stopped at max_seconds short of its precision."""
 
     @property
     def steps(self) -> int:
@@ -209,6 +221,7 @@ def window(
     to_device: Callable[[Any], Any] = _identity,
     stock: int = 0,
     seconds: float | None = None,
+    max_seconds: float | None = None,
     agree: Callable[[bool], bool] = _alone,
     largest: Callable[[int], int] = _alone_count,
     barrier: Callable[[], None] = lambda: None,
@@ -224,6 +237,7 @@ def window(
     turns this rank's "the stock is used up" into the ranks' common answer (all of them);
     `largest` turns this rank's delivery period into the ranks' largest (so that every rank
     measures as many steps). `seconds`: the window's least duration (None: `steps` decides).
+    `max_seconds`: an auto window's most (steps: auto; None: a window of fixed length).
     `mark` is told "warmup", "measure" and "end" as the loop crosses those boundaries.
     `count` gives the samples of a batch (as it came from the loader)."""
     if steps < 1:
@@ -235,25 +249,97 @@ def window(
     barrier()
     mark("measure")
     region_start = clock()
-    measured = []
-    for _ in range(steady.whole_periods(steps, period)):
+    measured: list[Clocked] = []
+    for _ in range(0 if max_seconds else steady.whole_periods(steps, period)):
         measured.append((yield from one_step(stream, to_device, clock, count)))
-    if seconds:
-        chunk = steady.whole_periods(CHUNK, period)
-        # Every rank asks the same number of times, so that the collective in `agree` pairs up.
-        while not agree(clock() - region_start >= seconds):
-            for _ in range(chunk):
-                measured.append((yield from one_step(stream, to_device, clock, count)))
+    rse = yield from _extend(
+        measured,
+        lambda: one_step(stream, to_device, clock, count),
+        period,
+        (region_start, seconds, max_seconds),
+        (agree, largest),
+        clock,
+    )
     sync()
     region_end = clock()
     mark("end")
-    times = _times(warm, measured, region_start, region_end)
+    return _said(_times(warm, measured, region_start, region_end), period, rse, max_seconds)
+
+
+def _said(times: LoopTimes, period: int, rse: float | None, max_seconds: float | None) -> LoopTimes:
+    """The window's times with what a user must read about them: an auto window's standard
+    error (and that it stopped at its most), a periodic delivery (and a window too short)."""
+    if max_seconds:
+        times = replace(times, window_rse=rse, capped=steady.capped(rse, times.steps, max_seconds))
+        if times.capped:
+            log.warning("%s", times.capped)
     if period < 2:
         return times
     short = steady.too_short(times.steps, period, MIN_PERIODS)
     if short:
         log.warning("%s", short)
     return replace(times, delivery_period=period, too_short=short)
+
+
+def _extend(
+    measured: list[Clocked],
+    step: Callable[[], Generator[Any, None, Clocked]],
+    period: int,
+    bounds: tuple[float, float | None, float | None],
+    ranks: tuple[Callable[[bool], bool], Callable[[int], int]],
+    clock: Callable[[], float],
+) -> Generator[Any, None, float | None]:
+    """The window past its `steps`, `bounds` being (start, seconds, max_seconds) and `ranks`
+    (agree, largest): an auto window until it is precise (`_until_precise`, which returns its
+    standard error); with `seconds` alone, whole periods (at least CHUNK steps at a time) until
+    it has lasted that long; else nothing more."""
+    start, seconds, max_seconds = bounds
+    agree, largest = ranks
+    if max_seconds:
+        for _ in range(steady.whole_periods(CHUNK, period)):
+            measured.append((yield from step()))
+        # The block's steps as these first steps foretell them (criterion.rs's warm-up estimate),
+        # the ranks' largest: every rank's blocks end on the same steps.
+        block = largest(steady.block_steps(period, statistics.fmean(m.total_s for m in measured)))
+        bounds = (start, seconds or 0.0, max_seconds)
+        return (yield from _until_precise(measured, step, block, bounds, agree, clock))
+    if seconds:
+        chunk = steady.whole_periods(CHUNK, period)
+        # Every rank asks the same number of times, so that the collective in `agree` pairs up.
+        while not agree(clock() - start >= seconds):
+            for _ in range(chunk):
+                measured.append((yield from step()))
+    return None
+
+
+def _until_precise(
+    measured: list[Clocked],
+    step: Callable[[], Generator[Any, None, Clocked]],
+    block: int,
+    bounds: tuple[float, float, float],
+    agree: Callable[[bool], bool],
+    clock: Callable[[], float],
+) -> Generator[Any, None, float | None]:
+    """An auto window in blocks of `block` steps: AUTO_MIN_BLOCKS, then one more at a time
+    until it has lasted the least seconds and its rate's relative standard error is at most
+    AUTO_RSE, or has lasted the most; `bounds` is (start, least seconds, most seconds).
+    Returns the standard error. Under DDP the window ends when every rank may stop (`agree`,
+    asked once a block by every rank, so that its collective pairs up): the ranks' windows
+    end on the same step."""
+    start, least_s, most_s = bounds
+    while len(measured) < AUTO_MIN_BLOCKS * block:
+        measured.append((yield from step()))
+    # Kept as the blocks end: a window of tiny steps has thousands of them.
+    durations = [sum(m.total_s for m in measured[k : k + block]) for k in range(0, len(measured), block)]
+    while True:
+        elapsed = clock() - start
+        rse = steady.block_rse(durations)
+        precise = elapsed >= least_s and rse is not None and rse <= AUTO_RSE
+        if agree(precise or elapsed >= most_s):
+            return rse
+        for _ in range(block):
+            measured.append((yield from step()))
+        durations.append(sum(m.total_s for m in measured[-block:]))
 
 
 def _period(warm: Sequence[Clocked], stock: int) -> int:

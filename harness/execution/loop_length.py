@@ -7,7 +7,8 @@ least the loader's stock, then up to DRAIN_FACTOR × stock more until the stock 
 and `steps` measured batches, rounded up to whole periods of a bursty delivery (a period is at
 most the stock: up to stock − 1 more). The drain's and the rounding's lengths are decided while
 it runs, so the count here is their longest (with `measure.seconds` the window's length is
-known only as it runs: the count is that without it, and the probe says when more came);
+known only as it runs, and so is an auto window's (`steps: auto`) past its least blocks: the
+count is that without them, and the probe says when more came);
 the probe fills what a rung did not take (a short drain, a failed or skipped rung) with
 untimed batches after the last window, and one more untimed batch closes the loop: the last
 window's clock stops when the loop asks for the batch after its last, so the loop's
@@ -21,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from harness.config.plan import Point
+from harness.execution import steady
 from harness_schema import rungs as rung_names
 from harness_schema.settings import DRAIN_FACTOR
 
@@ -55,7 +57,11 @@ def longest_warmup(point: Point, rung: str) -> int:
 
 def longest_window(point: Point, rung: str) -> int:
     """The most steps `loop.window` measures for this rung (without `measure.seconds`): `steps`
-    rounded up to whole periods of a bursty delivery, a period being at most the stock."""
+    rounded up to whole periods of a bursty delivery, a period being at most the stock; with
+    steps: auto, its least blocks (steady.auto_least) at the longest period's blocks."""
+    if point.measure.auto_window:
+        periods = range(1, max(stock(point, rung), 1) + 1)
+        return max(steady.auto_least(period) for period in periods)
     return point.measure.steps + max(stock(point, rung) - 1, 0)
 
 

@@ -80,6 +80,7 @@ class RowMaker:
         row.epoch_restarts = times.epoch_restarts
         row.epoch_restart_time = times.epoch_restart_time
         row.delivery_period = times.delivery_period
+        row.window_rse = times.window_rse
         return row
 
 

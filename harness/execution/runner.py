@@ -246,6 +246,7 @@ def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, re
             warmup_steps=point.measure.warmup_steps,
             steps=point.measure.steps,
             seconds=point.measure.seconds,
+            max_seconds=point.measure.max_seconds,
             stock=stream.stock,
             sync=device_sync(rank.where.device),
             agree=rank.agree,

@@ -10,14 +10,29 @@ the phase it happens to cover (a burst more or a wait more): 0.80 to 1.04 of the
 in issue 30, with nothing unsteady between its halves. A window of whole periods reads the
 steady rate from any phase, since every period of the pattern lasts the same.
 
+An auto window (`measure.steps: auto`) is measured in blocks of whole periods (each at least
+AUTO_BLOCK_S long, as its first steps foretell: criterion.rs and pyperf size their samples
+the same way), and stops once
+it has lasted `measure.seconds` and the blocks' durations say its step rate to AUTO_RSE (batch
+means, as pyperf and criterion.rs judge their samples), or at `measure.max_seconds`, said.
+
 Torch-free and pure: `harness/execution/loop.py` asks it about the steps it timed.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from harness_schema.settings import (
+    AUTO_BLOCK_S,
+    AUTO_BLOCK_STEPS,
+    AUTO_MAX_BATCHES,
+    AUTO_MIN_BLOCKS,
+    AUTO_RSE,
+)
 
 WAITED = 0.05
 """A next() longer than this fraction of the median step may be a wait (loop.py's rule)."""
@@ -114,4 +129,59 @@ def too_short(steps: int, period: int | None, min_periods: int) -> str | None:
         f"the window of {steps} steps covers {steps // period} period(s) of the loader's delivery "
         f"(bursts of {period} batches, a wait every {period} steps): too short to read its steady "
         f"rate; set measure.steps: {min_periods * period} or more, or measure.seconds"
+    )
+
+
+def block_steps(period: int, step_s: float | None = None) -> int:
+    """Steps in a block of an auto window (steps: auto), where a step takes about `step_s`: at
+    least AUTO_BLOCK_STEPS and AUTO_BLOCK_S, in whole periods, so that every block lasts the
+    same whatever the bursts' phase, and the blocks' durations scatter as the loader's rate
+    does, not as the clock's hiccups."""
+    least = AUTO_BLOCK_STEPS
+    if step_s is not None and step_s > 0:
+        least = max(least, math.ceil(AUTO_BLOCK_S / step_s))
+    return whole_periods(least, period)
+
+
+def auto_least(period: int) -> int:
+    """The fewest steps an auto window measures: AUTO_MIN_BLOCKS blocks of the fewest steps
+    (a step of AUTO_BLOCK_S or longer)."""
+    return AUTO_MIN_BLOCKS * block_steps(period)
+
+
+def block_rse(durations: Sequence[float]) -> float | None:
+    """The relative standard error of the window's step rate from batch means over its blocks'
+    `durations` (each of the same steps, whole periods): their standard deviation over the
+    square root of their count, over their mean. Blocks of whole periods cancel the bursts
+    within a period, and blocks that last at least AUTO_BLOCK_S (neighbours merged where the
+    window's first steps foretold them shorter) the clock's hiccups; past AUTO_MAX_BATCHES
+    blocks, neighbours are merged too (a fixed number of batches), so that a batch outlasts
+    the loader's slow drifts: what scatters between them is the rate itself (the delta
+    method: the rate's relative error is the duration's).
+    None under AUTO_MIN_BLOCKS of them."""
+    if not durations:
+        return None
+    merged = max(
+        math.ceil(AUTO_BLOCK_S / max(statistics.fmean(durations), 1e-12)),
+        math.ceil(len(durations) / AUTO_MAX_BATCHES),
+    )
+    count = len(durations) // merged
+    if count < AUTO_MIN_BLOCKS:
+        return None
+    batches = [sum(durations[k * merged : (k + 1) * merged]) for k in range(count)]
+    mean = statistics.fmean(batches)
+    return statistics.stdev(batches) / math.sqrt(count) / mean if mean > 0 else None
+
+
+def capped(rse: float | None, steps: int, max_seconds: float) -> str | None:
+    """The one line a user reads when an auto window stopped at its most before its step rate
+    was known to AUTO_RSE; None when it was."""
+    if rse is not None and rse <= AUTO_RSE:
+        return None
+    shown = "unknown" if rse is None else f"{rse:.1%}"
+    return (
+        f"the auto window stopped at measure.max_seconds ({max_seconds:g} s, {steps} steps) with its "
+        f"step rate's relative standard error at {shown}, above the {AUTO_RSE:.0%} it aims for: the "
+        "rate varies between blocks of the window (a noisy loader or a busy machine); raise "
+        "measure.max_seconds, or compare with more repeats"
     )

@@ -86,6 +86,13 @@ def check_grid(plan: Plan) -> None:
         )
     if any(p.sequence_step for p in plan.points):
         raise TuneError(f"{plan.spec.path}: tune takes a grid, not a sequence")
+    if plan.spec.measure.auto_window:
+        # Its runs are priced and compared in steps (summary.py's estimate of the grid's device
+        # time): an auto window's steps are known only as it runs.
+        raise TuneError(
+            f"{plan.spec.path}: measure.steps: auto is a window of harness run; tune prices its runs "
+            "in steps: give it a number (e.g. the override measure.steps=50, without measure.max_seconds)"
+        )
 
 
 def tune(

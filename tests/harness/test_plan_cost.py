@@ -178,3 +178,49 @@ def test_a_warning_is_said_and_the_plan_still_runs(
         f"{spec}: loader.num_workers 8: more than 2 workers a core on 2 core(s) a rank "
         "(slurm.cpus_per_task); they time-share the cores (more memory, rarely more batches)"
     ]
+
+
+def test_an_auto_window_is_planned_by_its_least_and_most_seconds() -> None:
+    """steps: auto: the steps are not known before the windows run, their duration is bounded
+    by measure.seconds and measure.max_seconds (and each loader-capacity pass lasts as long as
+    its window): the plan says both bounds, not a count of steps."""
+    plan = plan_of(
+        "loader: {num_workers: [0, 2]}\nrungs: [host_batch, full]\n",
+        with_measure("{warmup_steps: 5, steps: auto, repeats: 3, seconds: 3, max_seconds: 20}"),
+    )
+    lines = plan_table(plan).splitlines()
+    assert lines[0] == (
+        "cost: 2 point(s) × 2 rung(s) × 3 repeat(s), auto windows (at least 40 steps and 3 s, on "
+        "until the step rate is known to 2%, at most 20 s) after a warmup (its column)"
+    )
+    assert lines[-2] == (
+        "steps: 540 or more train steps in all (warmups until the workers' stock is used up; auto "
+        "windows as many as their rate needs)"
+    )
+    # 2 rungs × 3 repeats, and a capacity pass after each full window (host_batch is the demand).
+    assert lines[-1] == (
+        "duration: auto windows of 3 to 20 s each (measure.seconds, measure.max_seconds), "
+        "loader-capacity passes as long: 54.0 s to 6 min one point after another (inline, "
+        "local), warmups besides; the longest point's 9 windows take 27.0 s to 3 min of its 20 min "
+        "limit (slurm.time)"
+    )
+    assert judge(plan) == []
+
+
+def test_auto_windows_past_the_limit_are_refused_at_their_least_and_warned_at_their_most() -> None:
+    plan = plan_of(
+        "limits: {point_minutes: 1}\n", with_measure("{steps: auto, repeats: 3, seconds: 30}", TINY_WORKLOAD)
+    )
+    with pytest.raises(SpecError) as error:
+        judge(plan)
+    assert str(error.value) == (
+        f"<spec>: measure.seconds: point 0 ({plan.points[0].id}) takes at least 1.5 min: 3 auto windows "
+        "of at least 30 s (measure.seconds), and its limit is 1 min (limits.point_minutes): it would be "
+        "killed before it ends; lower measure.seconds or raise limits.point_minutes"
+    )
+    plan = plan_of("limits: {point_minutes: 1}\n", with_measure("{steps: auto, repeats: 3}", TINY_WORKLOAD))
+    assert judge(plan) == [
+        f"point 0 ({plan.points[0].id}): its 3 auto windows of at most 30 s (measure.max_seconds) take up "
+        "to 1.5 min, past its 1 min limit (limits.point_minutes); a noisy rate would have it killed: "
+        "lower measure.max_seconds or raise limits.point_minutes"
+    ]

@@ -588,3 +588,30 @@ def test_a_cost_injected_into_a_real_shaped_script_is_named_by_the_ladder(
     (verdict,) = ladder_verdicts(load_results([tmp_path / "sweep"]).rows)
     assert verdict.stages == named, verdict.sentence
     assert (out / "checkpoint-rank0.pt").is_file() and not (out / "after-loop-rank0").exists()
+
+
+def test_an_auto_window_runs_in_the_scripts_own_loop(harnessed, caplog) -> None:  # type: ignore[no-untyped-def]
+    """measure.steps: auto under the probe: the script's loop gets batches until each rung's
+    window is precise (or at its most), more than len(loader) announced (its least), and says so."""
+    spec = parse_spec(
+        f"name: p\nworkload: {{script: {SCRIPT}}}\nrungs: [host_batch, full]\nloader: {{num_workers: 0}}\n"
+        "measure: {warmup_steps: 1, steps: auto, seconds: 0.05, max_seconds: 2, repeats: 1}\n"
+    )
+    (point,) = expand(spec).points
+    job = harnessed(point)
+    loader = probe.loader(Numbers(), batch_size=2, collate_fn=pairs)
+    assert len(loader) == 2 * (1 + 40) + 1  # the least: 5 blocks of 8 steps a rung
+    with caplog.at_level("WARNING", logger="harness.probe"):
+        served = []
+        for batch in probe.measure(loader, "cpu", keep_running=True):
+            served.append(batch)
+            time.sleep(0.002)  # the script's train step
+    rows = rows_of(job)
+    assert [(r["rung"], r["status"]) for r in rows] == [("host_batch", "ok"), ("full", "ok")]
+    assert all(float(r["window_rse"]) <= 0.02 for r in rows)
+    assert all(int(r["steps"]) >= 40 and r["window_rse"] for r in rows)
+    # What the loop got, and what len(loader) had said.
+    assert len(served) > len(loader)
+    assert (
+        f"harness.probe: {len(served)} batches yielded where {len(loader)} were announced" in caplog.messages
+    )

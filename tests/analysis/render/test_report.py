@@ -169,3 +169,19 @@ def test_the_html_recommendation_has_a_row_for_an_undecided_configuration(tmp_pa
     page = build_report([tmp_path], "html").text
     recommendation = page.split("<h3>recommendation for n1")[1].split("</table>")[0]
     assert "<td>undecided, cheaper</td><td>p1 num_workers=2</td>" in recommendation
+
+
+def test_auto_windows_that_stopped_at_their_most_are_named_under_the_table(tmp_path: Path) -> None:
+    """measure.steps: auto: a window that reached measure.max_seconds with its rate's relative
+    standard error above 2 % (window_rse) is named, with its worst error; a precise one is not."""
+    write_rows(
+        tmp_path,
+        *(synthetic_row(point_id="noisy", repeat=r, window_rse=0.041 if r else 0.015) for r in range(3)),
+        *(synthetic_row(point_id="quiet", repeat=r, window_rse=0.004) for r in range(3)),
+    )
+    text = build_report([tmp_path]).text
+    assert (
+        "auto window stopped at measure.max_seconds with its step rate's relative standard error above "
+        "2%: noisy (2 of 3 runs, up to 4.1%); raise measure.max_seconds, or compare with more repeats"
+    ) in text
+    assert "quiet (" not in text

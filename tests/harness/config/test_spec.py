@@ -606,3 +606,52 @@ def test_loss_model_names_the_outputs_own_loss_and_a_typo_says_what_is_allowed()
         r"workload\.loss: 'modle' is not allowed.*\"model\", \"package\.module:factory\" or null",
         error_of(typo),
     ), error_of(typo)
+
+
+UNMEASURED = "".join(
+    line for line in TINY_WORKLOAD.splitlines(keepends=True) if not line.startswith("measure:")
+)
+"""The tiny workload without its measure: section."""
+
+
+def test_steps_auto_is_read_as_its_least_steps_and_its_least_and_most_seconds() -> None:
+    """harness/execution/loop.py: an auto window measures at least 5 blocks of 8 steps, lasts
+    at least measure.seconds (2 s unless given) and at most measure.max_seconds (30 s)."""
+    m = parse_spec(spec_text(workload=UNMEASURED, extra="measure: {steps: auto}\n")).measure
+    assert (m.steps, m.seconds, m.max_seconds, m.auto_window) == (40, 2.0, 30.0, True)
+    m = parse_spec(
+        spec_text(workload=UNMEASURED, extra="measure: {steps: auto, seconds: 5, max_seconds: 60}\n")
+    ).measure
+    assert (m.seconds, m.max_seconds) == (5, 60)
+    # A least duration past the default most raises the most with it.
+    assert (
+        parse_spec(
+            spec_text(workload=UNMEASURED, extra="measure: {steps: auto, seconds: 45}\n")
+        ).measure.max_seconds
+        == 45
+    )
+    assert not parse_spec(spec_text(workload=UNMEASURED, extra="measure: {steps: 20}\n")).measure.auto_window
+
+
+def test_a_bad_steps_value_names_file_line_field_value_and_what_is_allowed() -> None:
+    text = spec_text(workload=UNMEASURED, extra="measure:\n  steps: autoo\n")
+    message = error_of(text)
+    line = text.splitlines().index("  steps: autoo") + 1
+    assert message == (
+        f"jobs/x.yaml:{line}: measure.steps: 'autoo' is not allowed; expected an integer >= 1, or auto"
+    )
+
+
+def test_max_seconds_needs_steps_auto_and_at_least_the_least_seconds() -> None:
+    message = error_of(spec_text(workload=UNMEASURED, extra="measure: {steps: 20, max_seconds: 10}\n"))
+    assert message.endswith(
+        "measure.max_seconds: 10 is the most an auto window lasts: it needs measure.steps: auto "
+        "(measure.steps is 20)"
+    )
+    message = error_of(
+        spec_text(workload=UNMEASURED, extra="measure: {steps: auto, seconds: 10, max_seconds: 5}\n")
+    )
+    assert message.endswith(
+        "measure.max_seconds: 5 is less than measure.seconds (10), the least an auto window lasts; "
+        "expected a number of seconds >= measure.seconds"
+    )

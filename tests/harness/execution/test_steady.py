@@ -70,3 +70,24 @@ def test_a_window_under_three_periods_is_said_to_be_too_short_with_the_setting_t
     )
     assert steady.too_short(12, 4, 3) is None
     assert steady.too_short(5, None, 3) is None
+
+
+def test_an_auto_windows_blocks_are_whole_periods_of_at_least_a_tenth_of_a_second() -> None:
+    assert steady.block_steps(4, 0.002) == 52  # 50 steps of 2 ms, rounded up to periods of 4
+    assert steady.block_steps(3) == 9 and steady.block_steps(1, 0.5) == 8
+    assert steady.auto_least(1) == 40
+
+
+def test_the_rate_s_standard_error_is_taken_over_blocks_of_a_tenth_of_a_second() -> None:
+    assert steady.block_rse([0.1] * 4) is None  # too few blocks to tell
+    assert steady.block_rse([0.1] * 5) == 0.0
+    # Blocks foretold at 0.1 s that last 0.01 s: merged ten by ten, a hiccup of one weighs a tenth.
+    merged = steady.block_rse([0.01] * 49 + [0.02])
+    assert merged == pytest.approx(0.0196, rel=0.01)  # batches of 0.1, 0.1, 0.1, 0.1, 0.11 s
+
+
+def test_past_thirty_blocks_neighbours_are_merged_into_thirty_batches() -> None:
+    # Blocks that alternate slow and fast (a pattern longer than a block): taken one by one they
+    # scatter by a third; merged pairwise (60 blocks into 30 batches) they last alike.
+    assert steady.block_rse([0.1, 0.2] * 30) == 0.0
+    assert steady.block_rse([0.1, 0.2] * 14) == pytest.approx(0.0642, rel=0.01)  # 28: one by one

@@ -331,3 +331,170 @@ def test_measure_seconds_makes_the_window_last_that_long_in_whole_periods() -> N
         sync=lambda: None,
     )
     assert times.training_time >= 0.5 and times.steps % 4 == 0 and times.steps > 12
+
+
+# --- steps: auto (harness/execution/steady.py: blocks of whole periods, until precise) --------
+
+
+def _auto(stream: Any, step_s: float, *, seconds: float, max_seconds: float, stock: int = 0) -> LoopTimes:
+    """An auto window (measure.steps: auto, read as 40 least steps) over `stream`, the step a
+    sleep of `step_s`."""
+    return timed_loop(
+        stream,
+        lambda batch: time.sleep(step_s),
+        warmup_steps=2,
+        steps=40,
+        seconds=seconds,
+        max_seconds=max_seconds,
+        stock=stock,
+        sync=lambda: None,
+    )
+
+
+def test_an_auto_window_of_workers_in_step_reads_the_steady_rate_of_a_long_run() -> None:
+    """Issue 30's known truth through steps: auto: bursts of 4 every 40 ms against a 2 ms step.
+    The window is blocks of whole periods, so it reads the long run's rate, and stops once the
+    rate is known to 2 %, well before its most."""
+    long = _bursts(200)
+    auto = _auto(Bursts(), 0.002, seconds=0.3, max_seconds=10, stock=8)
+    assert auto.delivery_period == 4 and auto.steps % 4 == 0
+    assert auto.window_rse is not None and auto.window_rse <= 0.02 and auto.capped is None
+    assert auto.training_time < 10
+    assert _rate(auto) / _rate(long) == pytest.approx(1.0, abs=0.07)
+
+
+def test_an_auto_window_of_a_dataloaders_workers_in_step_reads_the_long_runs_rate() -> None:
+    long = _in_step(100)
+    loader = LoaderSettings(num_workers=4, prefetch_factor=2)
+    stream = ladder.build_stream("full", slow_read(4096, 0.02), loader, 4, CPU)
+    try:
+        auto = _auto(stream, 0.005, seconds=0.5, max_seconds=10, stock=stream.stock)
+    finally:
+        stream.close()
+    assert _rate(auto) / _rate(long) == pytest.approx(1.0, abs=0.07)
+
+
+class _Paced:
+    """A loader whose every batch takes `cost(k)` seconds (a sleep) for its k-th batch."""
+
+    epoch = 0
+
+    def __init__(self, cost: Callable[[int], float]) -> None:
+        self.cost, self.taken = cost, 0
+
+    def next(self) -> torch.Tensor:
+        time.sleep(self.cost(self.taken))
+        self.taken += 1
+        return torch.zeros(4, 1)
+
+    def close(self) -> None:
+        pass
+
+
+def test_an_auto_window_on_a_steady_loader_stops_at_its_least() -> None:
+    """A loader of equal batches: the blocks last alike, the rate is known at once; the window
+    stops at its least duration, a few blocks, far from its most."""
+    auto = _auto(_Paced(lambda k: 0.01), 0.002, seconds=0.3, max_seconds=20)
+    assert auto.window_rse is not None and auto.window_rse <= 0.02 and auto.capped is None
+    assert 0.3 <= auto.training_time < 5
+    assert auto.steps < 200
+
+
+def test_an_auto_window_on_a_noisy_loader_goes_on_to_its_most_and_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One batch in 5 costs 60 ms, the others 1 ms, at random: 8-step blocks scatter by ~30 %,
+    2 % would need hundreds of them; the window stops at max_seconds, in one line."""
+    import random
+
+    draw = random.Random(3)
+    with caplog.at_level("WARNING", logger="harness.execution.loop"):
+        auto = _auto(
+            _Paced(lambda k: 0.06 if draw.random() < 0.2 else 0.001), 0.002, seconds=0.2, max_seconds=1.0
+        )
+    assert auto.window_rse is not None and auto.window_rse > 0.02
+    assert auto.training_time >= 1.0
+    assert auto.capped == caplog.messages[-1]
+    assert auto.capped == (
+        f"the auto window stopped at measure.max_seconds (1 s, {auto.steps} steps) with its step rate's "
+        f"relative standard error at {auto.window_rse:.1%}, above the 2% it aims for: the rate varies "
+        "between blocks of the window (a noisy loader or a busy machine); raise measure.max_seconds, "
+        "or compare with more repeats"
+    )
+
+
+def rank_noisy(size: int = 4096, delay: float = 0.02, share: float = 0.3) -> Dataset[Any]:
+    """slow_read, but on rank 1 a share of the samples (drawn by index) costs `delay` more:
+    rank 1's rate is noisy, rank 0's steady. Built in the rank's process."""
+    import random
+
+    import torch.distributed as dist
+
+    rank = dist.get_rank() if dist.is_initialized() else 0
+    base = slow_read(size, 0.0)
+
+    class Noisy(Dataset[Any]):
+        def __len__(self) -> int:
+            return size
+
+        def __getitem__(self, i: int) -> Any:
+            if rank == 1 and random.Random(i).random() < share:
+                time.sleep(delay)
+            return base[i]
+
+    return Noisy()
+
+
+def test_the_ranks_of_a_distributed_point_end_their_auto_windows_together(tmp_path: Path) -> None:
+    """Two ranks over gloo, rank 1's loader noisy: each block's end is a collective, so both
+    windows end on the same step (a rank that stopped alone would leave the other in the
+    gradient's all-reduce), and each row says its own standard error."""
+    spec = parse_spec(
+        textwrap.dedent(
+            """\
+            name: auto
+            workload:
+              dataset: tests.harness.execution.test_window:rank_noisy
+              model: emulated
+              model_args: {step_ms: 10}
+              batch_size: 4
+              device: cpu
+            loader: {num_workers: 0}
+            measure: {warmup_steps: 1, steps: auto, seconds: 0.5, max_seconds: 3, repeats: 1}
+            slurm: {tasks_per_node: 2, gpus_per_node: 0}
+            """
+        )
+    )
+    plan = expand(spec)
+    sweep = create_sweep(plan, tmp_path, backend="local", world_size=2)
+    assert run_local(plan.points, sweep, spec.slurm) == []
+    point_path = layout.point_dir(sweep, plan.points[0].id)
+    ranks = [results.read_rows(layout.rank_file(point_path, k))[0] for k in (0, 1)]
+    assert [r["status"] for r in ranks] == ["ok", "ok"], [r["error"] for r in ranks]
+    assert ranks[0]["steps"] == ranks[1]["steps"] and int(ranks[0]["steps"]) >= 40
+    assert all(r["window_rse"] != "" for r in ranks)
+    assert float(ranks[0]["training_time"]) == pytest.approx(float(ranks[1]["training_time"]), rel=0.2)
+
+
+def test_every_rung_of_the_ladder_gets_an_auto_window_inline(tmp_path: Path) -> None:
+    spec = """\
+        name: auto-ladder
+        workload:
+          dataset: tests.fixtures.workloads:slow_read
+          dataset_args: {size: 256, delay: 0.001}
+          model: emulated
+          model_args: {step_ms: 5}
+          batch_size: 4
+          device: cpu
+        loader: {num_workers: 1}
+        rungs: [host_batch, processed_sample, full]
+        measure: {warmup_steps: 1, steps: auto, seconds: 0.2, max_seconds: 2, repeats: 1}
+        """
+    (point,) = expand(parse_spec(textwrap.dedent(spec))).points
+    outcome = run_point(point, tmp_path, env=DistEnv())
+    assert outcome.ok == 3, [r.error for r in outcome.rows]
+    rows = results.read_rows(layout.rank_file(layout.point_dir(tmp_path, point.id), 0))
+    assert [r["rung"] for r in rows] == ["host_batch", "processed_sample", "full"]
+    for row in rows:
+        assert int(row["steps"]) >= 40 and float(row["training_time"]) >= 0.2
+        assert float(row["window_rse"]) >= 0
