@@ -138,3 +138,16 @@ def test_two_local_ranks_each_read_their_half_once_an_epoch(tmp_path: Path, own_
             "torch.utils.data.dataloader.DataLoader, re-made with a DistributedSampler over 2 ranks "
             "as Lightning's Trainer does"
         ]
+
+
+def test_under_probe_a_datamodule_on_rank_1_of_2_reads_its_half() -> None:
+    """A script's DataModule given to probe.measure gets the same re-made loader, the rank and
+    world size the probe's job runs with."""
+    from types import SimpleNamespace
+
+    from harness import probe
+
+    job = SimpleNamespace(env=SimpleNamespace(rank=1, world_size=2))
+    given = probe._given(make_loader(batch_size=4, size=40), job)  # type: ignore[arg-type]
+    assert given is not None and isinstance(given.loader.sampler, DistributedSampler)
+    assert (given.loader.sampler.rank, given.loader.sampler.num_replicas, len(given.loader)) == (1, 2, 4)
