@@ -13,6 +13,9 @@ if [ -n "${HARNESS_TEST_PYTHON:-}" ]; then
     export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 else
     bash scripts/setup.sh
+    # MosaicML Streaming in an environment of its own (it cannot sit beside the `libs` extra),
+    # for tests/harness/examples/test_mosaic.py, which skips, saying so, where it is missing.
+    bash scripts/mosaic_env.sh || echo "test.sh: no MosaicML Streaming environment (see .venv-mosaic/setup.log): test_mosaic.py will skip"
     py=.venv/bin/python
 fi
 has() { "$py" -c "import $1" >/dev/null 2>&1; }

@@ -1,0 +1,104 @@
+"""MosaicML Streaming, the real library (mosaicml-streaming 0.13.0), in an environment of its
+own (.venv-mosaic, made by scripts/mosaic_env.sh, which scripts/test.sh runs): Mosaic cannot be
+installed beside the `libs` extra. The harness runs there as a Mosaic user runs it, through its
+command line: an MDS data set written by MDSWriter, a dataset factory returning a
+StreamingDataset, the whole ladder, 2 DataLoader workers. Issue 27's hang (Mosaic's threads
+started in the rank's process before the workers fork) would make these runs never finish: each
+has a subprocess timeout, and a run past it fails its test with what the run had printed.
+The tests skip, saying so, where the environment is absent."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from analysis.ladder.verdict import ladder_verdicts
+from analysis.load import load_results
+from harness_schema.rungs import LADDER
+
+ROOT = Path(__file__).resolve().parents[3]
+MOSAIC_VENV = Path(os.environ.get("HARNESS_MOSAIC_VENV", ROOT / ".venv-mosaic"))
+MOSAIC_PY = MOSAIC_VENV / "bin" / "python"
+SAMPLES = 64
+BATCH = 4
+pytestmark = pytest.mark.skipif(
+    not (MOSAIC_VENV / ".harness-installed").is_file(),
+    reason=f"no MosaicML Streaming environment at {MOSAIC_VENV}: `bash scripts/mosaic_env.sh` makes it",
+)
+
+
+def mosaic(*args: str, timeout: float = 240) -> str:
+    """`python ARGS` in the Mosaic environment (this checkout's harness first on its path); its
+    output, after a zero exit within `timeout` seconds."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    try:
+        done = subprocess.run(
+            [str(MOSAIC_PY), *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT
+        )
+    except subprocess.TimeoutExpired as hung:
+        pytest.fail(f"no end after {timeout} s (a hang?): {hung.stdout!r} {hung.stderr!r}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """64 samples (labels 0..63) in 7 MDS shards, written by Mosaic's MDSWriter."""
+    root = tmp_path_factory.mktemp("mds") / "data"
+    mosaic("-m", "harness.examples.mosaic_mds", str(root), "--samples", str(SAMPLES), "--size", "16", "--size-limit", "8192")
+    assert (root / "index.json").is_file() and len(list(root.glob("shard.*.mds"))) >= 2
+    return root
+
+
+def spec(path: Path, shards: Path, read_ms: float, *, rungs: str = "") -> Path:
+    """A spec a Mosaic user writes: the dataset factory, the emulated step, 2 workers."""
+    path.write_text(
+        "name: mosaic-cpu\n"
+        "workload:\n"
+        "  dataset: harness.examples.mosaic_mds:make_dataset\n"
+        f"  dataset_args: {{local: '{shards}', size: 16, read_ms: {read_ms}}}\n"
+        "  model: emulated\n"
+        "  model_args: {step_ms: 100}\n"
+        f"  batch_size: {BATCH}\n"
+        "  device: cpu\n"
+        "measure: {warmup_steps: 1, steps: 6, repeats: 3}\n"
+        "loader: {num_workers: 2}\n"
+        "limits: {batch_timeout_s: 120}\n" + (f"rungs: {rungs}\n" if rungs else "")
+    )
+    return path
+
+
+def test_the_whole_ladder_with_workers_finishes_every_row_ok_and_counted(
+    shards: Path, tmp_path: Path
+) -> None:
+    path = spec(tmp_path / "s.yaml", shards, 0, rungs=f"[{', '.join(LADDER)}]")
+    out = mosaic("-m", "harness", "run", str(path), "--results", str(tmp_path / "r"))
+    rows = load_results([next((tmp_path / "r").iterdir())]).rows
+    assert len(rows) and set(rows["status"]) <= {"ok", "skipped"}, (list(rows["error"]), out)
+    ran = rows[rows["status"] == "ok"]
+    assert {"device_batch", "host_batch", "full"} <= set(ran["rung"]), list(rows["rung"])
+    assert (ran["num_workers"] == 2).all()
+    # Counted right: every batch holds batch_size samples (Mosaic pads none at 64 = 16 batches).
+    assert (ran["samples"] == ran["steps"] * BATCH).all(), ran[["rung", "steps", "samples"]]
+
+
+@pytest.mark.parametrize(("read_ms", "named"), [(100, True), (0, False)], ids=["slow-read", "nothing"])
+def test_a_slow_read_is_named_by_the_ladder_and_nothing_without_it(
+    shards: Path, tmp_path: Path, read_ms: float, named: bool
+) -> None:
+    path = spec(tmp_path / "s.yaml", shards, read_ms, rungs="[host_batch, processed_sample, full]")
+    out = mosaic("-m", "harness", "run", str(path), "--results", str(tmp_path / "r"))
+    (verdict,) = ladder_verdicts(load_results([next((tmp_path / "r").iterdir())]).rows)
+    # 100 ms a sample: 400 ms a batch in each of 2 workers, 5 batches/s against a step's 10.
+    assert verdict.stages == (["transforms + raw data loading"] if named else []), (verdict.sentence, out)
+
+
+def test_python_is_the_mosaic_environment() -> None:
+    """The runs above are against the real library, not a stand-in, and not this interpreter."""
+    out = mosaic("-c", "import streaming, numpy, sys; print(streaming.__version__, numpy.__version__, sys.prefix)")
+    version, numpy_version, prefix = out.split()
+    assert version == "0.13.0" and numpy_version.startswith("2.1.") and prefix != sys.prefix
