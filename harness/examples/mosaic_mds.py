@@ -45,11 +45,11 @@ def write_dataset(
     return Path(root)
 
 
-def _dataset_class() -> type:
+def dataset_class() -> type:
     """The StreamingDataset subclass, made when first asked (streaming imported then)."""
     from streaming import StreamingDataset
 
-    class MosaicImages(StreamingDataset):  # type: ignore[misc,valid-type]
+    class MosaicImages(StreamingDataset):
         """Samples from MDS shards as (float image, label), each read `read_ms` slower."""
 
         def __init__(self, *, size: int, read_ms: float, **kwargs: Any) -> None:
@@ -63,14 +63,25 @@ def _dataset_class() -> type:
             image = np.frombuffer(sample["image"], dtype=np.uint8).reshape(3, self.side, self.side)
             return torch.from_numpy(image.astype(np.float32) / 255), int(sample["label"])
 
+    # Named as if at module level (harness.examples.mosaic_mds.MosaicImages), as messages show it.
+    MosaicImages.__qualname__ = "MosaicImages"
     return MosaicImages
 
 
 def make_dataset(
-    *, local: str, batch_size: int, size: int = 32, read_ms: float = 0.0, shuffle: bool = True
+    *,
+    local: str,
+    batch_size: int,
+    remote: str | None = None,
+    size: int = 32,
+    read_ms: float = 0.0,
+    shuffle: bool = True,
 ) -> Any:
-    """A StreamingDataset over the MDS shards under `local`, for batches of `batch_size`."""
-    return _dataset_class()(local=local, batch_size=batch_size, shuffle=shuffle, size=size, read_ms=read_ms)
+    """A StreamingDataset over the MDS shards under `local` (copied there from `remote` first,
+    where one is given), for batches of `batch_size`."""
+    return dataset_class()(
+        remote=remote, local=local, batch_size=batch_size, shuffle=shuffle, size=size, read_ms=read_ms
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -49,7 +49,12 @@ def mosaic(*args: str, timeout: float = 240) -> str:
 def shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """64 samples (labels 0..63) in 7 MDS shards, written by Mosaic's MDSWriter."""
     root = tmp_path_factory.mktemp("mds") / "data"
-    mosaic("-m", "harness.examples.mosaic_mds", str(root), "--samples", str(SAMPLES), "--size", "16", "--size-limit", "8192")
+    mosaic(
+        "-m",
+        "harness.examples.mosaic_mds",
+        str(root),
+        *f"--samples {SAMPLES} --size 16 --size-limit 8192".split(),
+    )
     assert (root / "index.json").is_file() and len(list(root.glob("shard.*.mds"))) >= 2
     return root
 
@@ -99,6 +104,34 @@ def test_a_slow_read_is_named_by_the_ladder_and_nothing_without_it(
 
 def test_python_is_the_mosaic_environment() -> None:
     """The runs above are against the real library, not a stand-in, and not this interpreter."""
-    out = mosaic("-c", "import streaming, numpy, sys; print(streaming.__version__, numpy.__version__, sys.prefix)")
+    out = mosaic(
+        "-c", "import streaming, numpy, sys; print(streaming.__version__, numpy.__version__, sys.prefix)"
+    )
     version, numpy_version, prefix = out.split()
     assert version == "0.13.0" and numpy_version.startswith("2.1.") and prefix != sys.prefix
+
+
+def test_two_local_ranks_each_read_their_own_half(shards: Path, tmp_path: Path) -> None:
+    """The spec on 2 ranks (`--backend local`, slurm.tasks_per_node 2), 2 workers each: Mosaic
+    partitions the samples between ranks (its world from the harness's RANK and WORLD_SIZE), so
+    each rank's epoch is 8 batches of 4, and the ranks read disjoint halves."""
+    record = tmp_path / "record"
+    record.mkdir()
+    path = spec(tmp_path / "s.yaml", shards, 0, rungs="[full]")
+    out = mosaic(
+        "-m", "harness", "run", str(path), "--results", str(tmp_path / "r"), "--backend", "local",
+        "workload.dataset=tests.fixtures.mosaic_record:make_dataset",
+        f"workload.dataset_args={{local: '{shards}', size: 16, record: '{record}'}}",
+        "slurm.tasks_per_node=2", "measure.repeats=1",
+    )  # fmt: skip
+    rows = load_results([next((tmp_path / "r").iterdir())]).rows
+    assert list(rows["status"]) == ["ok", "ok"], (list(rows["error"]), out)
+    assert sorted(rows["rank"]) == [0, 1] and set(rows["epoch_steps"]) == {SAMPLES // 2 // BATCH}
+    read: dict[str, set[int]] = {}
+    for file in record.glob("*.txt"):
+        for line in file.read_text().splitlines():
+            rank, label = line.split()
+            read.setdefault(rank, set()).add(int(label))
+    # Unshuffled, a rank reads the same half every epoch (the full rung reads several).
+    assert sorted(read) == ["0", "1"] and len(read["0"]) == len(read["1"]) == SAMPLES // 2, read
+    assert read["0"] | read["1"] == set(range(SAMPLES)), read  # disjoint halves, none missing
