@@ -16,6 +16,9 @@ layout and its documentation.
   ranks, workers and batches with it): the factory names `batch_size`, so the harness gives it.
   Only `local` is given (the shards already on local disk, no `remote`).
 
+`make_loader` is the same data set under Mosaic's own `StreamingDataLoader`, for a
+`workload.loader` spec.
+
 `read_ms` adds a known cost (a sleep) to each sample's read: the tests inject it and expect the
 ladder's verdict to name it, and nothing where it is 0.
 """
@@ -81,6 +84,37 @@ def make_dataset(
     where one is given), for batches of `batch_size`."""
     return dataset_class()(
         remote=remote, local=local, batch_size=batch_size, shuffle=shuffle, size=size, read_ms=read_ms
+    )
+
+
+def make_loader(
+    *,
+    batch_size: int,
+    local: str,
+    num_workers: int = 0,
+    prefetch_factor: int | None = 2,
+    pin_memory: bool = False,
+    drop_last: bool = False,
+    remote: str | None = None,
+    size: int = 32,
+    read_ms: float = 0.0,
+    shuffle: bool = True,
+) -> Any:
+    """Mosaic's own `StreamingDataLoader` (a DataLoader subclass that can save and resume its
+    position in the stream) over `make_dataset`'s data set: a loader factory
+    (`workload.loader`), measured as given."""
+    from streaming import StreamingDataLoader
+
+    dataset = make_dataset(
+        local=local, remote=remote, batch_size=batch_size, size=size, read_ms=read_ms, shuffle=shuffle
+    )
+    return StreamingDataLoader(
+        dataset,
+        batch_size=batch_size,
+        num_workers=num_workers,
+        prefetch_factor=prefetch_factor if num_workers else None,  # PyTorch refuses one without workers
+        pin_memory=pin_memory,
+        drop_last=drop_last,
     )
 
 

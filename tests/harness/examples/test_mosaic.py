@@ -135,3 +135,25 @@ def test_two_local_ranks_each_read_their_own_half(shards: Path, tmp_path: Path) 
     # Unshuffled, a rank reads the same half every epoch (the full rung reads several).
     assert sorted(read) == ["0", "1"] and len(read["0"]) == len(read["1"]) == SAMPLES // 2, read
     assert read["0"] | read["1"] == set(range(SAMPLES)), read  # disjoint halves, none missing
+
+
+def test_mosaics_own_streaming_dataloader_through_a_loader_factory(shards: Path, tmp_path: Path) -> None:
+    """`workload.loader` with Mosaic's StreamingDataLoader (a DataLoader subclass, measured as
+    given) and 2 workers: the batch rungs and full finish, counted right."""
+    path = spec(tmp_path / "s.yaml", shards, 0, rungs="[device_batch, host_batch, full]")
+    path.write_text(
+        path.read_text()
+        .replace(
+            "  dataset: harness.examples.mosaic_mds:make_dataset",
+            "  loader: harness.examples.mosaic_mds:make_loader",
+        )
+        .replace("dataset_args:", "loader_args:")
+    )
+    out = mosaic("-m", "harness", "run", str(path), "--results", str(tmp_path / "r"))
+    rows = load_results([next((tmp_path / "r").iterdir())]).rows
+    assert set(rows["status"]) == {"ok"} and set(rows["rung"]) == {"device_batch", "host_batch", "full"}, (
+        list(rows["error"]),
+        out,
+    )
+    assert (rows["samples"] == rows["steps"] * BATCH).all() and (rows["num_workers"] == 2).all()
+    assert "StreamingDataLoader" in " ".join(rows["loader_given"]), list(rows["loader_given"])
