@@ -157,3 +157,25 @@ def test_mosaics_own_streaming_dataloader_through_a_loader_factory(shards: Path,
     )
     assert (rows["samples"] == rows["steps"] * BATCH).all() and (rows["num_workers"] == 2).all()
     assert "StreamingDataLoader" in " ".join(rows["loader_given"]), list(rows["loader_given"])
+
+
+def test_a_factory_that_reads_the_stream_before_the_fork_hangs_mosaics_workers_and_says_so(
+    shards: Path, tmp_path: Path
+) -> None:
+    """The hazard the tests above pass by, shown real: a sample read in the rank's process (a
+    factory that peeks) starts Mosaic's threads; the workers forked after never deliver, and
+    `limits.batch_timeout_s` makes that a failed row naming the stream, not a hang."""
+    path = spec(tmp_path / "s.yaml", shards, 0, rungs="[full]")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [str(MOSAIC_PY), "-m", "harness", "run", str(path), "--results", str(tmp_path / "r"),
+         "workload.dataset=tests.fixtures.mosaic_record:make_peeked_dataset",
+         f"workload.dataset_args={{local: '{shards}', size: 16}}",
+         "measure.repeats=1", "limits.batch_timeout_s=20"],
+        capture_output=True, text=True, timeout=240, env=env, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    (error,) = load_results([next((tmp_path / "r").iterdir())]).rows["error"]
+    assert error.startswith(
+        "LoaderTimeout: no batch from the DataLoader for 20 s: a worker stuck in harness.examples.mosaic_mds.MosaicImages.__iter__?"
+    ), error
