@@ -398,3 +398,15 @@ def test_a_map_style_dataset_is_read_only_by_the_workers_and_its_cache_still_siz
     assert rows["processed_sample"]["dataset_samples"] == "32"
     readers = {int(p.name.removeprefix("read-")) for p in log.glob("read-*")}
     assert readers and os.getpid() not in readers
+
+
+def test_a_streams_length_is_its_ranks_share_and_a_map_style_data_sets_the_whole() -> None:
+    """A stream that has a length shards itself between ranks and says the rank's share (as
+    LitData's and MosaicML Streaming's do, for their DataLoader's len): the data set the
+    what-if sizes is that times the ranks; a map-style data set's len() is already the whole
+    (the harness's DistributedSampler splits it); a stream without one has no size."""
+    from tests.fixtures import pipelines
+
+    assert runner.dataset_samples(pipelines.fork_unsafe_stream(length=16), 2) == 32
+    assert runner.dataset_samples(pipelines.paired(8), 2) == 8
+    assert runner.dataset_samples(pipelines.plain_stream(8), 2) is None
