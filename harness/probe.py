@@ -481,7 +481,7 @@ def _harnessed(
         log.info("harness.probe: the point is measured; this loop gets no batch")
         return iter(())
     _measured_here = True
-    given = None if getattr(source, _PROBE, None) is not None else _given(source)
+    given = None if getattr(source, _PROBE, None) is not None else _given(source, job)
     recorded = getattr(source, _PROBE, None) or (_from_given(given) if given else _from_dataloader(source))
     point = _effective_point(job, recorded, non_blocking)
     if given is not None:
@@ -502,15 +502,15 @@ def _harnessed(
     return _point_batches(job, recorded, point, how, count, announced, given)
 
 
-def _given(source: Any) -> given_loader.GivenLoader | None:
+def _given(source: Any, job: ProbeJob) -> given_loader.GivenLoader | None:
     """The script's loader measured as it is given (None for a plain DataLoader, whose parts the
     rungs rebuild with the point's settings): a DataLoader subclass (litdata's
     StreamingDataLoader: its constructor is its own, so the point's settings cannot be swapped
     in), a torchdata.nodes Loader or any iterable of batches, a DataModule (its
-    train_dataloader())."""
+    train_dataloader(), on several ranks with the sampler Lightning's Trainer would give it)."""
     if type(source) is DataLoader:
         return None
-    loader = train_loader(source)
+    loader = train_loader(source, rank=job.env.rank, world_size=job.env.world_size)
     return given_loader.GivenLoader(
         loader=loader,
         name=type_name(loader),
@@ -620,7 +620,7 @@ def _opened(
     opened = open_point(point, job.sweep_dir, job.env, job.skip_done)
     _say(job, point, recorded, given)
     if given is not None:
-        opened.rows.loader_given = given.name
+        opened.rows.loader_given = given_loader.loader_given(given.loader)
     try:
         if device.type == "cuda" and device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())

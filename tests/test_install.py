@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from tests.analysis.conftest import synthetic_row, write_rows
 
@@ -53,6 +54,13 @@ def install(python: Path, source: Path) -> None:
     )
 
 
+def installed_packages() -> list[str]:
+    """The top-level packages pyproject.toml installs (its `include` patterns, read, not
+    repeated here: a package added there and not copied here failed only in a fresh install)."""
+    found = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    return [pattern.rstrip("*") for pattern in found["include"]]
+
+
 def project_copy(root: Path) -> Path:
     """A copy of the project to install: an in-tree build would leave build/ and *.egg-info
     in the working tree."""
@@ -60,7 +68,7 @@ def project_copy(root: Path) -> Path:
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, source / name)
-    for package in ("harness", "analysis"):
+    for package in installed_packages():
         shutil.copytree(REPO / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
     return source
 

@@ -7,11 +7,12 @@ pipeline, written as Lightning's documentation writes one).
   `torch.utils.data.Subset`, as in Lightning's MNIST example), `train_dataloader()` returns a
   torch DataLoader with the module's settings.
 - `make_loader` is the loader factory: the harness calls it with the point's `batch_size` and
-  loader settings, and `rank`/`world_size`; it returns the DataModule, and the harness calls
-  `prepare_data()`, `setup("fit")` and `train_dataloader()` as Lightning's Trainer would.
-- Ranks: Lightning's Trainer puts a `DistributedSampler` into `train_dataloader()`'s loader
-  itself (`use_distributed_sampler=True`); the harness calls `train_dataloader()` without a
-  Trainer, so the module shards by the `rank` and `world_size` the factory passes it.
+  loader settings; it returns the DataModule, and the harness calls `prepare_data()`,
+  `setup("fit")` and `train_dataloader()` as Lightning's Trainer would.
+- Ranks: `train_dataloader()` says `shuffle=True` and no sampler, as a DataModule for
+  Lightning does: on several ranks the Trainer (`use_distributed_sampler=True`, its default)
+  re-makes the loader with a `DistributedSampler`, and so does the harness
+  (harness/execution/trainer_sampler.py), each rank reading its share.
 - The data are `size` seeded random images: `load_raw(i)` is the read (`read_ms` of sleep, a
   stand-in for storage), `transform` the augmentations (`transform_ms` of sleep, then to float).
   The data set offers the harness's split contract (`load_raw`, `transform`), so the ladder cuts
@@ -35,7 +36,7 @@ from typing import Any
 
 import lightning
 import torch
-from torch.utils.data import DataLoader, Dataset, DistributedSampler, random_split
+from torch.utils.data import DataLoader, Dataset, random_split
 
 __all__ = ["ImagesDataModule", "SlowImages", "make_loader"]
 
@@ -92,8 +93,6 @@ class ImagesDataModule(lightning.LightningDataModule):
         persistent_workers: bool = False,
         prefetch_factor: int | None = None,
         drop_last: bool = False,
-        rank: int = 0,
-        world_size: int = 1,
         seed: int = 0,
         size: int = 320,
         shape: tuple[int, ...] | list[int] = (3, 16, 16),
@@ -122,13 +121,11 @@ class ImagesDataModule(lightning.LightningDataModule):
     def train_dataloader(self) -> DataLoader[Any]:
         h: Any = self.hparams  # an AttributeDict (typed as a mapping)
         assert self.train_set is not None, "setup('fit') first"
-        sampler: DistributedSampler[Any] = DistributedSampler(
-            self.train_set, num_replicas=h.world_size, rank=h.rank, shuffle=True, seed=h.seed
-        )
+        # No sampler: on several ranks the Trainer (and the harness) puts a DistributedSampler in.
         return DataLoader(
             self.train_set,
             batch_size=h.batch_size,
-            sampler=sampler,
+            shuffle=True,
             num_workers=h.num_workers,
             pin_memory=h.pin_memory,
             persistent_workers=h.persistent_workers and h.num_workers > 0,
@@ -149,8 +146,6 @@ def make_loader(
     persistent_workers: bool = False,
     prefetch_factor: int | None = None,
     drop_last: bool = False,
-    rank: int = 0,
-    world_size: int = 1,
     seed: int = 0,
     size: int = 320,
     shape: tuple[int, ...] | list[int] = (3, 16, 16),
@@ -168,8 +163,6 @@ def make_loader(
         persistent_workers=persistent_workers,
         prefetch_factor=prefetch_factor,
         drop_last=drop_last,
-        rank=rank,
-        world_size=world_size,
         seed=seed,
         size=size,
         shape=shape,

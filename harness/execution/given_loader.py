@@ -22,7 +22,7 @@ from typing import Any
 from torch.utils.data import DataLoader, IterableDataset
 
 from harness.config.plan import Point
-from harness.execution import batches, ladder
+from harness.execution import batches, ladder, trainer_sampler
 from harness.naming import type_name
 from harness.workloads import loader_factory, registry
 from harness.workloads.loader_factory import LOADER_SETTINGS
@@ -48,6 +48,16 @@ class GivenLoader:
         if not (hasattr(found, "__getitem__") and hasattr(found, "__len__")):
             return None
         return found
+
+
+def loader_given(loader: Any) -> str:
+    """The rows' `loader_given` for a loader measured as given: its class, and where the harness
+    re-made a DataModule's loader as Lightning's Trainer does on several ranks, with what."""
+    name = type_name(loader)
+    if trainer_sampler.remade(loader):
+        ranks = getattr(loader.sampler, "num_replicas", "several")
+        name += f", re-made with a DistributedSampler over {ranks} ranks as Lightning's Trainer does"
+    return name
 
 
 def reported(loader: Any, point: LoaderSettings, applied: Iterable[str]) -> LoaderSettings:

@@ -8,7 +8,9 @@ convention of a dataset factory's `num_classes`: `batch_size`, the loader settin
 (`LOADER_SETTINGS`), the rank's place (`rank`, `world_size`, `seed`) and, where the spec gives
 `workload.dataset`, the built `dataset`. What it returns is any iterable of batches; an object
 that is not iterable but has `train_dataloader()` (a LightningDataModule) is asked for it, after
-its `prepare_data()` and `setup("fit")`, as Lightning's Trainer does.
+its `prepare_data()` and `setup("fit")`, as Lightning's Trainer does; on several ranks, a plain
+sampler in it becomes the DistributedSampler the Trainer would put there
+(harness/execution/trainer_sampler.py).
 
 A loader setting the factory does not accept cannot be applied by the harness: the plan says so
 (`untaken_note`), an axis over it is refused at load time (its points would measure one loader
@@ -135,21 +137,25 @@ def call(
     args: Mapping[str, Any],
     values: Mapping[str, Any],
 ) -> Any:
-    """`factory(**accepted values, **args)`, then the loader in what it made (train_loader).
-    Raises registry.FactoryError-free RuntimeErrors naming the factory (WorkloadError)."""
+    """`factory(**accepted values, **args)`, then the loader in what it made (train_loader, on
+    the rank `values` place it). Raises registry.FactoryError-free RuntimeErrors naming the
+    factory (WorkloadError)."""
     given = {k: v for k, v in values.items() if k in passed(factory, with_dataset="dataset" in values)}
+    place = {k: values[k] for k in ("rank", "world_size", "seed") if k in values}
     try:
         made = factory(**given, **args)
-        return train_loader(made)
+        return train_loader(made, **place)
     except registry.WorkloadError:
         raise
     except Exception as e:
         raise registry.WorkloadError(f"loader {name!r} failed to build: {type(e).__name__}: {e}") from e
 
 
-def train_loader(made: Any) -> Any:
+def train_loader(made: Any, *, rank: int = 0, world_size: int = 1, seed: int = 0) -> Any:
     """The iterable of batches in what a factory made: the thing itself, or a DataModule's
-    train_dataloader() (after prepare_data() and setup("fit"), as Lightning's Trainer calls them)."""
+    train_dataloader() (after prepare_data() and setup("fit"), as Lightning's Trainer calls them),
+    on several ranks with the DistributedSampler the Trainer would put in it
+    (harness/execution/trainer_sampler.py)."""
     from harness.naming import type_name
 
     if _iterable(made):
@@ -164,12 +170,14 @@ def train_loader(made: Any) -> Any:
         method = getattr(made, hook, None)
         if callable(method):
             method(*hook_args)
-    loader = make()
+    from harness.execution import trainer_sampler  # torch: only once a loader is built
+
+    loader = trainer_sampler.request(make, world_size)
     if not _iterable(loader):
         raise registry.WorkloadError(
             f"{type_name(made)}.train_dataloader() returned {type_name(loader)}, which is not iterable"
         )
-    return loader
+    return trainer_sampler.as_trainer(loader, rank=rank, world_size=world_size, seed=seed)
 
 
 def _iterable(value: Any) -> bool:

@@ -4,16 +4,17 @@ rank its own share, and a cost injected in its data set named by the ladder (non
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
-from torch.utils.data import DataLoader, Subset
+from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, Subset
 
 lightning = pytest.importorskip("lightning", reason="the optional extra `libs` (lightning) is not installed")
 
 from harness.examples.lightning_datamodule import ImagesDataModule, make_loader  # noqa: E402
 from harness.workloads.loader_factory import train_loader  # noqa: E402
-from tests.fixtures.ladder_runs import ladder_run  # noqa: E402
+from tests.fixtures.ladder_runs import JOBS, ladder_run  # noqa: E402
 
 
 def test_the_factory_makes_a_datamodule_whose_train_loader_has_the_points_settings() -> None:
@@ -31,9 +32,18 @@ def test_the_factory_makes_a_datamodule_whose_train_loader_has_the_points_settin
 
 
 def test_each_rank_reads_its_own_share_of_the_training_split() -> None:
+    """The example's loader says shuffle=True and no sampler, as a DataModule for Lightning
+    does: on one rank it is kept; on 2, each rank's is re-made with a DistributedSampler, as
+    Lightning's Trainer does, its settings kept."""
+    alone = train_loader(make_loader(batch_size=4, size=40))
+    assert isinstance(alone.sampler, RandomSampler)
     labels = []
     for rank in (0, 1):
-        loader = train_loader(make_loader(batch_size=4, rank=rank, world_size=2, size=40))
+        loader = train_loader(make_loader(batch_size=4, num_workers=1, size=40), rank=rank, world_size=2)
+        assert isinstance(loader.sampler, DistributedSampler) and (loader.batch_size, loader.num_workers) == (
+            4,
+            1,
+        )
         indices = list(loader.sampler)
         assert len(indices) == 16
         labels.append({loader.dataset.indices[i] for i in indices})
@@ -65,3 +75,79 @@ def test_a_cost_injected_in_its_data_set_is_named_by_the_ladder(
     # Every rung measured (the Subset cut as its data set), the DataModule's loader named.
     assert set(rows["rung"]) == {"full", "host_batch", "raw_sample"}
     assert set(rows["loader_given"]) == {"torch.utils.data.dataloader.DataLoader"}
+
+
+def _two_ranks(tmp_path: Path, *, own_sampler: bool) -> tuple[dict[int, list[int]], list[str]]:
+    """The spec on 2 local ranks with the recording DataModule (tests/fixtures/lightning_record.py,
+    40 images, 32 for training, 4 a batch), its full rung over 2 epochs: each rank's reads in
+    order (no workers: the rank's own process reads), and the rows' loader_given."""
+    from analysis.load import load_results
+    from harness.backends.local import run_local
+    from harness.config.plan import expand
+    from harness.config.spec import load_spec
+    from harness.storage.sweep import create_sweep
+
+    record = tmp_path / "record"
+    record.mkdir()
+    spec = load_spec(
+        JOBS / "lightning_datamodule-cpu.yaml",
+        overrides=[
+            "workload.loader=tests.fixtures.lightning_record:make_loader",
+            f"workload.loader_args={{record: '{record}', own_sampler: {str(own_sampler).lower()}}}",
+            "workload.batch_size=4",
+            "workload.model_args.step_ms=5",
+            "loader={num_workers: 0}",
+            "rungs=[full]",
+            "measure={warmup_steps: 1, steps: 10}",  # 11 batches: over 2 epochs of a rank's 4
+            "slurm.tasks_per_node=2",
+        ],
+    )
+    plan = expand(spec)
+    sweep = create_sweep(plan, tmp_path / "results", backend="local", world_size=2)
+    assert run_local(plan.points, sweep, plan.spec.slurm) == []
+    rows = load_results([sweep]).rows
+    assert list(rows["status"]) == ["ok", "ok"], list(rows["error"])
+    assert set(rows["epoch_steps"]) == {4}, list(rows["epoch_steps"])  # 16 samples a rank (not 32), 4 a batch
+    read: dict[int, list[int]] = {}
+    for file in record.glob("*.txt"):
+        for line in file.read_text().splitlines():
+            rank, index = line.split()
+            read.setdefault(int(rank), []).append(int(index))
+    return read, sorted(set(rows["loader_given"]))
+
+
+@pytest.mark.parametrize("own_sampler", [False, True], ids=["plain-loader", "own-distributed-sampler"])
+def test_two_local_ranks_each_read_their_half_once_an_epoch(tmp_path: Path, own_sampler: bool) -> None:
+    """On 2 ranks each rank reads its half of the training split each epoch, the halves
+    disjoint and together every sample once, reshuffled at the next epoch (set_epoch): the
+    plain loader's sampler re-made as Lightning's Trainer does (the rows say so), a loader with
+    a DistributedSampler of its own kept as it is. (The old harness gave each rank the plain
+    loader whole: 32 samples a rank an epoch, every one read twice.)"""
+    read, given = _two_ranks(tmp_path, own_sampler=own_sampler)
+    assert sorted(read) == [0, 1]
+    epochs = [[read[rank][e * 16 : (e + 1) * 16] for rank in (0, 1)] for e in range(2)]
+    for mine, theirs in epochs:
+        assert len(mine) == len(theirs) == 16
+        both = Counter(mine + theirs)
+        assert len(both) == 32 and set(both.values()) == {1}, both  # disjoint, none missing
+    assert epochs[0][0] != epochs[1][0]  # set_epoch reshuffled
+    if own_sampler:
+        assert given == ["torch.utils.data.dataloader.DataLoader"]
+    else:
+        assert given == [
+            "torch.utils.data.dataloader.DataLoader, re-made with a DistributedSampler over 2 ranks "
+            "as Lightning's Trainer does"
+        ]
+
+
+def test_under_probe_a_datamodule_on_rank_1_of_2_reads_its_half() -> None:
+    """A script's DataModule given to probe.measure gets the same re-made loader, the rank and
+    world size the probe's job runs with."""
+    from types import SimpleNamespace
+
+    from harness import probe
+
+    job = SimpleNamespace(env=SimpleNamespace(rank=1, world_size=2))
+    given = probe._given(make_loader(batch_size=4, size=40), job)  # type: ignore[arg-type]
+    assert given is not None and isinstance(given.loader.sampler, DistributedSampler)
+    assert (given.loader.sampler.rank, given.loader.sampler.num_replicas, len(given.loader)) == (1, 2, 4)

@@ -1,0 +1,189 @@
+"""A DataModule's training loader on several ranks, as Lightning's Trainer hands it to training.
+
+The harness calls a DataModule's `train_dataloader()` without a Trainer. Lightning's Trainer
+(`use_distributed_sampler=True`, its default), on more than one rank, does not use that
+DataLoader as it is: it re-makes it with a DistributedSampler (lightning 2.6,
+`lightning.pytorch.trainer.connectors.data_connector`: `_requires_distributed_sampler`,
+`_get_distributed_sampler`, `_update_dataloader`; `fit_loop` calls `_set_sampler_epoch`). So a
+DataModule written as Lightning's documentation writes one (a plain `shuffle=True` loader, no
+sampler of its own) would, kept as it is, have every rank read the whole training set: an
+epoch `world_size` times longer than in the user's training, and each sample read on every
+rank. Here the harness does what the Trainer does:
+
+- only a torch DataLoader over a map-style dataset whose sampler is not a DistributedSampler
+  already (an IterableDataset shards itself: the Trainer leaves it, so do we);
+- a RandomSampler or SequentialSampler (a plain loader's, `shuffle=True` or not) becomes
+  `DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed)`:
+  the Trainer shuffles the training loader whatever it said (`_process_dataloader` passes
+  `shuffle=True` for the training stage), pads the last share to an even split (the sampler's
+  `drop_last=False`), and keeps the loader's batch size, `drop_last`, workers and collate_fn;
+  its seed is `PL_GLOBAL_SEED` (seed_everything's, else 0), ours is the point's, the same on
+  every rank as a DistributedSampler needs;
+- each epoch the sampler is told its number (`set_epoch`, ladder.LoaderStream does it).
+
+Where the Trainer would go further, the harness keeps the loader as given and says so in the
+log: a sampler of the user's own class (the Trainer wraps it in a DistributedSamplerWrapper) or
+a batch sampler of the user's own class (the Trainer injects the DistributedSampler into it).
+Such a sampler may already split by rank (from the factory's `rank` and `world_size`, in a
+training run with `use_distributed_sampler=False`, which the harness cannot see): wrapping it
+would split it twice.
+
+A loader a factory returns itself (not from a DataModule) is never re-made: nothing says a
+Trainer will handle it (torchrun with plain DDP keeps the loader as it is), and the factory is
+given `rank` and `world_size` to shard by.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from torch.utils.data import (
+    BatchSampler,
+    DataLoader,
+    DistributedSampler,
+    IterableDataset,
+    RandomSampler,
+    SequentialSampler,
+)
+
+from harness.naming import type_name
+
+log = logging.getLogger(__name__)
+
+_REMADE: weakref.WeakSet[DataLoader[Any]] = weakref.WeakSet()
+"""The loaders this module re-made, for their rows' `loader_given` (remade())."""
+
+
+def request(hook: Callable[[], Any], world_size: int) -> Any:
+    """`train_dataloader()` called as the Trainer calls it on several ranks: under Lightning's
+    recording of DataLoader's and BatchSampler's constructor arguments (`_request_dataloader`),
+    so that a DataLoader subclass can be re-made with its own arguments. On one rank, or
+    without lightning, the hook is simply called."""
+    with _recording() if world_size > 1 else contextlib.nullcontext():
+        return hook()
+
+
+@contextlib.contextmanager
+def _recording() -> Iterator[None]:
+    data = _lightning_data()
+    if data is None:  # no lightning: a plain DataLoader is re-made from its attributes
+        yield
+        return
+    with data._replace_dunder_methods(DataLoader, "dataset"), data._replace_dunder_methods(BatchSampler):
+        yield
+
+
+def _lightning_data() -> Any:
+    """Lightning's data helpers, the ones its Trainer uses (underscored, but the same since
+    lightning 2.0): lightning's, else the standalone lightning_fabric's (pytorch_lightning's);
+    None without either. Ours would drift from Lightning's where it changes; a fallback of our
+    own is kept for a plain DataLoader only (_rebuilt)."""
+    for name in ("lightning.fabric.utilities.data", "lightning_fabric.utilities.data"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    return None
+
+
+def as_trainer(loader: Any, *, rank: int, world_size: int, seed: int) -> Any:
+    """`loader` as the Trainer would give it to training on rank `rank` of `world_size` (the
+    module's docstring says when that is a new DataLoader with a DistributedSampler)."""
+    if world_size <= 1 or not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
+        return loader
+    if isinstance(loader.sampler, DistributedSampler):
+        log.info("the DataModule's %s has its own %s: kept", type_name(loader), type_name(loader.sampler))
+        return loader
+    custom = _custom(loader)
+    if custom is not None:
+        log.warning(
+            "the DataModule's %s has %s: kept as given on %d ranks (Lightning's Trainer would split it "
+            "by rank itself unless use_distributed_sampler=False); if it does not split by rank, "
+            "every rank reads the whole data set",
+            type_name(loader),
+            custom,
+            world_size,
+        )
+        return loader
+    sampler: DistributedSampler[Any] = DistributedSampler(
+        loader.dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed
+    )
+    remade = _update(loader, sampler)
+    if remade is None:
+        log.warning(
+            "the DataModule's %s kept as given on %d ranks: without lightning installed only a plain "
+            "DataLoader can be re-made with a DistributedSampler; every rank reads the whole data set",
+            type_name(loader),
+            world_size,
+        )
+        return loader
+    _REMADE.add(remade)
+    log.info(
+        "the DataModule's %s had a %s: re-made with a DistributedSampler (rank %d of %d, shuffled, "
+        "seed %d) as Lightning's Trainer does on several ranks (use_distributed_sampler=True)",
+        type_name(loader),
+        type(loader.sampler).__name__,
+        rank,
+        world_size,
+        seed,
+    )
+    return remade
+
+
+def remade(loader: Any) -> bool:
+    """Whether `loader` is one as_trainer re-made with a DistributedSampler."""
+    try:
+        return loader in _REMADE
+    except TypeError:  # not weakly referenceable: not ours
+        return False
+
+
+def _custom(loader: DataLoader[Any]) -> str | None:
+    """What of the loader's is the user's own class (the Trainer wraps or injects; we keep)."""
+    if not isinstance(loader.sampler, (RandomSampler, SequentialSampler)):
+        return f"a sampler of its own ({type_name(loader.sampler)})"
+    batch_sampler = loader.batch_sampler
+    if batch_sampler is not None and type(batch_sampler) is not BatchSampler:
+        return f"a batch sampler of its own ({type_name(batch_sampler)})"
+    return None
+
+
+def _update(loader: DataLoader[Any], sampler: DistributedSampler[Any]) -> DataLoader[Any] | None:
+    """The loader re-made with `sampler`, by Lightning's own helper where it is installed (the
+    Trainer's: it re-makes a subclass with its recorded arguments, keeps every attribute), else
+    a plain DataLoader rebuilt from its attributes (None for a subclass: its constructor is
+    its own)."""
+    data = _lightning_data()
+    if data is None:
+        return _rebuilt(loader, sampler)
+    return data._update_dataloader(loader, sampler)
+
+
+def _rebuilt(loader: DataLoader[Any], sampler: DistributedSampler[Any]) -> DataLoader[Any] | None:
+    """Without lightning (a DataModule of the standalone pytorch_lightning, or a look-alike):
+    a plain DataLoader, whose constructor arguments are all attributes; None for a subclass."""
+    if type(loader) is not DataLoader:
+        return None
+    workers = loader.num_workers
+    return DataLoader(
+        loader.dataset,
+        batch_size=loader.batch_size,
+        sampler=sampler,
+        num_workers=workers,
+        collate_fn=loader.collate_fn,
+        pin_memory=loader.pin_memory,
+        drop_last=loader.drop_last,
+        timeout=loader.timeout,
+        worker_init_fn=loader.worker_init_fn,
+        multiprocessing_context=loader.multiprocessing_context if workers else None,
+        generator=loader.generator,
+        prefetch_factor=loader.prefetch_factor if workers else None,
+        persistent_workers=loader.persistent_workers,
+        pin_memory_device=loader.pin_memory_device,
+        in_order=loader.in_order,
+    )

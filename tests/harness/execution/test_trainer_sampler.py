@@ -1,0 +1,153 @@
+"""A DataModule's loader on several ranks, as Lightning's Trainer hands it to training
+(harness/execution/trainer_sampler.py): re-made with a DistributedSampler where its sampler is
+plain, the same indices as the Trainer's own sampler; kept, and said, where it is not."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+from torch.utils.data import (
+    BatchSampler,
+    DataLoader,
+    DistributedSampler,
+    IterableDataset,
+    RandomSampler,
+    SequentialSampler,
+    WeightedRandomSampler,
+)
+
+from harness.execution import trainer_sampler
+from harness.execution.trainer_sampler import as_trainer, remade, request
+
+DATA = list(range(20))
+
+
+def _collate(batch: list[int]) -> torch.Tensor:
+    return torch.tensor(batch) * 10
+
+
+def _shares(loaders: list[DataLoader[Any]]) -> list[list[int]]:
+    return [list(loader.sampler) for loader in loaders]
+
+
+def test_a_plain_loader_on_two_ranks_is_remade_with_the_trainers_sampler_its_settings_kept(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger=trainer_sampler.__name__)
+    made = [
+        as_trainer(
+            DataLoader(DATA, batch_size=3, shuffle=False, drop_last=True, collate_fn=_collate),
+            rank=rank,
+            world_size=2,
+            seed=7,
+        )
+        for rank in (0, 1)
+    ]
+    for rank, loader in enumerate(made):
+        sampler = loader.sampler
+        assert isinstance(sampler, DistributedSampler) and remade(loader)
+        # shuffled whatever the loader said: the Trainer passes shuffle=True in training
+        assert (sampler.rank, sampler.num_replicas, sampler.shuffle, sampler.seed) == (rank, 2, True, 7)
+        assert (loader.batch_size, loader.drop_last, loader.collate_fn) == (3, True, _collate)
+        assert len(loader) == 3  # 10 samples a rank, 3 whole batches of 3
+    first, second = _shares(made)
+    assert sorted(first + second) == DATA and first != sorted(first)  # disjoint halves, shuffled
+    assert "re-made with a DistributedSampler (rank 1 of 2, shuffled, seed 7)" in caplog.text
+    for loader in made:
+        loader.sampler.set_epoch(1)
+    again, other = _shares(made)
+    assert [again, other] != [first, second] and sorted(again + other) == DATA
+
+
+def test_its_indices_are_those_of_the_trainers_own_sampler(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Known truth: the function Lightning's Trainer calls (data_connector._get_distributed_sampler,
+    training: shuffle=True, seed PL_GLOBAL_SEED) gives each rank the same indices."""
+    pytest.importorskip("lightning", reason="the optional extra `libs` (lightning) is not installed")
+    from lightning.pytorch.trainer.connectors.data_connector import _get_distributed_sampler
+
+    monkeypatch.setenv("PL_GLOBAL_SEED", "3")
+    for sampler_of in (SequentialSampler, RandomSampler):
+        loader = DataLoader(DATA, batch_size=4, sampler=sampler_of(DATA))
+        for rank in (0, 1):
+            truth = _get_distributed_sampler(
+                loader, shuffle=True, overfit_batches=0, num_replicas=2, rank=rank
+            )
+            ours = as_trainer(loader, rank=rank, world_size=2, seed=3).sampler
+            assert list(ours) == list(truth)
+
+
+class _Stream(IterableDataset[int]):
+    def __iter__(self) -> Iterator[int]:
+        return iter(DATA)
+
+
+class _OwnBatches(BatchSampler):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("loader", "said"),
+    [
+        (DataLoader(DATA, sampler=DistributedSampler(DATA, num_replicas=2, rank=0)), "has its own "),
+        (
+            DataLoader(DATA, sampler=WeightedRandomSampler([1.0] * 20, 20)),
+            "has a sampler of its own (torch.utils.data.sampler.WeightedRandomSampler): kept as given on 2 "
+            "ranks (Lightning's Trainer would split it by rank itself unless use_distributed_sampler=False)",
+        ),
+        (
+            DataLoader(DATA, batch_sampler=_OwnBatches(SequentialSampler(DATA), 4, False)),
+            "has a batch sampler of its own (tests.harness.execution.test_trainer_sampler._OwnBatches)",
+        ),
+        (DataLoader(_Stream(), batch_size=4), None),
+    ],
+    ids=["distributed", "custom-sampler", "custom-batch-sampler", "stream"],
+)
+def test_a_loader_whose_sampler_is_not_plain_is_kept_and_said(
+    loader: DataLoader[Any], said: str | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=trainer_sampler.__name__)
+    assert as_trainer(loader, rank=0, world_size=2, seed=0) is loader and not remade(loader)
+    if said is None:
+        assert caplog.text == ""
+    else:
+        assert said in caplog.text
+
+
+def test_one_rank_keeps_the_loader() -> None:
+    loader = DataLoader(DATA, batch_size=4, shuffle=True)
+    assert as_trainer(loader, rank=0, world_size=1, seed=0) is loader
+
+
+class SizedLoader(DataLoader[Any]):
+    """A DataLoader subclass whose constructor is its own (`size` is no attribute)."""
+
+    def __init__(self, size: int, **kwargs: Any) -> None:
+        super().__init__(list(range(size)), **kwargs)
+
+
+def test_a_subclass_made_in_train_dataloader_is_remade_with_its_own_arguments() -> None:
+    """request() records the constructor's arguments, as the Trainer does around the hook:
+    the subclass is re-made as itself, with its `size`."""
+    pytest.importorskip("lightning", reason="the optional extra `libs` (lightning) is not installed")
+    loader = request(lambda: SizedLoader(12, batch_size=2, shuffle=True), world_size=2)
+    made = as_trainer(loader, rank=1, world_size=2, seed=0)
+    assert type(made) is SizedLoader and isinstance(made.sampler, DistributedSampler) and len(made) == 3
+
+
+def test_without_lightning_a_plain_loader_is_rebuilt_and_a_subclass_kept(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    plain = DataLoader(DATA, batch_size=3, shuffle=True, drop_last=True, collate_fn=_collate)
+    with_lightning = as_trainer(plain, rank=1, world_size=2, seed=5)  # the fallback where absent
+    monkeypatch.setattr(trainer_sampler, "_lightning_data", lambda: None)
+    made = as_trainer(plain, rank=1, world_size=2, seed=5)
+    assert type(made) is DataLoader and isinstance(made.sampler, DistributedSampler) and remade(made)
+    assert (made.batch_size, made.drop_last, made.collate_fn, made.sampler.rank) == (3, True, _collate, 1)
+    assert list(made.sampler) == list(with_lightning.sampler) and len(made) == len(with_lightning)
+    own = SizedLoader(12, batch_size=2)
+    assert as_trainer(own, rank=0, world_size=2, seed=0) is own
+    assert "without lightning installed only a plain DataLoader can be re-made" in caplog.text
