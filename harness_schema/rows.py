@@ -129,7 +129,9 @@ class RungRow:
     """Bytes of one cached value of a cached sample-level rung: what caching that stage's output
     would hold per sample (the verdict's caching what-if)."""
     dataset_samples: int | None = None
-    """Samples in the data set (map-style; empty for a stream)."""
+    """Samples in the data set: map-style, its len(); a stream with a length, its len() on the
+    rank times the ranks (such a stream shards itself, and its len() is the rank's share: a
+    DataLoader's len needs it per rank); empty for a stream without one."""
     memory_limit_gb: float | None = None
     """Memory the job may use on this node: the least of the host's, the cgroup's limit and
     Slurm's --mem."""
@@ -195,6 +197,10 @@ class RungRow:
     means over blocks of whole periods, harness/execution/steady.py): the window stopped once it
     was at most 2 %, or at measure.max_seconds, which a larger value here says. Empty for a
     window of a fixed number of steps."""
+    dataset_stream: bool | None = None
+    """True where the data set is a stream (an IterableDataset), whether or not it has a length
+    (dataset_samples is filled for one that has: LitData's, MosaicML Streaming's); False for a
+    map-style one. Empty in rows written before the column existed."""
 
     def cells(self) -> dict[str, Any]:
         """The row as the CSV holds it: column -> value."""

@@ -52,8 +52,9 @@ class CachingWhatIf:
     """What the cache holds, in words."""
     sample_bytes: float | None
     samples: int | None
-    """None for a stream: it has no length, so the cache is not sized (nor its bytes a sample
-    taken: that would read the stream in the rank's own process, see ladder.cached_value_bytes)."""
+    """None for a stream without a length: the cache is not sized (its samples would have to
+    be read in the rank's own process, see ladder.cached_value_bytes). A stream with one
+    (LitData's) is sized from its len()."""
     capacity: float
     """Batches/s of the rung's loader: what the loader would deliver from the cache."""
     demand: float

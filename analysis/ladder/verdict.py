@@ -353,13 +353,16 @@ def _idle(group: pd.DataFrame) -> str | None:
     workers = int(pd.to_numeric(ok.loc[idle > 0, "num_workers"], errors="coerce").max())
     rungs = sorted({str(r) for r in ok.loc[idle > 0, "rung"]}, key=rung_names.ladder_position)
     lengths = pd.to_numeric(ok["dataset_samples"], errors="coerce") if "dataset_samples" in ok else None
+    # A stream may have a length (LitData's): the rows say which kind it is where they can.
+    said = ok["dataset_stream"].astype(str).str.lower() if "dataset_stream" in ok else pd.Series(dtype=str)
+    told = bool(said.isin(["true", "false"]).any())
     return text.idle_workers(
         int(per_rank.min()),
         int(per_rank.max()),
         workers,
         int(ok["rank"].nunique()),
         rungs,
-        stream=lengths is None or bool(lengths.isna().all()),
+        stream=bool(said.eq("true").any()) if told else lengths is None or bool(lengths.isna().all()),
     )
 
 

@@ -363,6 +363,10 @@ class Prediction:
     high: float | None = None
     """The prediction's 95 % interval from the profile's (analysis/tune/windows.py); None
     where the profile has none."""
+    corners: tuple[float, ...] = ()
+    """samples/s under each corner profile (windows.corners, the same order for every
+    configuration): two configurations share the profile, so their ratio is judged corner by
+    corner (analysis/tune/search.py), not one's high against the other's low."""
 
 
 def bound_of(p: Profile, c: Config) -> str:

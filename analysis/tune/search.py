@@ -235,9 +235,18 @@ def separated(
     """Whether the model's intervals already decide `c` against the choice: its highest
     prediction under the choice's lowest by SEPARATION margins."""
     x, ref = predictions.get(c), predictions.get(choice)
-    if x is None or ref is None or x.high is None or ref.low is None:
+    if x is None or ref is None:
         return False
-    return x.high < (1 - SEPARATION * margin) * ref.low
+    floor = 1 - SEPARATION * margin
+    if x.corners and len(x.corners) == len(ref.corners):
+        # Both under the same profile, corner by corner: an erratic reader's stall share moves
+        # every prediction together, and one's high against the other's low (two different
+        # profiles) would keep a neighbour the model puts far under the choice under every
+        # profile it allows.
+        return all(v < floor * r for v, r in zip(x.corners, ref.corners, strict=True))
+    if x.high is None or ref.low is None:
+        return False
+    return x.high < floor * ref.low
 
 
 def plausible(
@@ -250,11 +259,23 @@ def plausible(
     in its first round with the choice's neighbours: a profile whose windows disagreed may
     have put the choice a step too high or too low, and this is the cheaper end of what it
     allows."""
+    mode = choice.copy_mode()
+    shared = {len(x.corners) for x in predictions}
+    if len(shared) == 1 and 0 not in shared:
+        # Corner by corner (`separated`): within the margin of the best under some profile
+        # the windows allow, that profile's best, not the best's low under another.
+        tops = [max(x.corners[k] for x in predictions) for k in range(shared.pop())]
+        reach = [
+            x.config
+            for x in predictions
+            if x.config.copy_mode() == mode
+            and any(v >= (1 - margin) * top for v, top in zip(x.corners, tops, strict=True))
+        ]
+        return [min(reach, key=Config.cost)] if reach else []
     known = [(x.config, x.low, x.high) for x in predictions if x.low is not None and x.high is not None]
     if not known:
         return []
     floor = (1 - margin) * max(low for _, low, _ in known)
-    mode = choice.copy_mode()
     reach = [c for c, _, high in known if high >= floor and c.copy_mode() == mode]
     return [min(reach, key=Config.cost)] if reach else []
 
@@ -311,6 +332,17 @@ def _wanted(
     def off(c: Config) -> bool:
         return abs(statistics.median(runs[c]) / predicted[c] - 1) > margin
 
+    # A model the measurements contradict where it put the best (its median error beyond
+    # SEPARATION margins on the measured configurations it predicted within the margin of
+    # the best) does not confirm an answer by agreeing with it there: the answer's whole
+    # neighbourhood is measured, every axis at once. On the 193-point grid a profile that saw
+    # no stall put the answer at prefetch_factor=1 (measured 20-47 % under its predictions
+    # there), and a walk along num_workers stopped at a noisy run that read its prediction,
+    # where prefetch was the axis that mattered.
+    if _contradicted(runs, predicted, margin):
+        wanted = [c for c in neighbours(answer, grid) if c not in runs]
+        if wanted:
+            return wanted
     # An answer the model also placed within the margin of the best, measured where the
     # model put it, confirms the model there: no walk (the noise would move it among ties).
     if off(answer) or predicted[answer] < (1 - margin) * top:
@@ -322,6 +354,22 @@ def _wanted(
     above = [c for c in _adjacent(best, grid, "num_workers") if c.num_workers > best.num_workers]
     gains = [c for c in above if predicted[c] > (1 + margin) * predicted[best]]
     return [c for c in above if c not in runs and (off(best) or c in gains)]
+
+
+def _contradicted(
+    runs: Mapping[Config, Sequence[float]], predicted: Mapping[Config, float], margin: float
+) -> bool:
+    """Whether the model's median error (the measured median against the prediction) exceeds
+    SEPARATION margins on the measured configurations it predicted within the margin of its
+    best: where it placed the answer (the configurations it puts far under are often right,
+    and would dilute the error where it matters)."""
+    top = max(predicted.values())
+    errors = [
+        abs(statistics.median(r) / predicted[c] - 1)
+        for c, r in runs.items()
+        if r and predicted[c] >= (1 - margin) * top
+    ]
+    return bool(errors) and statistics.median(errors) > SEPARATION * margin
 
 
 def exhaustive(grid: Sequence[Config], measure: Measure, *, repeats: int = 3) -> Judged:

@@ -238,7 +238,8 @@ def with_intervals(p: Profile, predictions: Sequence[Prediction]) -> list[Predic
     out = []
     for x in predictions:
         values = [samples_per_s(q, x.config) for q in ends]
-        out.append(replace(x, low=min(*values, x.samples_per_s), high=max(*values, x.samples_per_s)))
+        low, high = min(*values, x.samples_per_s), max(*values, x.samples_per_s)
+        out.append(replace(x, low=low, high=high, corners=tuple(values)))
     return out
 
 

@@ -398,14 +398,18 @@ class CachedStage(Dataset[Any]):
 class CachedStream(IterableDataset[Any]):
     """CachedStage for a stream: each reader (a worker, or the rank without workers) produces
     its value from its own share of the stream, then yields finish(value) endlessly. Endless,
-    as its length is the stream's and that is not known: a cached rung of a stream never ends
-    an epoch, where `full` may (the row's epoch_restarts says so)."""
+    as a cached rung of a stream never ends an epoch, where `full` may (the row's
+    epoch_restarts says so). The reader that made the value sizes it, as CachedStage does
+    (`value_bytes`, shared memory): the what-if of a stream that has a length (LitData's)."""
 
     def __init__(self, produce: Callable[[], Any], finish: Callable[[Any], Any] | None) -> None:
         self.produce, self.finish = produce, finish
+        self.value_bytes = torch.full((1,), -1, dtype=torch.int64).share_memory_()
 
     def __iter__(self) -> Iterator[Any]:
         value = self.produce()
+        size = batches.nbytes(value)
+        self.value_bytes[0] = -1 if size is None else size
         while True:
             yield value if self.finish is None else self.finish(value)
 
@@ -465,10 +469,10 @@ def cached_value_bytes(stream: LoaderStream | RepeatStream) -> int | None:
     """Bytes of the value a cached sample-level rung served (what caching that stage's output
     would hold per sample), as the process that produced it sized it; None for other rungs,
     before a value was produced, or where it has no size. Read before the stream is closed.
-
-    None for a stream: its cache has no size without a length (CachedStream does not size)."""
+    A stream's value too (CachedStream), sized by its reader: whether the cache has a size is
+    the data set's length's question (runner.dataset_samples)."""
     stage = getattr(getattr(stream, "loader", None), "dataset", None)
-    if not isinstance(stage, CachedStage):
+    if not isinstance(stage, CachedStage | CachedStream):
         return None
     size = int(stage.value_bytes[0])
     return size if size >= 0 else None

@@ -12,6 +12,10 @@ The rules of the window, each for a reason a user would otherwise be misled by:
   computes batch N, the overlap the loader settings exist for. `training_time` is exact; the
   per-step times are host wall times whose sum is the window (the last absorbs the final sync).
   The same shape as nanoGPT's bench.py and torchtitan's data-loading timer.
+- **Nothing kept per step.** The window's steps are recorded in flat arrays (`Record`), a
+  step's time from its start to the next one's: at steps of a few microseconds an object per
+  step made the garbage collector pause inside the window and the harness's own work escaped
+  the steps' times (an auto window then never settled; benchmarks/tiny_steps.py).
 - **No stock in the window.** When the iterator starts, the workers prepare up to
   num_workers × prefetch_factor batches before the train step asks for them; a window that
   starts on that stock serves its first steps for free and flatters many workers. So the
@@ -51,8 +55,10 @@ import logging
 import math
 import statistics
 import time
+from array import array
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, replace
+from itertools import pairwise
 from typing import Any, Protocol, TypeVar, cast
 
 from harness.execution import steady
@@ -248,22 +254,98 @@ def window(
     sync()
     barrier()
     mark("measure")
+    record = Record(stream, to_device, clock, count)
     region_start = clock()
-    measured: list[Clocked] = []
-    for _ in range(0 if max_seconds else steady.whole_periods(steps, period)):
-        measured.append((yield from one_step(stream, to_device, clock, count)))
-    rse = yield from _extend(
-        measured,
-        lambda: one_step(stream, to_device, clock, count),
-        period,
-        (region_start, seconds, max_seconds),
-        (agree, largest),
-        clock,
-    )
+    yield from record.run(0 if max_seconds else steady.whole_periods(steps, period))
+    rse = yield from _extend(record, period, (region_start, seconds, max_seconds), (agree, largest))
     sync()
     region_end = clock()
     mark("end")
-    return _said(_times(warm, measured, region_start, region_end), period, rse, max_seconds)
+    return _said(_times(warm, record, region_start, region_end), period, rse, max_seconds)
+
+
+class Record:
+    """The measured steps, timed: flat arrays of doubles (per step its start, next() and the
+    copy call), the samples as a running count, the steps that started an epoch as their
+    indices. A step's time is from its start to the next one's, so the steps tile the window.
+
+    Why not an object per step (as the warmup keeps, a few dozen steps): at steps of a few
+    microseconds an auto window takes a million of them, and a million objects kept alive in a
+    list made the garbage collector's full passes over them last up to 0.3 s each (8 in a 9 s
+    window, measured), a pause that grows with the window, inside it; and the harness's own work
+    between steps (~5 us: the object, a generator per step, the batch's count) was left out of
+    the per-step times (6 % of the window was in them), so the blocks of an auto window, summed
+    from them, lasted 6 to 15 times their 0.1 s. With nothing kept per step, the collector did
+    not run at all in a window of a million trivial steps (benchmarks/tiny_steps.py); it is left
+    on: a step's own garbage is collected in the window as in training, part of its cost.
+    """
+
+    def __init__(
+        self,
+        stream: BatchStream,
+        to_device: Callable[[Any], Any],
+        clock: Callable[[], float],
+        count: Callable[[Any], int],
+    ) -> None:
+        self.stream, self.to_device, self.clock, self.count = stream, to_device, clock, count
+        self.starts, self.next_s, self.copy_s = array("d"), array("d"), array("d")
+        self.samples = 0
+        self.restarts: list[int] = []
+        """Indices of the steps whose next() started an epoch (a new iterator)."""
+        self.epoch = getattr(stream, "epoch", 0)
+        self._last: Any = _NOTHING
+        self._last_samples = 0
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def run(self, steps: int) -> Generator[Any, None, None]:
+        """`steps` more measured steps. The arrays are grown for all of them first, so that a
+        step writes three doubles and allocates nothing that outlives it."""
+        first = len(self.starts)
+        room = bytes(8 * steps)
+        for times in (self.starts, self.next_s, self.copy_s):
+            times.frombytes(room)
+        starts, next_s, copy_s = self.starts, self.next_s, self.copy_s
+        fetch, to_device, clock = self.stream.next, self.to_device, self.clock
+        for i in range(first, first + steps):
+            t0 = clock()
+            batch = fetch()
+            t1 = clock()
+            on_device = to_device(batch)
+            t2 = clock()
+            starts[i], next_s[i], copy_s[i] = t0, t1 - t0, t2 - t1
+            self._counted(batch, i)
+            del batch  # not held while the step runs: the loop's own reference only
+            yield on_device
+
+    def _counted(self, batch: Any, index: int) -> None:
+        # The cached rungs hand over the same batch at every step: counted once (a batch's
+        # count walks its structure, ~3 us, a third of a trivial step).
+        if batch is not self._last:
+            self._last, self._last_samples = batch, self.count(batch)
+        self.samples += self._last_samples
+        epoch = getattr(self.stream, "epoch", 0)
+        if epoch != self.epoch:
+            self.epoch = epoch
+            self.restarts.append(index)
+
+    def totals(self, end: float) -> list[float]:
+        """Each step's time: to the next step's start, the last one's to `end` (the window's
+        end: it absorbs the final sync, which waits for the work the last steps queued)."""
+        starts = self.starts
+        return [b - a for a, b in pairwise(starts)] + [end - starts[-1]]
+
+    def since(self, step: int, now: float) -> float:
+        """The time from the start of `step` to `now`."""
+        return now - self.starts[step]
+
+    def span(self, first: int, last: int) -> float:
+        """The time from the start of step `first` to that of step `last`."""
+        return self.starts[last] - self.starts[first]
+
+
+_NOTHING: Any = object()
 
 
 def _said(times: LoopTimes, period: int, rse: float | None, max_seconds: float | None) -> LoopTimes:
@@ -282,12 +364,10 @@ def _said(times: LoopTimes, period: int, rse: float | None, max_seconds: float |
 
 
 def _extend(
-    measured: list[Clocked],
-    step: Callable[[], Generator[Any, None, Clocked]],
+    record: Record,
     period: int,
     bounds: tuple[float, float | None, float | None],
     ranks: tuple[Callable[[bool], bool], Callable[[int], int]],
-    clock: Callable[[], float],
 ) -> Generator[Any, None, float | None]:
     """The window past its `steps`, `bounds` being (start, seconds, max_seconds) and `ranks`
     (agree, largest): an auto window until it is precise (`_until_precise`, which returns its
@@ -295,51 +375,49 @@ def _extend(
     it has lasted that long; else nothing more."""
     start, seconds, max_seconds = bounds
     agree, largest = ranks
+    clock = record.clock
     if max_seconds:
-        for _ in range(steady.whole_periods(CHUNK, period)):
-            measured.append((yield from step()))
+        yield from record.run(steady.whole_periods(CHUNK, period))
         # The block's steps as these first steps foretell them (criterion.rs's warm-up estimate),
         # the ranks' largest: every rank's blocks end on the same steps.
-        block = largest(steady.block_steps(period, statistics.fmean(m.total_s for m in measured)))
-        bounds = (start, seconds or 0.0, max_seconds)
-        return (yield from _until_precise(measured, step, block, bounds, agree, clock))
+        step_s = record.since(0, clock()) / len(record)
+        block = largest(steady.block_steps(period, step_s))
+        return (yield from _until_precise(record, block, (start, seconds or 0.0, max_seconds), agree))
     if seconds:
         chunk = steady.whole_periods(CHUNK, period)
         # Every rank asks the same number of times, so that the collective in `agree` pairs up.
         while not agree(clock() - start >= seconds):
-            for _ in range(chunk):
-                measured.append((yield from step()))
+            yield from record.run(chunk)
     return None
 
 
 def _until_precise(
-    measured: list[Clocked],
-    step: Callable[[], Generator[Any, None, Clocked]],
+    record: Record,
     block: int,
     bounds: tuple[float, float, float],
     agree: Callable[[bool], bool],
-    clock: Callable[[], float],
 ) -> Generator[Any, None, float | None]:
     """An auto window in blocks of `block` steps: AUTO_MIN_BLOCKS, then one more at a time
     until it has lasted the least seconds and its rate's relative standard error is at most
     AUTO_RSE, or has lasted the most; `bounds` is (start, least seconds, most seconds).
     Returns the standard error. Under DDP the window ends when every rank may stop (`agree`,
     asked once a block by every rank, so that its collective pairs up): the ranks' windows
-    end on the same step."""
+    end on the same step. A block lasts from its first step's start to the next block's (the
+    clock at its end, for the latest): the harness's own work between steps included."""
     start, least_s, most_s = bounds
-    while len(measured) < AUTO_MIN_BLOCKS * block:
-        measured.append((yield from step()))
-    # Kept as the blocks end: a window of tiny steps has thousands of them.
-    durations = [sum(m.total_s for m in measured[k : k + block]) for k in range(0, len(measured), block)]
+    yield from record.run(max(AUTO_MIN_BLOCKS * block - len(record), 0))
+    durations: list[float] = []
     while True:
-        elapsed = clock() - start
+        now = record.clock()
+        ends = len(record) // block
+        durations += [record.span(k * block, (k + 1) * block) for k in range(len(durations), ends - 1)]
+        durations.append(record.since((ends - 1) * block, now))
+        elapsed = now - start
         rse = steady.block_rse(durations)
         precise = elapsed >= least_s and rse is not None and rse <= AUTO_RSE
         if agree(precise or elapsed >= most_s):
             return rse
-        for _ in range(block):
-            measured.append((yield from step()))
-        durations.append(sum(m.total_s for m in measured[-block:]))
+        yield from record.run(block)
 
 
 def _period(warm: Sequence[Clocked], stock: int) -> int:
@@ -351,22 +429,19 @@ def _period(warm: Sequence[Clocked], stock: int) -> int:
     return pattern.period
 
 
-def _times(warm: Sequence[Clocked], measured: Sequence[Clocked], start: float, end: float) -> LoopTimes:
-    step_times = [m.total_s for m in measured]
-    # The final sync waits for work queued by the last steps: charge it to the last step.
-    step_times[-1] += end - (start + sum(step_times))
-    first = warm[0].next_s if warm else measured[0].next_s
-    restarts = [m for m in measured if m.new_epoch]
+def _times(warm: Sequence[Clocked], record: Record, start: float, end: float) -> LoopTimes:
+    step_times = record.totals(end)
+    first = warm[0].next_s if warm else record.next_s[0]
     return LoopTimes(
         first_step_loading_time=first,
         warmup_steps=len(warm),
-        loading_times=tuple(m.next_s + m.copy_s for m in measured),
-        next_times=tuple(m.next_s for m in measured),
+        loading_times=tuple(n + c for n, c in zip(record.next_s, record.copy_s, strict=True)),
+        next_times=tuple(record.next_s),
         step_times=tuple(step_times),
-        samples=sum(m.samples for m in measured),
+        samples=record.samples,
         training_time=end - start,
-        epoch_restarts=len(restarts),
-        epoch_restart_time=sum(m.total_s for m in restarts),
+        epoch_restarts=len(record.restarts),
+        epoch_restart_time=sum(step_times[i] for i in record.restarts),
     )
 
 

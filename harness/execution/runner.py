@@ -274,6 +274,7 @@ def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, re
     row = rank.rows.measured(rung, repeat, times, started=started)
     row.cpu_memory_gb, row.loader_capacity = memory_gb, capacity
     row.cached_sample_bytes, row.dataset_samples, row.memory_limit_gb = _caching_sizes(rank, rung)
+    row.dataset_stream = isinstance(rank.dataset, IterableDataset)
     row.max_memory_allocated_gb, row.max_memory_reserved_gb = peaks
     row.epoch_steps, row.idle_workers = stream.epoch_steps, idle
     row.input_shapes = rank.shapes()
@@ -362,9 +363,25 @@ def _caching_sizes(rank: Rank, rung: str) -> tuple[int | None, int | None, float
     job's memory limit (GB)."""
     if "memory_limit_gb" not in rank.sizes:
         rank.sizes["memory_limit_gb"] = job_memory_limit_bytes() / 1e9
-    dataset = rank.dataset
-    length = None if isinstance(dataset, IterableDataset) or not hasattr(dataset, "__len__") else len(dataset)
-    return rank.sizes.get(rung), length, rank.sizes["memory_limit_gb"]
+    return (
+        rank.sizes.get(rung),
+        dataset_samples(rank.dataset, rank.opened.env.world_size),
+        rank.sizes["memory_limit_gb"],
+    )
+
+
+def dataset_samples(dataset: Any, world_size: int) -> int | None:
+    """The data set's samples, where it says without being read: a map-style one's len(); a
+    stream's len() (LitData's, MosaicML Streaming's) times the ranks, as such a stream shards
+    itself and says the rank's share (what its DataLoader's len needs). Its len() is asked
+    anyway by the rung's DataLoader (ladder.LoaderStream's epoch length), and reads no sample:
+    a stream is never read in the rank's process between rungs (issue 27: the Mosaic fork hang).
+    None for a stream without a length."""
+    try:
+        length = len(dataset)
+    except TypeError:  # no __len__, or a stream's that says it has none
+        return None
+    return length * world_size if isinstance(dataset, IterableDataset) else length
 
 
 def _capacity(

@@ -590,9 +590,10 @@ def test_a_stream_with_fewer_shards_than_workers_is_told_to_get_shards_not_worke
     assert four.idle is None and "idle workers" not in render_verdict(four)
 
 
-def idle_rows(tmp_path: Path, idle: list[int], samples: int | None) -> Verdict:
+def idle_rows(tmp_path: Path, idle: list[int], samples: int | None, stream: bool | None = None) -> Verdict:
     """host_batch and full on len(idle) ranks of 4 workers each, rank k's full leaving idle[k]
-    of them without a batch (empty on host_batch, as the harness writes it)."""
+    of them without a batch (empty on host_batch, as the harness writes it); `stream`: the
+    rows' dataset_stream (None: rows written before the column)."""
     rates = {"host_batch": 10.0, "full": 9.9}
     rows = [
         synthetic_row(
@@ -605,6 +606,7 @@ def idle_rows(tmp_path: Path, idle: list[int], samples: int | None) -> Verdict:
             num_workers=4,
             idle_workers=None if rung == "host_batch" else count,
             dataset_samples=samples,
+            dataset_stream=stream,
         )
         for rung, rate in rates.items()
         for rank, count in enumerate(idle)
@@ -630,6 +632,18 @@ def test_idle_workers_of_several_ranks_and_of_a_short_epoch_are_said_as_such(tmp
         "as 3: an epoch has fewer batches than workers; more workers would idle too"
     )
     assert idle_rows(tmp_path / "busy", [0], None).idle is None
+
+
+def test_a_stream_with_a_length_short_of_shards_is_still_told_to_get_shards(tmp_path: Path) -> None:
+    """LitData's stream has a length (dataset_samples filled, for the caching what-if): its
+    idle workers are still a stream's, short of shards (the rows' dataset_stream), not an
+    epoch short of batches; a map-style data set's stay the epoch's."""
+    sized = idle_rows(tmp_path / "sized", [3], 48, stream=True)
+    assert sized.idle is not None and "the stream has fewer shards than its readers" in sized.idle
+    mapped = idle_rows(tmp_path / "mapped", [1], 6, stream=False)
+    assert mapped.idle is not None and mapped.idle.endswith(
+        "an epoch has fewer batches than workers; more workers would idle too"
+    )
 
 
 # --- a loader the harness did not build ------------------------------------------------------

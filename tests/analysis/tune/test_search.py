@@ -79,10 +79,13 @@ def test_a_wrong_model_is_corrected_along_the_axis() -> None:
     result = search(GRID, predictions(wrong), bench)
     assert result.model_choice == w(1, 2)
     assert result.judged.answer == exhaustive(GRID, Bench(TRUTH)).answer == w(4, 2)
-    # Further along num_workers, one at a time, then four's other axes.
-    assert result.rounds[1:4] == [[w(3)], [w(4)], [w(6)]]
-    assert set(result.rounds[4]) == {w(4, 1), w(4, 4)}
-    assert result.point_runs == 3 * 10
+    # Further along num_workers; the model contradicted where it put its best (its median
+    # error there beyond twice the margin), each answer's whole neighbourhood at once after
+    # the first step: 12 configurations in 4 rounds (one axis at a time: 10 in 5).
+    assert result.rounds[1] == [w(3)]
+    assert set(result.rounds[2]) == {w(4), w(3, 1), w(3, 4)}
+    assert set(result.rounds[3]) == {w(6), w(4, 1), w(4, 4)}
+    assert result.point_runs == 3 * 12
     assert result.median_error() > 0.5  # and the report says how wrong the model was
 
 
@@ -358,3 +361,40 @@ def test_runs_of_one_pass_are_judged_paired_so_a_drift_they_share_cancels() -> N
     independent = search(list(truth), predictions(truth), bare, max_runs=3)
     assert independent.judged.verdicts[w(3)] == noise.UNDECIDED
     assert independent.judged.answer == w(4)
+
+
+def test_separated_and_plausible_compare_the_two_under_the_same_profile() -> None:
+    """Two corner profiles (a reader that stalls little, or much): four workers predicted 100
+    or 80, two workers 85 or 50, one worker 94 or 40. Corner by corner, two workers is under
+    0.9 × four in both (85 < 90, 50 < 72): separated; one worker is within 5 % of that
+    profile's best in neither: not plausible. One's high against the other's low (85 against
+    80; 94 against 76) kept both."""
+    from analysis.tune.search import plausible, separated
+
+    corners = {w(1): (94.0, 40.0), w(2): (85.0, 50.0), w(4): (100.0, 80.0)}
+    paired = {c: Prediction(c, v[0], 0.0, "step", min(v), max(v), v) for c, v in corners.items()}
+    ranged = {c: replace(x, corners=()) for c, x in paired.items()}
+    assert separated(paired, w(2), w(4))
+    assert not separated(ranged, w(2), w(4))
+    assert plausible(list(paired.values()), w(4)) == [w(4)]
+    assert plausible(list(ranged.values()), w(4)) == [w(1)]
+    truth = {c: v[1] for c, v in corners.items()}
+    result = search(list(corners), list(paired.values()), Bench(truth))
+    assert result.rounds[0] == [w(4)]
+    assert result.judged.answer == w(4)
+
+
+def test_a_model_contradicted_where_it_put_the_best_gets_the_answers_neighbourhood_measured() -> None:
+    """The profile saw no stall: the model puts every configuration of 2-4 workers at 100,
+    where prefetch_factor=1 delivers 70 (2 absorbs the stalls: 100). The first round reads two
+    workers at prefetch 1 at 70, at prefetch 2 at 80 (noisy low), and three workers at
+    prefetch 1 at 99 (noisy high): that reading agrees with the model, and without the rule
+    tune stops there. The model's median error where it put the best is 20 %: the answer's
+    whole neighbourhood is measured (three workers at prefetch 2 among it)."""
+    grid = [w(n, p) for n in (2, 3, 4) for p in (1, 2)]
+    truth = {c: 70.0 if c.prefetch_factor == 1 else 100.0 for c in grid}
+    read = {**truth, w(2, 2): 80.0, w(3, 1): 99.0}
+    result = search(grid, predictions(dict.fromkeys(grid, 100.0)), Bench(read))
+    assert result.model_choice == w(2, 1)
+    assert result.rounds[0] == [w(2, 1), w(3, 1), w(2, 2)]
+    assert set(result.rounds[1]) == {w(4, 1), w(3, 2)}

@@ -126,3 +126,24 @@ def test_two_local_ranks_each_read_their_own_share_of_the_chunks(tmp_path: Path)
         mine, theirs = read[epoch, 0], read.get((epoch, 1), [])
         assert len(mine) == len(theirs) == IMAGES // 2, (epoch, mine, theirs)
         assert Counter(mine + theirs) == Counter(range(IMAGES)), epoch  # disjoint, none missing
+
+
+def test_the_caching_what_if_of_a_litdata_stream_is_sized_from_its_length(root: Path, tmp_path: Path) -> None:
+    """LitData's StreamingDataset has a length: the what-if sizes the cache of decoded samples
+    (48 samples × the bytes the worker that decoded one measured), never reading the stream in
+    the rank's process, where a stream without one is "not sized"."""
+    from analysis.ladder.caching import size_text
+    from tests.fixtures.ladder_runs import ladder_run
+
+    verdict, rows = ladder_run(
+        "litdata-cpu.yaml",
+        tmp_path,
+        f"workload.dataset_args={{root: '{root}', crop: 16, read_ms: 50}}",
+        "workload.batch_size=4",
+        rungs="[host_batch, raw_sample, full]",
+    )
+    assert set(rows["dataset_samples"]) == {IMAGES} and set(rows["dataset_stream"]) == {True}
+    raw = rows[rows["rung"] == "raw_sample"]["cached_sample_bytes"]
+    assert set(raw) == {3 * 32 * 32 + 8}  # a decoded uint8 image and its label
+    assert verdict.what_if is not None and verdict.what_if.samples == IMAGES
+    assert size_text(verdict.what_if).startswith(f"{IMAGES} samples × 3.1 kB = 147.8 kB; fits in ")

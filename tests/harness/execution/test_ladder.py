@@ -526,9 +526,11 @@ def test_the_cached_value_of_a_sample_rung_is_sized_where_it_is_made() -> None:
             stream.close()
         assert sizes == {"host_batch": None, "processed_sample": value, "raw_sample": value, "full": None}
         assert (dataset.raw_loads > 0) == (settings.num_workers == 0)
+    # A stream's cached value too, by the worker that made it (the first sample: input_ids of
+    # 3 int64 and a label); whether the cache is sized is the stream's length's question.
     stream = ladder.build_stream("processed_sample", pipelines.plain_stream(8), workers, 4, CPU, PAD)
     stream.next()
-    assert ladder.cached_value_bytes(stream) is None  # a stream: no length, no size
+    assert ladder.cached_value_bytes(stream) == 3 * 8 + 8
     stream.close()
 
 

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pytest
+import torch
 
 from harness.execution import loop
 
@@ -332,3 +334,107 @@ def test_a_long_wait_at_the_barrier_is_not_counted_as_capacity() -> None:
         clock.now += 10.0
 
     assert loop.capacity_loop(loader, steps=8, stock=3, barrier=slow_peers, clock=clock) == pytest.approx(4.0)
+
+
+# -- steps of a few microseconds: nothing kept per step, the steps tile the window ---------------
+
+
+def test_the_harness_own_work_between_steps_is_in_the_step_it_follows_not_heaped_on_the_last() -> None:
+    """The harness counts each batch's samples between steps (here 1 s of fake time, as a
+    batch's count costs ~3 us against a trivial step of ~1 us): that time belongs to the step
+    it follows. Left out of the steps' times, it all fell on the last step (3.5 s of 4.5), and
+    an auto window's blocks, summed from the steps, missed most of their real duration."""
+    clock = FakeClock()
+
+    def counted(batch: int) -> int:
+        clock.now += 1.0
+        return 1
+
+    times = loop.timed_loop(
+        SlowStream(clock, load=0.25, first=0.25),
+        lambda b: None,
+        warmup_steps=0,
+        steps=3,
+        sync=lambda: None,
+        clock=clock,
+        count=counted,
+    )
+    assert times.step_times == pytest.approx((1.25, 1.25, 1.25))
+    assert sum(times.step_times) == pytest.approx(times.training_time)
+
+
+def test_a_window_of_a_hundred_thousand_trivial_steps_makes_the_garbage_collector_run_not_once() -> None:
+    """A cached rung's batch and a step that does nothing: the window keeps nothing per step
+    (flat arrays), so the collector never pauses inside it. With an object per step, 100,000
+    steps made it run ~140 times, and its full passes over the growing list lasted up to 0.3 s
+    at a million steps: a pause inside the window that grew with it."""
+    from harness.execution.ladder import RepeatStream
+
+    passes: list[int] = []
+
+    def seen(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start" and inside[0]:
+            passes.append(info["generation"])
+
+    inside = [False]
+    gc.collect()
+    gc.callbacks.append(seen)
+    try:
+        times = loop.timed_loop(
+            RepeatStream((torch.zeros(4, 3), torch.zeros(4))),
+            lambda b: None,
+            warmup_steps=0,
+            steps=100_000,
+            sync=lambda: None,
+            mark=lambda region: inside.__setitem__(0, region == "measure"),
+        )
+    finally:
+        gc.callbacks.remove(seen)
+    assert times.steps == 100_000 and times.samples == 400_000
+    assert passes == []
+
+
+def test_a_step_that_raises_inside_a_long_window_reaches_the_measurement_that_records_it() -> None:
+    """The arrays change nothing of how a failing step is handled: it is thrown back at its
+    yield and ends the window (a failed row, by the runner)."""
+    from harness.execution.ladder import RepeatStream
+
+    steps = [0]
+
+    def fails_late(batch: Any) -> None:
+        steps[0] += 1
+        if steps[0] == 5_000:
+            raise RuntimeError("CUDA out of memory")
+
+    with pytest.raises(RuntimeError, match="CUDA out of memory"):
+        loop.timed_loop(
+            RepeatStream(torch.zeros(2)), fails_late, warmup_steps=0, steps=10_000, sync=lambda: None
+        )
+    assert steps[0] == 5_000
+
+
+def test_an_auto_window_counts_its_blocks_from_edge_to_edge() -> None:
+    """Blocks of an auto window timed between their edges: with the harness's own work
+    between steps as long as the steps themselves, every block lasts what the clock says and
+    the rate is exact (standard error 0); summed from the steps' own times, the blocks missed
+    half of it."""
+    clock = FakeClock()
+
+    def counted(batch: int) -> int:
+        clock.now += 0.01
+        return 1
+
+    times = loop.timed_loop(
+        SlowStream(clock, load=0.01, first=0.01),
+        lambda b: None,
+        warmup_steps=0,
+        steps=40,
+        seconds=1.0,
+        max_seconds=5.0,
+        sync=lambda: None,
+        clock=clock,
+        count=counted,
+    )
+    assert times.window_rse == pytest.approx(0.0) and times.capped is None
+    assert times.step_times == pytest.approx((0.02,) * times.steps)
+    assert 1.0 <= times.training_time < 1.5

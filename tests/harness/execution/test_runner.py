@@ -237,16 +237,20 @@ def test_a_point_run_in_a_pass_says_which_repeat_and_pass_and_its_rows_record_th
     assert [r["run_pass"] for r in rows] == ["7", "7"]
 
 
+@pytest.mark.parametrize("length", [None, 16], ids=["no-length", "a-length"])
 def test_a_stream_is_never_iterated_in_the_harness_process_so_workers_forked_later_deliver(
-    tmp_path: Path,
+    tmp_path: Path, length: int | None
 ) -> None:
     """MosaicML Streaming's hang: a stream whose iteration starts a thread holding a lock
     (tests/fixtures/pipelines.py:ForkUnsafeStream) is only ever read by the workers. Sizing
     processed_sample's cache for the caching what-if used to take the stream's first sample in
     the rank's own process, after that rung: the workers of the next rung, forked from it,
     inherited the held lock and never delivered (here bounded by limits.batch_timeout_s; with
-    no limit, for ever). A stream has no length, so its cache is not sized: the rows say so by
-    an empty cached_sample_bytes and dataset_samples."""
+    no limit, for ever). The worker that made the cached value sizes it (the first sample:
+    input_ids of 3 int64 and a label, 32 bytes); a stream without a length leaves the cache
+    unsized (empty dataset_samples: the what-if's "not sized" line); one with a length
+    (LitData's) gets its samples from its len() (the DataLoader asks it anyway), never from a
+    sample read."""
     log = tmp_path / "log"
     log.mkdir()
     spec = parse_spec(
@@ -254,7 +258,7 @@ def test_a_stream_is_never_iterated_in_the_harness_process_so_workers_forked_lat
 name: fork
 workload:
   dataset: tests.fixtures.pipelines:fork_unsafe_stream
-  dataset_args: {{log: {json.dumps(str(log))}}}
+  dataset_args: {{log: {json.dumps(str(log))}, length: {json.dumps(length)}}}
   collate: tests.fixtures.pipelines:pad_collate
   model: tests.fixtures.pipelines:tiny_lm
   loss: tests.fixtures.pipelines:output_loss
@@ -276,7 +280,11 @@ limits: {{batch_timeout_s: 30}}
     assert outcome.failed == 0
     readers = {int(p.name.removeprefix("iterated-")) for p in log.glob("iterated-*")}
     assert os.getpid() not in readers and len(readers) == 2  # one worker per rung
-    assert {(r["cached_sample_bytes"], r["dataset_samples"]) for r in rows} == {("", "")}
+    sizes = [(r["rung"], r["cached_sample_bytes"], r["dataset_samples"], r["dataset_stream"]) for r in rows]
+    if length is None:
+        assert sizes == [("processed_sample", "32", "", "True"), ("full", "", "", "True")]
+    else:
+        assert sizes == [("processed_sample", "32", "16", "True"), ("full", "", "16", "True")]
 
 
 def test_a_stream_whose_workers_never_deliver_is_a_failed_row_naming_the_wait(tmp_path: Path) -> None:
@@ -390,3 +398,15 @@ def test_a_map_style_dataset_is_read_only_by_the_workers_and_its_cache_still_siz
     assert rows["processed_sample"]["dataset_samples"] == "32"
     readers = {int(p.name.removeprefix("read-")) for p in log.glob("read-*")}
     assert readers and os.getpid() not in readers
+
+
+def test_a_streams_length_is_its_ranks_share_and_a_map_style_data_sets_the_whole() -> None:
+    """A stream that has a length shards itself between ranks and says the rank's share (as
+    LitData's and MosaicML Streaming's do, for their DataLoader's len): the data set the
+    what-if sizes is that times the ranks; a map-style data set's len() is already the whole
+    (the harness's DistributedSampler splits it); a stream without one has no size."""
+    from tests.fixtures import pipelines
+
+    assert runner.dataset_samples(pipelines.fork_unsafe_stream(length=16), 2) == 32
+    assert runner.dataset_samples(pipelines.paired(8), 2) == 8
+    assert runner.dataset_samples(pipelines.plain_stream(8), 2) is None
