@@ -47,6 +47,20 @@ def declared_shards(dataset: str, dataset_args: Mapping[str, Any]) -> tuple[int,
     return None
 
 
+def declared_shards_of(dataset: Any) -> int | None:
+    """The shards a built stream says it has (the runner's idle-workers line), read from its
+    attributes under SHARD_NAMES without iterating it (Hugging Face's IterableDataset.n_shards);
+    None where none says."""
+    for name in SHARD_NAMES:
+        try:
+            value = getattr(dataset, name, None)
+        except Exception:  # a property that fails: the stream does not say
+            continue
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
 def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 

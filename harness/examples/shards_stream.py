@@ -73,7 +73,8 @@ class ShardStream(IterableDataset[tuple[torch.Tensor, int]]):
     @property
     def n_shards(self) -> int:
         """The tar shards, named as Hugging Face's IterableDataset names its own: a row whose
-        workers outnumber them says so with this count (runner.idle_text)."""
+        workers outnumber them says so with this count (runner.idle_text, through
+        stream_shards.declared_shards_of)."""
         return len(self.urls)
 
     def set_epoch(self, epoch: int) -> None:

@@ -316,7 +316,9 @@ class Record:
             t2 = clock()
             starts[i], next_s[i], copy_s[i] = t0, t1 - t0, t2 - t1
             self._counted(batch, i)
-            del batch  # not held while the step runs: the loop's own reference only
+            # Only the latest host batch stays held while the step runs: _counted keeps it to
+            # count a cached rung's (the same object every step) once.
+            del batch
             yield on_device
 
     def _counted(self, batch: Any, index: int) -> None:

@@ -20,6 +20,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from harness.config.plan import Point
+from harness.config.stream_shards import declared_shards_of
 from harness.execution import given_loader, ladder
 from harness.execution.batches import count_samples
 from harness.execution.dist import DistEnv, agreement, barrier, largest
@@ -316,26 +317,13 @@ def idle_text(idle: int, workers: int, dataset: Any) -> str:
     said = f"{idle} of {workers} DataLoader workers delivered no batch"
     if not isinstance(dataset, IterableDataset):
         return f"{said}: fewer batches per epoch than workers"
-    shards = declared_shards(dataset)
+    shards = declared_shards_of(dataset)
     count = f" ({type_name(dataset)} has {shards} shard{'s' * (shards != 1)})" if shards is not None else ""
     return (
         f"{said}: the stream has fewer shards than readers{count}, so the row's num_workers="
         f"{workers} worked as {workers - idle}; give the stream at least num_workers × ranks shards "
         "(Hugging Face: to_iterable_dataset(num_shards=...); webdataset: more tar files)"
     )
-
-
-def declared_shards(dataset: Any) -> int | None:
-    """The shards a stream says it has, read from its attributes without iterating it: Hugging
-    Face's IterableDataset.n_shards (and num_shards, as others spell it); None where none says."""
-    for name in ("n_shards", "num_shards"):
-        try:
-            value = getattr(dataset, name, None)
-        except Exception:  # a property that fails: the stream does not say
-            continue
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return None
 
 
 def _stream(rank: Rank, rung: str) -> ladder.LoaderStream | ladder.RepeatStream | given_loader.IterStream:

@@ -94,6 +94,6 @@ def test_a_folder_without_shards_says_how_to_write_them(tmp_path: Path) -> None:
 def test_the_stream_says_its_shards_without_reading_them(shards: Path) -> None:
     """n_shards, as Hugging Face's IterableDataset says its own: the count a row's 'workers
     delivered no batch' line names (more workers than shards idle the rest)."""
-    from harness.execution.runner import declared_shards
+    from harness.config.stream_shards import declared_shards_of
 
-    assert declared_shards(make_dataset(root=str(shards))) == 4
+    assert declared_shards_of(make_dataset(root=str(shards))) == 4
