@@ -29,7 +29,15 @@ from harness.config.overrides import OVERRIDE_SHAPE
 from harness.config.plan import Plan, Point, expand
 from harness.config.sbatch_safe import UnsafePath, refuse_unsafe_results
 from harness.config.spec import SpecError, load_spec
-from harness.exits import EXIT_BAD_INPUT, EXIT_FAILED_POINTS, EXIT_INTERRUPTED, EXIT_OK, UsageError
+from harness.exits import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED_POINTS,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    UsageError,
+    interrupted,
+    terminated_as_interrupt,
+)
 from harness.extras import MissingExtra
 from harness.storage.lock import SweepHeld
 from harness.text_tables import TABLE_FORMATS
@@ -57,7 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _setup_logging(args.verbose, args.quiet)
     try:
         refuse_unsafe_results(getattr(args, "results", None))
-        return int(args.func(args))
+        with terminated_as_interrupt():  # kill, scancel, a closed terminal: as Ctrl-C
+            return int(args.func(args))
     except (SpecError, UsageError, MissingExtra, UnsafePath) as e:
         print(f"harness: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -73,8 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         left = kept_line(e.path) or e.outcome
         print(f"harness: {e}{'; ' + left if left else ''}", file=sys.stderr)
         return EXIT_FAILED_POINTS
-    except KeyboardInterrupt:
-        print("harness: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        print(f"harness: {interrupted(e)}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # `harness plan spec.yaml | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

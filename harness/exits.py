@@ -6,10 +6,16 @@ Exit status: 0 all well; 1 some points failed or did not finish (the others comp
 sweep is held by another run; 2 bad input (spec, arguments, overrides), with one line on stderr
 and nothing run; 3 every point ran but an expectation of the spec's `expect:` failed (run,
 submit --wait, report); 130 interrupted (Ctrl-C): what was measured is kept, and `harness
-resume SWEEP` goes on.
+resume SWEEP` goes on; the same for SIGTERM and SIGHUP (`kill`, scancel, a closed terminal,
+a scheduler's preemption): `terminated_as_interrupt`.
 """
 
 from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from harness_schema.expect import EXIT_EXPECTATION_FAILED
 
@@ -21,10 +27,48 @@ __all__ = [
     "EXIT_FAILED_POINTS",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
+    "Terminated",
     "UsageError",
+    "interrupted",
+    "terminated_as_interrupt",
 ]
 
 
 class UsageError(Exception):
     """Bad input that is not a spec error (a missing folder, an empty plan, a backend's
     refusal): one line on stderr, exit 2, nothing run."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, taken as Ctrl-C is: by default they end the process at once, with no
+    line, its lock left behind and its DataLoader workers alive (one stuck in `__getitem__`
+    reparented to init for good, holding the caller's pipes open). As an interrupt, the point
+    under way unwinds, its workers are ended and the user reads how to go on."""
+
+    def __init__(self, signum: int) -> None:
+        self.name = signal.Signals(signum).name
+        super().__init__(self.name)
+
+
+@contextmanager
+def terminated_as_interrupt() -> Iterator[None]:
+    """Within: SIGTERM and SIGHUP raise Terminated in the main thread (elsewhere, no change)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminated(signum: int, frame: object) -> None:
+        raise Terminated(signum)
+
+    taken = (signal.SIGTERM, signal.SIGHUP)
+    previous = {s: signal.signal(s, terminated) for s in taken}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def interrupted(e: KeyboardInterrupt) -> str:
+    """What stopped a verb, in its line: interrupted (Ctrl-C), or the signal's name."""
+    return f"terminated by {e.name}" if isinstance(e, Terminated) else "interrupted"

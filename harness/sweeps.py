@@ -31,6 +31,7 @@ from harness.exits import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     UsageError,
+    interrupted,
 )
 
 log = logging.getLogger(__name__)
@@ -135,11 +136,11 @@ def measure(backend: Backend, points: Sequence[Point], sweep_dir: Path, announce
     try:
         with _submission():
             run_points(backend, points, sweep_dir, announce)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         if not backend.here:
             raise  # the scheduler's jobs go on; the CLI says "interrupted"
         print(
-            f"harness: interrupted; what was measured is kept; go on with: harness resume {sweep_dir}",
+            f"harness: {interrupted(e)}; what was measured is kept; go on with: harness resume {sweep_dir}",
             file=sys.stderr,
         )
         return False

@@ -45,7 +45,7 @@ def run_local(points: Sequence[Point], sweep_dir: Path, cfg: SlurmConfig) -> lis
     todo = list(points)
     while todo:
         job = _submit(todo, sweep_dir, cfg, gpus)
-        failure = _wait(job)
+        failure = _wait(job)  # interrupted: the job is ended (_wait), then the interrupt goes on
         # The points the job left without a final row for each of their units, in its order.
         left = [
             p
@@ -97,12 +97,39 @@ def _submit(points: Sequence[Point], sweep_dir: Path, cfg: SlurmConfig, gpus: tu
 
 
 def _wait(job: Any) -> str:
-    """Wait for the job: "" when it ended well, else its failure in one line."""
+    """Wait for the job: "" when it ended well, else its failure in one line. Interrupted
+    (Ctrl-C, SIGTERM: harness.exits.Terminated), the job is ended first: a submitit local job
+    outlives the process that submitted it, and would go on measuring, its stuck workers
+    included, beside the `harness resume` the interrupt's line tells the user to run."""
     try:
         job.results()
+    except KeyboardInterrupt:
+        ended = end_job(int(job.job_id))
+        log.info("job %s ended on interrupt: %d process(es)", job.job_id, ended)
+        raise
     except Exception as e:
         return str(e).strip().splitlines()[-1][:300] if str(e).strip() else type(e).__name__
     return ""
+
+
+def end_job(controller: int) -> int:
+    """Kill a local job's controller and every process under it (its ranks, their DataLoader
+    workers); how many. Its rows are whole (atomic writes); the units it had not written stay
+    missing, for `harness resume`."""
+    import psutil
+
+    try:
+        root = psutil.Process(controller)
+        tree = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    for process in tree:
+        try:
+            process.kill()
+        except psutil.Error:
+            continue
+    psutil.wait_procs(tree, timeout=10)
+    return len(tree)
 
 
 def _ended_well(job: Any, failure: str, point: Point, sweep_dir: Path, world_size: int) -> bool:

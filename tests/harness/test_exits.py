@@ -1,0 +1,89 @@
+"""SIGTERM or SIGHUP to a running `harness run` (`kill`, scancel, a closed terminal, a
+preemption) is taken as Ctrl-C: one line saying how to go on, exit 130, and no process of the
+sweep left behind, a DataLoader worker stuck in `__getitem__` included (before: the harness
+died silently at once, its stuck worker reparented to init for good, holding the caller's
+pipes open; under the local backend the whole job went on measuring beside a resume)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.fixtures.workloads import stuck_pids
+
+REPO = Path(__file__).resolve().parents[2]
+
+SPEC = """\
+name: term
+workload:
+  dataset: tests.fixtures.workloads:stuck_dataset
+  dataset_args: {{size: 16, stuck: 5, log: {log}}}
+  model: linear
+  batch_size: 4
+  device: cpu
+measure: {{warmup_steps: 1, steps: 4}}
+rungs: [full]
+loader: {{num_workers: 2}}
+"""
+
+
+def _wait_for(check: object, what: str, limit_s: float = 120.0) -> None:
+    """Poll until `check()` is true (a bound against a hang, not a timed assertion)."""
+    deadline = time.monotonic() + limit_s
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize(
+    ("backend", "sig"), [("inline", "SIGTERM"), ("local", "SIGTERM"), ("inline", "SIGHUP")]
+)
+def test_a_run_terminated_while_a_worker_is_stuck_says_how_to_go_on_and_leaves_no_process(
+    tmp_path: Path, backend: str, sig: str
+) -> None:
+    log = tmp_path / "stuck"
+    log.mkdir()
+    (tmp_path / "term.yaml").write_text(SPEC.format(log=log))
+    out, err = (tmp_path / "out").open("w"), (tmp_path / "err").open("w")
+    # Files, not pipes: a process left behind would hold a pipe open and hang the test.
+    run = subprocess.Popen(
+        [sys.executable, "-m", "harness", "run", "term.yaml", "--backend", backend],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=out,
+        stderr=err,
+        start_new_session=True,  # its own session: the signal reaches the harness alone
+    )
+    tree: list[psutil.Process] = []
+    try:
+        _wait_for(lambda: stuck_pids(log), "a worker stuck in __getitem__")
+        tree = psutil.Process(run.pid).children(recursive=True)
+        run.send_signal(getattr(signal, sig))
+        assert run.wait(timeout=120) == 130
+        _wait_for(lambda: not [p for p in tree if _alive(p)], "the sweep's processes ended", 30)
+    finally:
+        for process in [p for p in tree if _alive(p)]:
+            process.kill()  # what the old code left behind, not left to the next test
+        if run.poll() is None:
+            run.kill()
+    (sweep,) = (tmp_path / "results" / "term").iterdir()
+    lines = [line for line in (tmp_path / "err").read_text().splitlines() if line.startswith("harness: ")]
+    assert lines == [
+        f"harness: terminated by {sig}; what was measured is kept; go on with: harness resume results/term/{sweep.name}"
+    ]
+    assert {p.pid for p in tree} >= set(stuck_pids(log))  # the stuck worker was among those ended
+    assert not (sweep / "sweep.lock").exists()  # given back: resume goes on at once
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
