@@ -38,6 +38,23 @@ class CannotWrite(OSError):
     def __str__(self) -> str:
         return f"cannot write {self.path}: {self.reason}"
 
+    @classmethod
+    def in_text(cls, text: str) -> CannotWrite | None:
+        """The CannotWrite another process died of, from its error's text (a local job's rank:
+        submitit hands its parent its log's end); None where it died of something else."""
+        found = _SAID.findall(text)
+        if not found:
+            return None
+        path, said = found[-1]
+        # The text may be cut (the rank's log on the full disk it could not write): the
+        # system's words that it begins.
+        reasons = [os.strerror(e) for e in sorted(STORAGE_FAULTS) if os.strerror(e).startswith(said)]
+        return cls(Path(path), OSError(0, reasons[0] if len(reasons) == 1 else said))
+
+
+_SAID = re.compile(r"CannotWrite: cannot write (.+): ([^:\n]+)$", re.MULTILINE)
+"""A CannotWrite's line in a traceback (its __str__; the system's reason holds no colon)."""
+
 
 _TEMPORARY = re.compile(r"^\..+\.w(\d+)@([^.]*)\.[^.]*\.tmp$")
 """A temporary file of this writer: .<name>.w<pid>@<host>.<random>.tmp."""

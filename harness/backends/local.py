@@ -26,6 +26,7 @@ from harness.backends.base import BackendRefusal, no_announcement
 from harness.config.plan import Plan, Point
 from harness.config.spec import SlurmConfig, Spec
 from harness_schema import layout
+from harness_schema.atomic import CannotWrite, named
 from harness_schema.rows import point_complete
 
 log = logging.getLogger(__name__)
@@ -90,8 +91,11 @@ def _submit(points: Sequence[Point], sweep_dir: Path, cfg: SlurmConfig, gpus: tu
     log.info("%d point(s) (%s) in one job: %d local task(s)", len(points), ids, cfg.tasks_per_node)
     # A shell started by torchrun or srun has RANK, MASTER_ADDR, SLURM_*...: the tasks
     # would inherit them, and they are not the tasks' (submitit's clean_env, for this case).
-    with submitit.helpers.clean_env(extra_names=TORCHRUN_VARIABLES):
-        job = executor.submit(PassJob(str(sweep_dir)), [p.to_json() for p in points])
+    try:
+        with submitit.helpers.clean_env(extra_names=TORCHRUN_VARIABLES):
+            job = executor.submit(PassJob(str(sweep_dir)), [p.to_json() for p in points])
+    except OSError as e:  # submitit's own files (the job's pickle) on a full or read-only disk
+        raise named(sweep_dir / "local", e) from None
     record_jobs(sweep_dir, list(points), [str(job.job_id)] * len(points), "local", process=True)
     return job
 
@@ -108,8 +112,27 @@ def _wait(job: Any) -> str:
         log.info("job %s ended on interrupt: %d process(es)", job.job_id, ended)
         raise
     except Exception as e:
+        # A rank that could not write (a full disk): the sweep stops with its one line, as
+        # inline (cli.py), not a failure of the point and the next job on the same disk.
+        fault = _cannot_write(job)
+        if fault is not None:
+            raise fault from None
         return str(e).strip().splitlines()[-1][:300] if str(e).strip() else type(e).__name__
     return ""
+
+
+def _cannot_write(job: Any) -> CannotWrite | None:
+    """The storage fault a rank of the job died of, where one did: any rank's (the job's own
+    error is its first failed task's, which may be a peer's lost connection instead)."""
+    for k in range(job.num_tasks):
+        try:
+            error = job.task(k).exception()
+        except Exception:  # a task with no result (killed): nothing it said
+            continue
+        fault = CannotWrite.in_text(str(error)) if error is not None else None
+        if fault is not None:
+            return fault
+    return None
 
 
 def end_job(controller: int) -> int:

@@ -13,6 +13,7 @@ a dead rank has no row for (`fail_dead_ranks`), so that `status` calls the point
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -28,7 +29,7 @@ import submitit
 from submitit.local import local as submitit_local
 
 from harness.config.plan import Point
-from harness_schema.atomic import atomic_write_text
+from harness_schema.atomic import CannotWrite, atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,10 @@ class RankController(submitit_local.Controller):
             for k, code in enumerate(codes)
             if code is not None and k in ended
         ]
-        atomic_write_text(ranks_file(self.folder, self.pid), json.dumps(entries))
+        # A full disk: the ranks' own writes failed too, and the harness says so in one line;
+        # without the file, ended_ranks names no rank (a traceback here said nothing more).
+        with contextlib.suppress(CannotWrite):
+            atomic_write_text(ranks_file(self.folder, self.pid), json.dumps(entries))
 
 
 class RankExecutor(submitit.LocalExecutor):

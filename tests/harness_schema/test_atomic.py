@@ -97,3 +97,16 @@ def test_a_point_opened_again_cleans_what_a_killed_rank_left(tmp_path: Path) -> 
     stray.write_text("half a row")
     open_point(point, tmp_path, DistEnv())
     assert not stray.exists()
+
+
+def test_a_storage_fault_another_process_died_of_is_read_from_its_log_even_cut() -> None:
+    """A local job's rank that could not write: its log's end, itself cut by the full disk,
+    still gives the file and the system's whole words."""
+    log = (
+        '[rank0]:   File "harness_schema/atomic.py", line 57, in atomic_write_bytes\n'
+        "[rank0]: harness_schema.atomic.CannotWrite: cannot write /r/x: y/meta-rank0.json: No s"
+    )
+    fault = atomic.CannotWrite.in_text(log)
+    assert fault is not None
+    assert str(fault) == "cannot write /r/x: y/meta-rank0.json: No space left on device"
+    assert atomic.CannotWrite.in_text("RuntimeError: Connection closed by peer") is None

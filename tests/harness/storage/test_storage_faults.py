@@ -60,6 +60,39 @@ def test_a_disk_that_fills_mid_sweep_is_one_line_and_resume_measures_the_rest(
     assert [r["status"] for r in results.read_rows(second / "rank0.csv")] == ["ok"]
 
 
+def test_a_disk_that_fills_under_the_local_backend_is_one_line_and_resume_measures_the_rest(
+    tmpfs: Path, tmp_path: Path
+) -> None:
+    """Two ranks in subprocesses: the rank that cannot write ends its job, and the harness says
+    the rank's one line, not the job's traceback (before: 64 lines, two tracebacks, no line
+    saying what was kept, and the next job submitted onto the full disk)."""
+    ballast = tmpfs / "ballast"
+    args = [{"size": 16}, {"size": 16, "fill": str(ballast)}, {"size": 24}]
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        SPEC.format(dataset_args=json.dumps(args)) + "slurm: {tasks_per_node: 2, gpus_per_node: 0}\n"
+    )
+    out = harness("run", str(spec), "--backend", "local", "--results", str(tmpfs), cwd=tmp_path)
+    assert out.returncode == 1
+    (sweep,) = (tmpfs / "disk").iterdir()
+    line = _harness_line(out.stderr)
+    assert line.startswith(f"harness: cannot write {sweep}/points/")
+    assert line.endswith(f": No space left on device; what was measured is kept: harness resume {sweep}")
+    first, second, third = (
+        sweep / "points" / p["id"] for p in json.loads((sweep / "plan.json").read_text())["points"]
+    )
+    kept = [(first / f"rank{k}.csv").read_text() for k in (0, 1)]
+    assert not (third / "rank0.csv").exists()  # no job was started on the full disk
+
+    ballast.write_bytes(b"")
+    resumed = harness("resume", str(sweep), "--backend", "local", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert [(first / f"rank{k}.csv").read_text() for k in (0, 1)] == kept  # measured once
+    for point in (second, third):
+        for k in (0, 1):
+            assert [r["status"] for r in results.read_rows(point / f"rank{k}.csv")] == ["ok"]
+
+
 def test_a_read_only_disk_is_one_line_and_no_sweep_folder_appears(tmpfs: Path, tmp_path: Path) -> None:
     spec = tmp_path / "spec.yaml"
     spec.write_text(SPEC.format(dataset_args=json.dumps({"size": 16})))
