@@ -179,6 +179,10 @@ def _run_passes(
             log.info("pass %d/%d: one repeat of %d point(s)", k, len(batches), len(batch))
         backend.run([*batch, *failing], sweep_dir, announce=announce or _quiet)
         failing = [whole[p.id] for p in batch if _failed_wholly(sweep_dir, p)]
+        # Their other repeats, if any: a point with no unit left is not run again for nothing
+        # (its progress line twice, under the local backend a job started for nothing).
+        left = lacking(failing, sweep_dir)
+        failing = [p for p in failing if p.id in left]
     if failing:
         backend.run(failing, sweep_dir, announce=announce or _quiet)
 

@@ -174,3 +174,24 @@ def test_a_point_that_cannot_start_is_tried_twice_not_once_a_pass(
         assert {r["status"] for r in rows} == {"failed"}
         assert all(r["error"].endswith("failed to build: ValueError: no such bucket") for r in rows)
         assert sum(point.id in m for m in caplog.messages) == 2
+
+
+def test_a_point_whose_every_unit_failed_is_not_run_again_for_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One repeat, a dataset that raises in every rung: each point is announced and run once.
+    Before, the points that failed wholly were handed to the backend once more with nothing
+    left to measure: their progress lines twice (a user reads a second measurement), and under
+    the local backend a job started for nothing."""
+    from harness.sweeps import measure
+
+    raising = SPEC.replace("dataset: fake_cifar", 'dataset: "tests.fixtures.workloads:raising_dataset"')
+    plan = expand(
+        parse_spec(raising.replace("  dataset_args: {size: 48, image_size: 8, resize: null}\n", ""))
+    )
+    sweep = create_sweep(plan, tmp_path, backend="inline")
+    with caplog.at_level("INFO", logger="harness.backends.inline"):
+        assert measure(BACKENDS["inline"](plan.spec), plan.points, sweep, lambda ids: None)
+    for point in plan.points:
+        assert [r["status"] for r in read_rows(sweep / "points" / point.id / "rank0.csv")] == ["failed"]
+        assert sum(m.startswith("[") and f"point {point.id}" in m for m in caplog.messages) == 1
