@@ -38,6 +38,10 @@ Unit = tuple[str, int]
 """(rung, repeat): one row of a rank."""
 
 
+class JoinTimeout(RuntimeError):
+    """The point's ranks did not all join its process group within limits.dist_timeout_s."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PointOutcome:
     point_id: str
@@ -73,12 +77,32 @@ class OpenPoint:
     def start(self, device: torch.device, **meta: object) -> None:
         """This rank on its device: its rows say which, it joins the point's process group
         and its meta is written (`meta`: what the caller adds, as a script's path)."""
-        from harness.execution.dist import init_process_group
         from harness.execution.meta import collect_meta
 
         self.rows.device = str(device)
-        init_process_group(self.env, device, self.point.limits.dist_timeout_s)
+        self._join(device)
         layout.write_meta(self.path, self.env.rank, {**collect_meta(device, self.env), **meta})
+
+    def _join(self, device: torch.device) -> None:
+        """Join the point's process group; a join that timed out said as what it means. The
+        ranks of a local job run its points one after the other: a rank that lingered or hung
+        in the point before (its peers gave up on it there) is still in it when they join this
+        one, which then fails too, with torch's words alone ("1/2 clients joined")."""
+        import torch.distributed as dist
+
+        from harness.execution.dist import dist_timeout_s, init_process_group
+
+        try:
+            init_process_group(self.env, device, self.point.limits.dist_timeout_s)
+        except dist.DistError as e:
+            if "timed out" not in str(e).lower():
+                raise
+            timeout = dist_timeout_s(self.point.limits.dist_timeout_s)  # the environment's, where set
+            raise JoinTimeout(
+                f"not every one of the point's {self.env.world_size} ranks joined its process group "
+                f"within {timeout:g} s (limits.dist_timeout_s): a rank still in an earlier point "
+                f"(it lingered or hung there), or gone ({type(e).__name__}: {' '.join(str(e).split())[:120]})"
+            ) from e
 
     def written(self) -> set[Unit]:
         """The units this rank holds a row for (the ranks of a point need not have stopped at

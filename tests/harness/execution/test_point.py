@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
 from harness.execution.dist import DistEnv
@@ -60,3 +62,34 @@ def test_a_long_error_keeps_its_end_where_the_cause_is() -> None:
     assert text.startswith("RuntimeError: [/__w/pytorch/pytorch/third_party/gloo")
     assert text.endswith("] Connection closed by peer rank 1") and " ... " in text
     assert one_line(ValueError("short")) == "ValueError: short"
+
+
+def test_a_rank_that_joins_a_point_alone_is_told_a_peer_is_still_in_an_earlier_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rank 0 of 2 at a point whose peer never comes (it lingers in the point before, as a
+    local job's ranks run the points one after the other): after limits.dist_timeout_s the
+    point fails with what it means, not torch's "1/2 clients joined" alone."""
+    import socket
+
+    import torch
+    import torch.distributed as dist
+
+    from harness.execution.point import JoinTimeout
+
+    spec = "name: t\n" + TINY_WORKLOAD + "limits: {dist_timeout_s: 2}\n"
+    (point,) = expand(parse_spec(spec)).points
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = DistEnv(rank=0, world_size=2, local_rank=0, master_addr="127.0.0.1", master_port=port)
+    monkeypatch.delenv("HARNESS_DIST_TIMEOUT_S", raising=False)
+    monkeypatch.setenv("MASTER_ADDR", env.master_addr)  # what a job's environment gives its ranks
+    monkeypatch.setenv("MASTER_PORT", str(port))
+    opened = open_point(point, tmp_path, env)
+    with pytest.raises(
+        JoinTimeout,
+        match=r"not every one of the point's 2 ranks joined its process group within 2 s \(limits\.dist_timeout_s\): a rank still in an earlier point \(it lingered or hung there\), or gone \(DistStoreError: ",
+    ):
+        opened.start(torch.device("cpu"))
+    assert not dist.is_initialized()
