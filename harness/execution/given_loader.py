@@ -116,10 +116,15 @@ def _length(loader: Any) -> int | None:
         return None
 
 
-def loop_stream(given: GivenLoader) -> ladder.LoaderStream | IterStream:
+def loop_stream(given: GivenLoader, timeout_s: float = 0) -> ladder.LoaderStream | IterStream:
     """The loader itself, epoch after epoch. A DataLoader (of any class) goes through
-    ladder.LoaderStream (its workers' stock, its timeout); any other iterable through IterStream."""
+    ladder.LoaderStream (its workers' stock, its timeout); any other iterable through IterStream.
+    A DataLoader with workers and no timeout of its own gets `timeout_s` (limits.batch_timeout_s):
+    a worker stuck in `__getitem__` is then a LoaderTimeout within it, as in the harness's own
+    loaders, not a wait to the point's limit (an hour inline). The timeout changes no batch."""
     if isinstance(given.loader, DataLoader):
+        if given.loader.num_workers > 0 and not given.loader.timeout and timeout_s > 0:
+            given.loader.timeout = timeout_s
         return ladder.LoaderStream(given.loader)  # its close() drops the stream's hold only
     settings = given.recorded
     return IterStream(given.loader, stock=settings.prefetch_factor or 0)
@@ -135,7 +140,7 @@ def build_stream(
 ) -> ladder.LoaderStream | ladder.RepeatStream | IterStream:
     """The rung's stream from a given loader (the module's docstring says which rung reads what)."""
     if rung in ("device_batch", "host_batch"):
-        source = loop_stream(given)
+        source = loop_stream(given, timeout_s)
         try:
             batch = source.next()
         finally:
@@ -144,7 +149,7 @@ def build_stream(
             batch = batches.to_device(batch, where.device)
         return ladder.RepeatStream(batch)
     if rung == "full":
-        return loop_stream(given)
+        return loop_stream(given, timeout_s)
     dataset = given.dataset
     if dataset is None:
         raise ladder.RungUnavailable(

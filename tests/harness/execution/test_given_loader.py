@@ -99,3 +99,29 @@ def test_a_factorys_workers_are_not_counted_so_its_rows_leave_idle_workers_empty
     assert any("loader_args.num_shards" in note for note in expand(spec).notes)
     (row,) = rows(tmp_path, p)
     assert (row["status"], row["num_workers"], row["idle_workers"]) == ("ok", "2", "")
+
+
+def test_a_worker_stuck_in_a_factorys_own_dataloader_is_a_loader_timeout_and_ends(tmp_path: Path) -> None:
+    """The factory's DataLoader has no timeout of its own: limits.batch_timeout_s bounds each
+    wait for its workers as it bounds the harness's own loaders (before: the rank waited to the
+    point's limit, an hour inline, and the row said PointTimeout, not where it was stuck)."""
+    import psutil
+
+    from harness.backends.limit import point_limit, run_limited
+
+    spec = parse_spec(
+        "name: g\nworkload: {loader: 'tests.fixtures.hanging:stuck_loader', model: linear, device: cpu,"
+        " batch_size: 4}\nmeasure: {warmup_steps: 1, steps: 3}\nrungs: [host_batch, full]\n"
+        "limits: {batch_timeout_s: 2, point_minutes: 0.5}\n"
+    )
+    (p,) = expand(spec).points
+    outcome = run_limited(p, tmp_path, DistEnv(hostname="node-a"), point_limit(p, None), timer=True)
+    line = (
+        "LoaderTimeout: no batch from the DataLoader for 2 s: a worker stuck in __getitem__? (a read that "
+        "never returns; limits.batch_timeout_s in the spec sets the wait, 0 for none)"
+    )
+    assert [(r.rung, r.status, r.error) for r in outcome.rows] == [
+        ("host_batch", "failed", line),
+        ("full", "failed", line),
+    ]
+    assert psutil.Process().children(recursive=True) == []  # the stuck workers were ended
