@@ -134,7 +134,9 @@ def _who(held: dict[str, Any] | None) -> str:
 
 def _held_line(path: Path, held: dict[str, Any] | None) -> str:
     line = f"{path.parent} is held by {_who(held)}: one run or resume of a sweep at a time"
-    if held is not None and held.get("host") != socket.gethostname():
+    if held is None:  # torn (a node that crashed between its create and write): never blindly
+        line += f"; its file says nothing readable: if no run works on the sweep, remove {path}"
+    elif held.get("host") != socket.gethostname():
         line += f"; if that run is gone, remove {path}"
     return line
 

@@ -95,3 +95,18 @@ def test_two_processes_taking_a_stale_lock_at_once_get_it_one_at_a_time(tmp_path
     for t in takers:
         t.communicate(timeout=60)
     assert said == ["held", "refused"]
+
+
+@pytest.mark.parametrize("torn", ["", 'garbage{"pid": 1'])
+def test_a_torn_lock_is_never_taken_over_and_the_line_says_how_to_clear_it(tmp_path: Path, torn: str) -> None:
+    """A lock whose holder is unreadable (a node that crashed between its create and its write,
+    on a shared file system): held, as before, but the line now says how to get out of it
+    (before: the sweep was held for good, and the line said nothing to do)."""
+    (tmp_path / LOCK_FILE).write_text(torn)
+    with pytest.raises(SweepHeld) as refused, sweep_lock(tmp_path, "harness resume"):
+        pass
+    assert str(refused.value) == (
+        f"{tmp_path} is held by a process that did not write its name: one run or resume of a sweep "
+        f"at a time; its file says nothing readable: if no run works on the sweep, remove {tmp_path / LOCK_FILE}"
+    )
+    assert (tmp_path / LOCK_FILE).read_text() == torn  # left as it was
