@@ -79,7 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CannotWrite as e:  # a full, read-only or forbidden disk: one line, what is kept
         from harness.storage.sweep import kept_line
 
-        left = kept_line(e.path) or e.outcome
+        # A report's plots or page: nothing was measured, and resume would not write them.
+        left = ("" if args.verb in ANALYSIS_VERBS else kept_line(e.path)) or e.outcome
         print(f"harness: {e}{'; ' + left if left else ''}", file=sys.stderr)
         return EXIT_FAILED_POINTS
     except KeyboardInterrupt as e:

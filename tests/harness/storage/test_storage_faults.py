@@ -138,3 +138,20 @@ def test_a_read_only_disk_mid_resume_is_one_line(tmpfs: Path, tmp_path: Path) ->
     line = _harness_line(resumed.stderr)
     assert line.startswith(f"harness: cannot write {sweep}/")
     assert line.endswith(f": Read-only file system; what was measured is kept: harness resume {sweep}")
+
+
+def test_a_reports_plots_on_a_read_only_disk_are_one_line_with_no_resume_to_run(
+    tmpfs: Path, tmp_path: Path
+) -> None:
+    """`harness report --plots` measures nothing: its line names the plot and the reason, not
+    `harness resume` (which would not write it)."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC.format(dataset_args=json.dumps({"size": 16})) + "loader: {num_workers: [0, 1]}\n")
+    assert harness("run", str(spec), "--results", str(tmpfs), cwd=tmp_path).returncode == 0
+    (sweep,) = (tmpfs / "disk").iterdir()
+    remount_read_only(tmpfs)
+    report = harness("report", str(sweep), "--plots", cwd=tmp_path)
+    assert report.returncode == 1
+    line = _harness_line(report.stderr)
+    assert line.startswith(f"harness: cannot write {sweep}/plots/")
+    assert line.endswith(".png: Read-only file system")
