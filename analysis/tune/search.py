@@ -194,7 +194,14 @@ def search(
     passes: dict[Config, tuple[noise.Pass, ...]] = {}
     rounds: list[list[Config]] = []
     by_config = {x.config: x for x in predictions}
-    first = [choice, *(c for c in neighbours(choice, grid) if not separated(by_config, c, choice, margin))]
+    first = [
+        choice,
+        *(
+            c
+            for c in neighbours(choice, grid)
+            if not separated(by_config, c, choice, margin) and not no_gain(by_config, c, choice)
+        ),
+    ]
     widened = tuple(c for c in plausible(predictions, choice, margin) if c not in first)
     todo, target = [*first, *widened], repeats
     spent, capped = 0, False
@@ -247,6 +254,22 @@ def separated(
     if x.high is None or ref.low is None:
         return False
     return x.high < floor * ref.low
+
+
+def no_gain(predictions: Mapping[Config, Prediction], c: Config, choice: Config) -> bool:
+    """Whether the model's intervals already say a dearer neighbour `c` cannot beat the choice:
+    under every profile the windows allow (corner by corner, as `separated`), it is predicted
+    at most the choice's samples/s. Where the choice sits at the step's bound with its stalls
+    absorbed, more workers or prefetch cannot add to it; where the model is wrong there, the
+    choice's own runs fall off its prediction, and the search walks (`_wanted`). A dearer
+    neighbour that gains under some profile (a stall share at its interval's high end that
+    the choice's prefetch does not absorb) is measured."""
+    x, ref = predictions.get(c), predictions.get(choice)
+    if x is None or ref is None or c.cost() <= choice.cost():
+        return False
+    if not x.corners or len(x.corners) != len(ref.corners):
+        return False
+    return all(v <= r * (1 + 1e-9) for v, r in zip(x.corners, ref.corners, strict=True))
 
 
 def plausible(
