@@ -398,3 +398,25 @@ def test_a_model_contradicted_where_it_put_the_best_gets_the_answers_neighbourho
     assert result.model_choice == w(2, 1)
     assert result.rounds[0] == [w(2, 1), w(3, 1), w(2, 2)]
     assert set(result.rounds[1]) == {w(4, 1), w(3, 2)}
+
+
+def test_a_dearer_neighbour_the_model_caps_at_the_choice_under_every_profile_is_not_measured() -> None:
+    """Two corner profiles (a reader that stalls little, or much): four workers at prefetch 8
+    predicted 100 under both, six workers likewise (the step's bound: more workers cannot add
+    to it), prefetch 4 at 90 or 80. Six workers cannot beat the choice under any profile the
+    windows allow: the first round leaves it out. Where the stalls are many, four workers at
+    prefetch 8 leave some unabsorbed (90) that six absorb (100): six may then gain, and it is
+    measured."""
+    corners = {w(4, 4): (90.0, 80.0), w(4, 8): (100.0, 100.0), w(6, 8): (100.0, 100.0)}
+
+    def predicted(values: Mapping[Config, tuple[float, float]]) -> list[Prediction]:
+        return [Prediction(c, v[0], 0.0, "step", min(v), max(v), v) for c, v in values.items()]
+
+    truth = {c: v[1] for c, v in corners.items()}
+    result = search(list(corners), predicted(corners), Bench(truth))
+    assert result.model_choice == w(4, 8)
+    assert result.rounds[0] == [w(4, 8), w(4, 4)]
+    assert result.judged.answer == w(4, 8)
+    stalling = {**corners, w(4, 8): (100.0, 90.0)}
+    result = search(list(stalling), predicted(stalling), Bench(truth))
+    assert result.rounds[0] == [w(4, 8), w(6, 8), w(4, 4)]
