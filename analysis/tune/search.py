@@ -6,7 +6,9 @@ within the margin of the best) and measure it with its neighbours on each axis o
 and non_blocking, the others held), `repeats` runs each, but those the model's intervals
 already put well under the choice (`separated`: a 1-worker neighbour of a 4-worker choice,
 persistent_workers=false where every epoch restarts the workers): measuring them would
-confirm what the profile settled, and they are the grid's slowest runs. Then judge the measurements as the
+confirm what the profile settled, and they are the grid's slowest runs; nor the dearer ones
+the intervals cap at the choice (`no_gain`: at most its samples/s under every profile they
+allow). Then judge the measurements as the
 recommendation does
 (analysis/grid/recommend.py's rule on analysis/noise.py's estimates: the best is the highest median;
 a configuration is tied with it only when the 95 % interval of its ratio lies inside ±MARGIN;

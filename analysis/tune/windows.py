@@ -18,6 +18,12 @@ side: the step and the loader's rate of one pass share its spell), and each quan
   two that remain (two windows agreed within the margin, or a third was taken and outvoted
   one); widened to include the median.
 
+Where the profile sees stalls, the main thread's load and the worker's rate are taken without
+each window's own count of them (`_without_stalls`: the unstalled load and worker period, plus
+the stall share pooled over every window that counts stalls, `_stalls`), and the passes'
+agreement compares those: a 50-step window's count of rare stalls moves its mean by more than
+the margin, and a third pass would only draw another count.
+
 The model's prediction of each configuration then carries an interval (`with_intervals`):
 the lowest and the highest samples/s over the profiles with each uncertain quantity at either
 end of its interval (every combination: 2^k profiles, k <= 5). analysis/tune/search.py widens
