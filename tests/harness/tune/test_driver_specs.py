@@ -7,6 +7,7 @@ tuned with windows of seconds."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from analysis.load import load_results
@@ -15,6 +16,7 @@ from analysis.tune.report import render
 from harness.config.plan import expand
 from harness.config.spec import load_spec
 from harness.tune.driver import check_grid, tune
+from tests.harness.test_cli import harness
 from tests.harness.tune.test_driver import BATCH, READ_S, STEP_S, truth, write_spec
 
 SPEC = f"""\
@@ -112,3 +114,28 @@ def test_tune_with_auto_windows_reaches_the_known_answer(tmp_path: Path) -> None
         "they lasted "
     ) in text
     assert " in the profile and " in text and " in the confirmations" in text
+
+
+def test_the_cli_tunes_auto_windows_on_the_profile_alone(tmp_path: Path) -> None:
+    """`harness tune SPEC --budget 0` on a spec of steps: auto (refused in one line before):
+    the profile alone, its auto windows said with what they lasted, the choice unconfirmed.
+    The grid of 3 points is no dearer than tune: the first line says so, counting the
+    profile's windows of a quarter of the spec's seconds."""
+    spec = write_spec(tmp_path, AUTO_SPEC.replace("num_workers: [0, 1, 2, 3]", "num_workers: [0, 1, 2]"))
+    done = harness("tune", str(spec), "--budget", "0", "--results", str(tmp_path / "results"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(
+        "tune: the grid has 3 points (9 runs at 3 a point); tune spends at least 12 (the profile's "
+        "12 windows in 2 passes, each a quarter of the spec's seconds: about 3 of the spec's windows"
+    )
+    assert (
+        "windows: auto windows (steps: auto): the confirmations' as the spec's, at least 0.5 s and on "
+        "until the step rate is known to 2%, at most 4 s; the profile's a quarter (0.125 to 1 s); "
+        "they lasted "
+    ) in done.stdout
+    # The profile's windows alone (2 passes of 5, or 3 where they disagreed): no confirmation.
+    assert re.search(
+        r"they lasted [\d.]+-[\d.]+ s \(median [\d.]+, (10|15) windows\) in the profile(;|\n)", done.stdout
+    )
+    assert "in the confirmations" not in done.stdout
+    assert "unconfirmed: the model's choice, num_workers=2" in done.stdout
