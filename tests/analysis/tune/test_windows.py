@@ -138,10 +138,43 @@ def test_the_worker_windows_count_the_stalls_the_num_workers_0_windows_missed() 
     two 50-step windows without one a time in eight) and a one-worker window with two: the
     stall's length is that window's tail, 300 ms, and its share is pooled over the four
     windows (2 of 200 steps). The same window having crossed an epoch's end holds the workers'
-    restart among its waits: it counts nothing."""
+    restart among its waits: without the row's epoch_restart_time to take it off, it counts
+    nothing."""
     zeros = [_zero(0), _zero(0)]
     fitted = fit_windows(zeros, [_one_worker(2, 0), _one_worker(0, 0)], workers=1, batch_size=8)
     assert fitted.stall_s == pytest.approx(0.3)
     assert fitted.stall_share == pytest.approx(0.01)
     restarted = [_one_worker(2, 0, epoch_restarts=1.0), _one_worker(0, 0, epoch_restarts=1.0)]
     assert fit_windows(zeros, restarted, workers=1, batch_size=8).stall_s == 0.0
+
+
+def _restarted_worker(stalls: int) -> dict[str, float]:
+    """_one_worker's 50-step window as a real row records it where the window crossed two
+    epoch ends (epochs of 20 steps): each restarting next() waits 355 ms for the new workers
+    (its wait holds it), so the tail (p99) is the restarts', and epoch_restart_time holds the
+    two restarting steps' whole time (their wait and their 20 ms step)."""
+    waits = [0.005] * (48 - stalls) + [0.305] * stalls + [0.355, 0.355]
+    return {
+        **_one_worker(0, 0),
+        "loading_time": sum(waits) / 50,
+        "loading_time_p99": 0.355,
+        "steps": 50.0,
+        "epoch_restarts": 2.0,
+        "epoch_restart_time": 2 * (0.355 + 0.020),
+    }
+
+
+def test_windows_that_crossed_epoch_ends_still_count_their_stalls() -> None:
+    """The 193-point grid of benchmarks/tune_truth.py: epochs of 20 steps put two restarts in
+    every 50-step worker window. Leaving those windows out of the stall count left the two
+    num_workers=0 windows, which one draw in eight sees without a stall: the model then saw
+    none and put the answer at 69 % of the best. Their mean wait less the restarting steps
+    (epoch_restart_time) counts one stall of 300 ms in each (its length: the window's stalled
+    seconds, one stall's where it held one), pooled over the four windows: 2 of 196 steps."""
+    zeros = [_zero(0), _zero(0)]
+    fitted = fit_windows(zeros, [_restarted_worker(1), _restarted_worker(1)], workers=1, batch_size=8)
+    assert fitted.stall_s == pytest.approx(0.3)
+    assert fitted.stall_share == pytest.approx((0 + 0 + 1 / 48 + 1 / 48) / 4)
+    # Restarts alone (the tail 355 ms, the mean 12 ms above the p50) are no stall.
+    quiet = fit_windows(zeros, [_restarted_worker(0), _restarted_worker(0)], workers=1, batch_size=8)
+    assert quiet.stall_s == 0.0
