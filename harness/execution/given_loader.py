@@ -22,7 +22,7 @@ from typing import Any
 from torch.utils.data import DataLoader, IterableDataset
 
 from harness.config.plan import Point
-from harness.execution import batches, ladder, trainer_sampler
+from harness.execution import ladder, trainer_sampler
 from harness.naming import type_name
 from harness.workloads import loader_factory, registry
 from harness.workloads.loader_factory import LOADER_SETTINGS
@@ -135,14 +135,7 @@ def build_stream(
 ) -> ladder.LoaderStream | ladder.RepeatStream | IterStream:
     """The rung's stream from a given loader (the module's docstring says which rung reads what)."""
     if rung in ("device_batch", "host_batch"):
-        source = loop_stream(given)
-        try:
-            batch = source.next()
-        finally:
-            source.close()
-        if rung == "device_batch":
-            batch = batches.to_device(batch, where.device)
-        return ladder.RepeatStream(batch)
+        return ladder.cached_batch(loop_stream(given), rung, where)
     if rung == "full":
         return loop_stream(given)
     dataset = given.dataset
