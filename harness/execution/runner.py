@@ -101,7 +101,7 @@ def _given(opened: OpenPoint, source: Any) -> given_loader.GivenLoader | None:
     if not isinstance(source, given_loader.GivenLoader):
         return None
     opened.rows.point = dataclasses.replace(opened.point, loader=source.recorded)
-    opened.rows.loader_given = given_loader.loader_given(source.loader)
+    opened.rows.loader_given = given_loader.loader_given(source.loader, whole_on=source.whole_on)
     return source
 
 
