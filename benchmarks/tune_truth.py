@@ -9,10 +9,11 @@ that pinned memory makes cheaper at a pin thread's cost), measured by the
 DataLoader simulation of tests/fixtures/tune_sim.py (an event simulation, not the model's
 formulas), with 2 % machine noise per run. For each grid: the exhaustive grid (every point, 3
 runs, judged by analysis.noise's rule), tune (the profile in 2 or 3 passes, the model, the
-confirmations, 3 runs each), how often each answer's true samples/s (a long noiseless
-simulation) is within 5 % of the true best over `--seeds` noise draws (and the worst), the
-point-runs and the device-seconds each spent (medians; a window's seconds, warmup included,
-and tune_sim.OVERHEAD_S each), the model's median prediction error on the points tune
+confirmations, 3 runs each), how often each answer's true samples/s (the mean of
+tune_sim.TRUTH_SEEDS long noiseless simulations, each its own draw of the stalls) is within
+5 % of the true best over `--seeds` noise draws (and the worst), the point-runs and the
+device-seconds each spent (medians; a window's seconds, warmup included, and
+tune_sim.OVERHEAD_S each), the model's median prediction error on the points tune
 measured, how often tune's answer is at least as good (within 5 %) as Lightning's suggestion
 (cpus // ranks - 1) and num_workers = cores, and whether tune says `harness run` costs less.
 The grids of 20 points or more run again on a shared machine: one of the profile's first two
