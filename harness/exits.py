@@ -60,7 +60,9 @@ def terminated_as_interrupt() -> Iterator[None]:
     def terminated(signum: int, frame: object) -> None:
         raise Terminated(signum)
 
-    taken = (signal.SIGTERM, signal.SIGHUP)
+    # One the process was started to ignore stays ignored: `nohup harness run ...` must
+    # outlive its terminal.
+    taken = [s for s in (signal.SIGTERM, signal.SIGHUP) if signal.getsignal(s) is not signal.SIG_IGN]
     previous = {s: signal.signal(s, terminated) for s in taken}
     try:
         yield

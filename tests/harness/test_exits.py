@@ -51,16 +51,7 @@ def test_a_run_terminated_while_a_worker_is_stuck_says_how_to_go_on_and_leaves_n
     log = tmp_path / "stuck"
     log.mkdir()
     (tmp_path / "term.yaml").write_text(SPEC.format(log=log))
-    out, err = (tmp_path / "out").open("w"), (tmp_path / "err").open("w")
-    # Files, not pipes: a process left behind would hold a pipe open and hang the test.
-    run = subprocess.Popen(
-        [sys.executable, "-m", "harness", "run", "term.yaml", "--backend", backend],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=out,
-        stderr=err,
-        start_new_session=True,  # its own session: the signal reaches the harness alone
-    )
+    run = _start(tmp_path, "--backend", backend)
     tree: list[psutil.Process] = []
     try:
         _wait_for(lambda: stuck_pids(log), "a worker stuck in __getitem__")
@@ -87,3 +78,37 @@ def _alive(process: psutil.Process) -> bool:
         return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+def _start(tmp_path: Path, *args: str, ignore_hangup: bool = False) -> subprocess.Popen[bytes]:
+    out, err = (tmp_path / "out").open("w"), (tmp_path / "err").open("w")
+    # Files, not pipes: a process left behind would hold a pipe open and hang the test.
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness", "run", "term.yaml", *args],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=out,
+        stderr=err,
+        start_new_session=True,  # its own session: the signal reaches the harness alone
+        # As nohup starts it: SIGHUP ignored.
+        preexec_fn=(lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)) if ignore_hangup else None,
+    )
+
+
+def test_a_run_started_under_nohup_outlives_its_terminal(tmp_path: Path) -> None:
+    """SIGHUP ignored by whoever started the harness (nohup) stays ignored: the run goes on
+    to its end (here the stuck worker's LoaderTimeout, a failed point: exit 1)."""
+    log = tmp_path / "stuck"
+    log.mkdir()
+    (tmp_path / "term.yaml").write_text(SPEC.format(log=log) + "limits: {batch_timeout_s: 3}\n")
+    run = _start(tmp_path, ignore_hangup=True)
+    try:
+        _wait_for(lambda: stuck_pids(log), "a worker stuck in __getitem__")
+        run.send_signal(signal.SIGHUP)
+        assert run.wait(timeout=120) == 1
+    finally:
+        if run.poll() is None:
+            run.kill()
+    err = (tmp_path / "err").read_text()
+    assert "terminated" not in err
+    assert "LoaderTimeout: no batch from the DataLoader for 3 s" in err
