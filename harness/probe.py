@@ -232,9 +232,43 @@ def measure(
     if job is None:
         pinned = bool(getattr(source, "pin_memory", False))
         mover = _mover(target, memory_format, copy, non_blocking if non_blocking is not None else pinned)
-        return _alone(source, target, epochs, steps, mover, count)
+        return _Batches(_alone(source, target, epochs, steps, mover, count), _passes_length(source, epochs, steps))
     how = _How(device=target, memory_format=memory_format, copy=copy, keep_running=keep_running)
     return _harnessed(job, source, how, count, non_blocking)
+
+
+class _Batches(Iterator[Any]):
+    """What `measure` returns: its batches, and a `len()` where the number is known. Loops
+    wrapped around it ask it (torchvision's references, DETR, DeiT, MAE...:
+    `MetricLogger.log_every(iterable, ...)` calls `len(iterable)` before and at every step), as
+    they ask the loader; a bare generator has none. Under the harness it is the number of
+    batches the probe yields, as `len()` of `probe.loader`'s loader says."""
+
+    def __init__(self, batches: Iterator[Any], length: int | None) -> None:
+        self._batches = batches
+        self._length = length
+
+    def __next__(self) -> Any:
+        return next(self._batches)
+
+    def __len__(self) -> int:
+        if self._length is None:
+            raise TypeError("len() of probe.measure(...): its loader has no len() (a stream)")
+        return self._length
+
+    def close(self) -> None:
+        """As a generator's close(): the loop lets go of the probe (a break)."""
+        closing = getattr(self._batches, "close", None)
+        if closing is not None:
+            closing()
+
+
+def _passes_length(source: Any, epochs: int, steps: int | None) -> int | None:
+    """The batches `_alone` yields: `epochs` passes of len(source), at most `steps` in all."""
+    per_pass = _length(source)
+    if per_pass is None:
+        return None
+    return per_pass * epochs if steps is None else min(steps, per_pass * epochs)
 
 
 @contextlib.contextmanager
@@ -479,7 +513,7 @@ def _harnessed(
         if not how.keep_running:
             _end()
         log.info("harness.probe: the point is measured; this loop gets no batch")
-        return iter(())
+        return _Batches(iter(()), 0)
     _measured_here = True
     given = None if getattr(source, _PROBE, None) is not None else _given(source, job)
     recorded = getattr(source, _PROBE, None) or (_from_given(given) if given else _from_dataloader(source))
@@ -499,7 +533,7 @@ def _harnessed(
             _length(source),
             announced,
         )
-    return _point_batches(job, recorded, point, how, count, announced, given)
+    return _Batches(_point_batches(job, recorded, point, how, count, announced, given), announced)
 
 
 def _given(source: Any, job: ProbeJob) -> given_loader.GivenLoader | None:
