@@ -232,7 +232,8 @@ def measure(
     if job is None:
         pinned = bool(getattr(source, "pin_memory", False))
         mover = _mover(target, memory_format, copy, non_blocking if non_blocking is not None else pinned)
-        return _Batches(_alone(source, target, epochs, steps, mover, count), _passes_length(source, epochs, steps))
+        passes = _alone(source, target, epochs, steps, mover, count)
+        return _Batches(passes, _passes_length(source, epochs, steps))
     how = _How(device=target, memory_format=memory_format, copy=copy, keep_running=keep_running)
     return _harnessed(job, source, how, count, non_blocking)
 
