@@ -158,6 +158,13 @@ def train_loader(made: Any, *, rank: int = 0, world_size: int = 1, seed: int = 0
     (harness/execution/trainer_sampler.py)."""
     from harness.naming import type_name
 
+    if _one_shot(made):
+        raise registry.WorkloadError(
+            f"the loader is a {type_name(made)}, an iterator that can be read once: the harness "
+            "reads the loader again at every rung and epoch (a new iter() each, as a training "
+            "loop does); give the loader itself (the DataLoader, the Loader) and wrap what "
+            "probe.measure returns instead (log_every(probe.measure(loader, device), ...))"
+        )
     if _iterable(made):
         return made
     make = getattr(made, "train_dataloader", None)
@@ -182,3 +189,12 @@ def train_loader(made: Any, *, rank: int = 0, world_size: int = 1, seed: int = 0
 
 def _iterable(value: Any) -> bool:
     return callable(getattr(value, "__iter__", None))
+
+
+def _one_shot(value: Any) -> bool:
+    """A generator, or one of Python's own iterators (map, zip, iter(list)...): spent after one
+    pass. An iterator class of a library's (DALI's, which starts a new pass after the last) is
+    not judged: its __iter__ may well reset it."""
+    if inspect.isgenerator(value):
+        return True
+    return type(value).__module__ in ("builtins", "itertools") and callable(getattr(value, "__next__", None))
