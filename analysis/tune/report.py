@@ -28,6 +28,7 @@ from analysis.tune.model import (
     what_if,
     worker_rate,
 )
+from harness_schema.settings import AUTO_RSE
 
 
 def _config(data: Mapping[str, Any]) -> Config:
@@ -112,6 +113,44 @@ def shared_lines(summary: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def window_lines(summary: Mapping[str, Any]) -> list[str]:
+    """Where the windows are sized in seconds (measure.seconds, steps: auto; tune.json's
+    "windows", harness/tune/summary.timed_windows): what they were and what they lasted, in
+    the profile and in the confirmations. Nothing for windows of a number of steps."""
+    w = summary.get("windows")
+    if not w:
+        return []
+    if w["auto"]:
+        rule = (
+            f"auto windows (steps: auto): the confirmations' as the spec's, at least {w['seconds']:g} s "
+            f"and on until the step rate is known to {AUTO_RSE:.0%}, at most {w['max_seconds']:g} s; "
+            f"the profile's a quarter ({w['profile_seconds']:g} to {w['profile_max_seconds']:g} s)"
+        )
+    else:
+        rule = (
+            f"windows of at least {w['seconds']:g} s (measure.seconds): the confirmations' as the spec's, "
+            f"the profile's a quarter ({w['profile_seconds']:g} s)"
+        )
+    lasted = []
+    for phase in ("profile", "confirmations"):
+        x = w.get(phase) or {}
+        if x.get("lasted"):
+            low, mid, high = x["lasted"]
+            lasted.append(f"{low:.1f}-{high:.1f} s (median {mid:.1f}, {x['windows']} windows) in the {phase}")
+    line = f"windows: {rule}; they lasted {' and '.join(lasted) or 'nothing: none was measured'}"
+    rses = [(w[p]["rse"], w[p]["capped"]) for p in ("profile", "confirmations") if w.get(p) and w[p]["rse"]]
+    if rses:
+        worst = max(r[1] for r, _ in rses)
+        line += f"; the step rate's relative standard error at most {worst:.1%}"
+        capped = sum(c for _, c in rses)
+        if capped:
+            line += (
+                f" ({capped} window(s) stopped at their most above {AUTO_RSE:.0%}: a noisy loader or a busy "
+                "machine; raise measure.max_seconds)"
+            )
+    return [line]
+
+
 def errors(summary: Mapping[str, Any]) -> list[float]:
     predicted = {_config(x): x["samples_per_s"] for x in summary["predictions"]}
     return [
@@ -129,6 +168,7 @@ def render(summary: Mapping[str, Any]) -> str:
     out = [f"tune {summary['spec']}: {summary['grid_points']} grid points", "model:"]
     out += [f"  {line}" for line in model_lines(p)]
     out += shared_lines(summary)
+    out += window_lines(summary)
     out += ["", grid_table(summary), ""]
     predicted = {_config(x): x["samples_per_s"] for x in summary["predictions"]}
     if answer not in runs:

@@ -7,12 +7,17 @@ confirmations, in one normal sweep folder.
    most workers and prefetch at `full`, one run, for the hand-off each batch costs the rank's
    own thread (tune.model.with_plateau); and for each further copy mode its `host_batch` and
    its plateau point, one run each. The profile's windows are a quarter of the spec's
-   (analysis/tune/windows.py's profile_steps): they are the grid's slowest.
+   (rounds.profile_measure): in steps, they are the grid's slowest; in seconds
+   (`measure.seconds`, `steps: auto`), a quarter of the least and most seconds.
 2. **Predict** every grid point (analysis/tune/model.py, fitted by `fit_profile`).
 3. **Confirm** (analysis/tune/search.py): the predicted cheapest configuration that meets the
    demand and its neighbours on each axis, rung `full`, `repeats` runs each (at least 3),
    judged by analysis/noise.py's three-way rule; where the measurements contradict the model,
    the search measures further along that axis.
+   Each confirmation measures the spec's own window, an auto one included (`steps: auto`: as
+   long as its step rate needs, within its seconds): a point-run of `--budget` is one window,
+   and tune.json prices the grid's runs in the seconds the confirmations' windows lasted
+   (summary.window_s).
 
 Every point runs through the inline or local backend, or as a Slurm job array per round
 (`--backend slurm`: this process submits each round and follows it to its end, as
@@ -52,7 +57,7 @@ from analysis.tune.model import (
     predict,
 )
 from analysis.tune.search import Runs, search
-from analysis.tune.windows import FIRST_WINDOWS, with_intervals
+from analysis.tune.windows import FIRST_WINDOWS, PROFILE_SHARE, with_intervals
 from harness.backends.base import Backend
 from harness.backends.registry import BACKENDS
 from harness.config.plan import Plan
@@ -86,13 +91,6 @@ def check_grid(plan: Plan) -> None:
         )
     if any(p.sequence_step for p in plan.points):
         raise TuneError(f"{plan.spec.path}: tune takes a grid, not a sequence")
-    if plan.spec.measure.auto_window:
-        # Its runs are priced and compared in steps (summary.py's estimate of the grid's device
-        # time): an auto window's steps are known only as it runs.
-        raise TuneError(
-            f"{plan.spec.path}: measure.steps: auto is a window of harness run; tune prices its runs "
-            "in steps: give it a number (e.g. the override measure.steps=50, without measure.max_seconds)"
-        )
 
 
 def tune(
@@ -112,7 +110,8 @@ def tune(
     world_size = backend.world_size(plan) if world_size is None else world_size
     repeats = max(MIN_REPEATS, repeats)
     modes = len(copy_modes([Config.of(p.settings()) for p in plan.points]))
-    if small := small_grid_note(len(plan.points), repeats, modes):
+    timed = plan.spec.measure.seconds is not None
+    if small := small_grid_note(len(plan.points), repeats, modes, timed=timed):
         print(small, flush=True)
     tuner = Tuner(plan, results, backend, world_size)
     prof = profile(tuner)
@@ -136,24 +135,35 @@ def tune(
     return tuner.sweep_dir, summary
 
 
-def small_grid_note(points: int, repeats: int, modes: int = 1) -> str:
+def small_grid_note(points: int, repeats: int, modes: int = 1, *, timed: bool = False) -> str:
     """A line where the grid costs no more than tune's least and one configuration more: the
     profile's windows (FIRST_WINDOWS passes), then the model's choice and a neighbour on each
     side of num_workers, `repeats` runs each, and the configuration an uncertain profile adds
     (search.plausible). `modes`: the grid's copy modes (each further one profiles its bound
-    rung and plateau). Counted in windows, a low count in device time: the profile's windows
-    at num_workers=0 and 1 are the grid's slowest (benchmarks/tune_truth.py prices both)."""
+    rung and plateau). Counted in windows of the spec's length, a low count in device time:
+    in steps, the profile's windows at num_workers=0 and 1 are the grid's slowest
+    (benchmarks/tune_truth.py prices both); `timed` (measure.seconds, steps: auto), every
+    window lasts about its seconds, the profile's a quarter of the spec's (rounds.profile_measure)."""
     # A pass: the two points' rungs, the worker point's loader timed alone, the plateau point;
     # two windows for each further copy mode.
     windows = FIRST_WINDOWS * (2 * len(PROFILE_RUNGS) + 2 + 2 * (modes - 1))
-    least = windows + 3 * repeats
+    profile_cost = -(-windows // PROFILE_SHARE) if timed else windows
+    least = profile_cost + 3 * repeats
     if points * repeats > least + repeats:
         return ""
+    if timed:
+        profiled = (
+            f"the profile's {windows} windows in {FIRST_WINDOWS} passes, each a quarter of the spec's "
+            f"seconds: about {profile_cost} of the spec's windows"
+        )
+        slowest = "its windows last their seconds (at least), whatever their configuration"
+    else:
+        profiled = f"the profile's {windows} windows in {FIRST_WINDOWS} passes"
+        slowest = "its windows at num_workers=0 and 1 are the grid's slowest"
     return (
         f"tune: the grid has {points} points ({points * repeats} runs at {repeats} a point); tune "
-        f"spends at least {least} (the profile's {windows} windows in {FIRST_WINDOWS} passes, then "
-        f"3 points {repeats} times), more where its profile is uncertain, and its windows at "
-        f"num_workers=0 and 1 are the grid's slowest: harness run measures this grid for less; "
+        f"spends at least {least} ({profiled}, then 3 points {repeats} times), more where its profile is "
+        f"uncertain, and {slowest}: harness run measures this grid for less; "
         f"tune pays from about {(least + repeats) // repeats + 1} points"
     )
 

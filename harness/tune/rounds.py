@@ -17,12 +17,13 @@ from analysis.tune.model import (
     MODELLED,
     Config,
 )
-from analysis.tune.windows import profile_steps
+from analysis.tune.windows import PROFILE_SHARE, profile_steps
 from harness.backends.base import Backend
 from harness.config.plan import Plan, Point, point_id, resolve_loader
 from harness.storage.sweep import create_sweep, plan_csv
 from harness_schema import layout
 from harness_schema.atomic import atomic_write_text
+from harness_schema.settings import Measure
 
 log = logging.getLogger(__name__)
 
@@ -56,15 +57,15 @@ class Tuner:
         profile: bool = False,
     ) -> Point:
         """The template point with these loader settings, rungs and repeats, indexed next;
-        `profile`: a profile point, its windows shortened (tune.windows.profile_steps)."""
+        `profile`: a profile point, its windows shortened (`profile_measure`)."""
         t = self.template
         requested = {**asdict(t.loader), **{k: getattr(config, k) for k in (*MODELLED, *COPY)}}
         if config.num_workers and config.prefetch_factor is None:
             requested["prefetch_factor"] = None
         loader, adjustments = resolve_loader(requested)
         measure = replace(t.measure, repeats=repeats, loader_capacity=capacity)
-        if profile and isinstance(t.measure.steps, int):  # a window the harness sizes is kept
-            measure = replace(measure, steps=profile_steps(t.measure.steps))
+        if profile:
+            measure = profile_measure(measure)
         pid = point_id(t.workload, loader, measure, rungs, t.sequence_step)
         index = next((p.index for p in self.measured if p.id == pid), len(self.measured))
         return replace(
@@ -100,6 +101,25 @@ class Tuner:
             f"{job_ids[0]} .. {job_ids[-1]} (harness status {self.sweep_dir})",
             flush=True,
         )
+
+
+def profile_measure(measure: Measure) -> Measure:
+    """A profile window: a quarter of the spec's (PROFILE_SHARE). In steps, at least
+    MIN_PROFILE_STEPS (tune.windows.profile_steps): the windows at num_workers=0 and 1 are the
+    grid's slowest a step. In seconds (`measure.seconds`, and an auto window's least and most):
+    every window then lasts about its seconds whatever its rate, and the profile's dozen
+    windows (their loader-capacity passes as long) would cost more than the confirmations;
+    an auto window still stops only once its step rate is known to AUTO_RSE (or at its most,
+    said), and the profile takes each figure as the median of its interleaved windows, so its
+    least duration, which guards against drifts slower than its blocks, is what is shortened.
+    An auto window keeps its least steps (the loop's AUTO_MIN_BLOCKS blocks)."""
+    if not measure.auto_window:
+        measure = replace(measure, steps=profile_steps(measure.steps))
+    if measure.seconds is None:
+        return measure
+    seconds = measure.seconds / PROFILE_SHARE
+    most = None if measure.max_seconds is None else max(seconds, measure.max_seconds / PROFILE_SHARE)
+    return replace(measure, seconds=seconds, max_seconds=most)
 
 
 def _write_plan(sweep_dir: Path, plan: Plan) -> None:

@@ -22,7 +22,8 @@ from analysis.tune.model import (
     with_cache,
 )
 from analysis.tune.search import SearchResult
-from harness.tune.rounds import TuneError, Tuner
+from harness.tune.rounds import TuneError, Tuner, profile_measure
+from harness_schema.settings import AUTO_RSE, Measure
 
 TUNE_FILE = "tune.json"
 
@@ -37,10 +38,12 @@ def tune_summary(
     measured = rank0[rank0["status"] == "ok"]
     per_run = overhead_s(measured[measured["rung"] == "full"])
     measure = tuner.template.measure
-    steps = measure.warmup_steps + measure.steps
-    exhaustive_s = sum(
-        repeats * (steps / (x.samples_per_s / prof.batch_size / prof.ranks) + per_run) for x in predictions
-    )
+    confirmed = measured[~measured["point_id"].isin(tuner.profile_ids)]
+    lasted = _median(confirmed[confirmed["rung"] == "full"], "training_time")
+    exhaustive_s = 0.0
+    for x in predictions:
+        rate = x.samples_per_s / prof.batch_size / prof.ranks  # a rank's steps a second
+        exhaustive_s += repeats * (measure.warmup_steps / rate + window_s(measure, rate, lasted) + per_run)
     j = result.judged
     return {
         "spec": tuner.plan.spec.name,
@@ -72,7 +75,54 @@ def tune_summary(
         "caching": caching_entries(prof, rows, [x.config for x in predictions]),
         "widened": [asdict(c) for c in result.widened],
         "profile_shared": profile_shared(rows[rows["point_id"].isin(tuner.profile_ids)]),
+        "windows": timed_windows(measure, measured, tuner.profile_ids),
     }
+
+
+def window_s(measure: Measure, steps_per_s: float, lasted: float | None = None) -> float:
+    """Seconds one of the spec's windows lasts at `steps_per_s` (a rank's), to price the grid's
+    unmeasured runs: its steps; with measure.seconds, at least that; an auto window
+    (steps: auto, whose `steps` is its least), as long as the confirmations' windows lasted
+    (`lasted`, their median; measure.seconds where none was measured), within its least and
+    most (at a slow rate its least steps outlast both)."""
+    stepping = measure.steps / steps_per_s
+    if measure.seconds is None:
+        return stepping
+    if measure.max_seconds is None:
+        return max(stepping, measure.seconds)
+    typical = min(max(lasted or 0.0, measure.seconds), measure.max_seconds)
+    return max(stepping, typical)
+
+
+def timed_windows(measure: Measure, rows: pd.DataFrame, profile_ids: set[str]) -> dict[str, Any] | None:
+    """What the windows were and what they lasted, where they are sized in seconds
+    (measure.seconds, steps: auto; None for windows of a number of steps, priced in steps):
+    the spec's and the profile's least and most seconds (rounds.profile_measure), each
+    phase's windows' durations (rank 0's ok rows), and the auto windows' relative standard
+    errors with how many stopped at their most above AUTO_RSE."""
+    if measure.seconds is None:
+        return None
+    short = profile_measure(measure)
+    profiled = rows["point_id"].isin(profile_ids)
+    out: dict[str, Any] = {
+        "auto": measure.auto_window,
+        "seconds": measure.seconds,
+        "max_seconds": measure.max_seconds,
+        "profile_seconds": short.seconds,
+        "profile_max_seconds": short.max_seconds,
+    }
+    for phase, mine in (("profile", rows[profiled]), ("confirmations", rows[~profiled])):
+        lasted = pd.to_numeric(mine.get("training_time", pd.Series(dtype=float)), errors="coerce").dropna()
+        rse = pd.to_numeric(mine.get("window_rse", pd.Series(dtype=float)), errors="coerce").dropna()
+        out[phase] = {
+            "windows": len(lasted),
+            "lasted": [float(lasted.min()), float(lasted.median()), float(lasted.max())]
+            if len(lasted)
+            else None,
+            "rse": [float(rse.median()), float(rse.max())] if len(rse) else None,
+            "capped": int((rse > AUTO_RSE).sum()),
+        }
+    return out
 
 
 def caching_entries(prof: Profile, rows: pd.DataFrame, configs: Sequence[Config]) -> list[dict[str, Any]]:

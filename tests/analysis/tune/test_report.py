@@ -184,3 +184,38 @@ def test_the_grid_table_shows_each_predictions_interval_and_the_widened_point() 
         "measured too: num_workers=1 prefetch_factor=2 persistent_workers=false, the cheapest "
         "configuration the profile's intervals kept within reach of the best"
     ) in text
+
+
+def test_windows_of_seconds_are_said_with_what_they_lasted() -> None:
+    """tune.json's "windows" (harness/tune/summary.timed_windows): auto windows named with
+    their rule and durations, those stopped at their most counted; windows of
+    measure.seconds named as such; windows of a number of steps: nothing said."""
+    auto = {
+        "auto": True,
+        "seconds": 2.0,
+        "max_seconds": 30.0,
+        "profile_seconds": 0.5,
+        "profile_max_seconds": 7.5,
+        "profile": {"windows": 10, "lasted": [0.6, 0.8, 2.4], "rse": [0.01, 0.031], "capped": 1},
+        "confirmations": {"windows": 9, "lasted": [2.0, 2.1, 2.5], "rse": [0.012, 0.019], "capped": 0},
+    }
+    assert (
+        "windows: auto windows (steps: auto): the confirmations' as the spec's, at least 2 s and on until "
+        "the step rate is known to 2%, at most 30 s; the profile's a quarter (0.5 to 7.5 s); they lasted "
+        "0.6-2.4 s (median 0.8, 10 windows) in the profile and 2.0-2.5 s (median 2.1, 9 windows) in the "
+        "confirmations; the step rate's relative standard error at most 3.1% (1 window(s) stopped at their "
+        "most above 2%: a noisy loader or a busy machine; raise measure.max_seconds)"
+    ) in render(summary(windows=auto))
+    timed = {**auto, "auto": False, "max_seconds": None, "profile_seconds": 1.25, "profile_max_seconds": None}
+    timed = {
+        **timed,
+        "profile": {**auto["profile"], "rse": None},
+        "confirmations": {**auto["confirmations"], "rse": None},
+    }
+    text = render(summary(windows=timed))
+    assert (
+        "windows: windows of at least 2 s (measure.seconds): the confirmations' as the spec's, the "
+        "profile's a quarter (1.25 s); they lasted 0.6-2.4 s"
+    ) in text
+    assert "relative standard error" not in text
+    assert "windows:" not in render(summary())

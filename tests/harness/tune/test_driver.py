@@ -223,3 +223,18 @@ def test_a_grid_no_dearer_than_tune_is_said_to_be_cheaper_measured() -> None:
         "tune: the grid has 4 points (20 runs at 5 a point); tune spends at least 27"
     )
     assert small_grid_note(7, 5) == ""  # 35 runs against 27 and 5
+
+
+def test_with_windows_of_seconds_the_profile_counts_a_quarter_of_a_window_each() -> None:
+    """measure.seconds or steps: auto: every window lasts about its seconds, the profile's a
+    quarter of the spec's: its 12 windows cost about 3 of the grid's, and tune pays from 6
+    points (at 3 runs a point) instead of 9."""
+    assert small_grid_note(5, 3, timed=True) == (
+        "tune: the grid has 5 points (15 runs at 3 a point); tune spends at least 12 (the profile's "
+        "12 windows in 2 passes, each a quarter of the spec's seconds: about 3 of the spec's windows, "
+        "then 3 points 3 times), more where its profile is uncertain, and its windows last their "
+        "seconds (at least), whatever their configuration: harness run measures this grid for less; "
+        "tune pays from about 6 points"
+    )
+    assert small_grid_note(6, 3, timed=True) == ""
+    assert small_grid_note(6, 3) != ""

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from analysis.tune.model import Config
 from harness.backends.registry import BACKENDS
 from harness.config.plan import expand
 from harness.config.spec import load_spec
-from harness.tune.rounds import Tuner
+from harness.tune.rounds import Tuner, profile_measure
 from tests.harness.tune.test_driver import SPEC, write_spec
 
 
@@ -28,3 +29,26 @@ def test_profile_points_measure_a_quarter_of_the_specs_window(tmp_path: Path) ->
     short = expand(load_spec(write_spec(tmp_path, SPEC.replace("steps: 20", "steps: 12"))))
     tuner = Tuner(short, tmp_path / "short", BACKENDS["inline"](short.spec), 1)
     assert tuner.variant(config, rungs=("full",), repeats=2, profile=True).measure.steps == 12
+
+
+def test_profile_windows_of_seconds_are_a_quarter_of_the_specs_seconds(tmp_path: Path) -> None:
+    """An auto window (steps: auto) keeps its least steps (40: 5 blocks of 8) and gets a
+    quarter of its least and most seconds; measure.seconds beside a number of steps, a
+    quarter of both; a most never under the least. The confirmations keep the spec's."""
+    auto = SPEC.replace("steps: 20, repeats: 1", "steps: auto, seconds: 4, max_seconds: 20, repeats: 1")
+    plan = expand(load_spec(write_spec(tmp_path, auto)))
+    tuner = Tuner(plan, tmp_path / "results", BACKENDS["inline"](plan.spec), 1)
+    config = Config(num_workers=1, persistent_workers=True)
+    profiled = tuner.variant(config, rungs=("full",), repeats=2, profile=True).measure
+    confirmed = tuner.variant(config, rungs=("full",), repeats=3).measure
+    assert (profiled.steps, profiled.seconds, profiled.max_seconds) == (40, 1.0, 5.0)
+    assert (confirmed.steps, confirmed.seconds, confirmed.max_seconds) == (40, 4, 20)
+    assert profiled.auto_window and confirmed.auto_window
+    # No most given: the default 30 s, a quarter of it.
+    plain = expand(load_spec(write_spec(tmp_path, SPEC.replace("steps: 20,", "steps: auto,"))))
+    measure = profile_measure(plain.points[0].measure)
+    assert (measure.seconds, measure.max_seconds) == (0.5, 7.5)
+    timed = expand(load_spec(write_spec(tmp_path, SPEC.replace("steps: 20,", "steps: 200, seconds: 8,"))))
+    measure = profile_measure(timed.points[0].measure)
+    assert (measure.steps, measure.seconds, measure.max_seconds) == (50, 2.0, None)
+    assert profile_measure(replace(measure, steps=200, seconds=8, max_seconds=8)).max_seconds == 2.0
