@@ -38,6 +38,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from harness.config.plan import Point
 from harness.execution.dist import TORCHRUN_VARIABLES, DistEnv
+from harness_schema.settings import WORKER_ONLY
 
 if TYPE_CHECKING:
     from harness.execution.point import PointOutcome
@@ -514,7 +515,7 @@ def _own_setting_hint(error_line: str, point: Point | None) -> str:
     if point is None or "num_workers" in point.script_keeps or point.loader.num_workers:
         return ""  # the workers are the script's own, or there are some: not this case
     keeps = point.script_keeps
-    own = [name for name in ("persistent_workers", "prefetch_factor") if name in keeps and name in error_line]
+    own = [name for name in WORKER_ONLY if name in keeps and name in error_line]
     if not own:
         return ""
     return (
