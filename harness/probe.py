@@ -233,7 +233,7 @@ def measure(
         pinned = bool(getattr(source, "pin_memory", False))
         mover = _mover(target, memory_format, copy, non_blocking if non_blocking is not None else pinned)
         passes = _alone(source, target, epochs, steps, mover, count)
-        return _Batches(passes, _passes_length(source, epochs, steps))
+        return _Batches(passes, lambda: _passes_length(source, epochs, steps))
     how = _How(device=target, memory_format=memory_format, copy=copy, keep_running=keep_running)
     return _harnessed(job, source, how, count, non_blocking)
 
@@ -245,17 +245,18 @@ class _Batches(Iterator[Any]):
     they ask the loader; a bare generator has none. Under the harness it is the number of
     batches the probe yields, as `len()` of `probe.loader`'s loader says."""
 
-    def __init__(self, batches: Iterator[Any], length: int | None) -> None:
+    def __init__(self, batches: Iterator[Any], length: Callable[[], int | None]) -> None:
         self._batches = batches
-        self._length = length
+        self._length = length  # asked only when len() is: a loader's own len() may cost or fail
 
     def __next__(self) -> Any:
         return next(self._batches)
 
     def __len__(self) -> int:
-        if self._length is None:
+        length = self._length()
+        if length is None:
             raise TypeError("len() of probe.measure(...): its loader has no len() (a stream)")
-        return self._length
+        return length
 
     def close(self) -> None:
         """As a generator's close(): the loop lets go of the probe (a break)."""
@@ -514,7 +515,7 @@ def _harnessed(
         if not how.keep_running:
             _end()
         log.info("harness.probe: the point is measured; this loop gets no batch")
-        return _Batches(iter(()), 0)
+        return _Batches(iter(()), lambda: 0)
     _measured_here = True
     given = None if getattr(source, _PROBE, None) is not None else _given(source, job)
     recorded = getattr(source, _PROBE, None) or (_from_given(given) if given else _from_dataloader(source))
@@ -534,7 +535,7 @@ def _harnessed(
             _length(source),
             announced,
         )
-    return _Batches(_point_batches(job, recorded, point, how, count, announced, given), announced)
+    return _Batches(_point_batches(job, recorded, point, how, count, announced, given), lambda: announced)
 
 
 def _given(source: Any, job: ProbeJob) -> given_loader.GivenLoader | None:
