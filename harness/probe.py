@@ -65,7 +65,7 @@ from harness.execution.loop import Clocked, one_step
 from harness.execution.loop_length import CLOSING, batches_per_loop
 from harness.execution.script import ProbeJob
 from harness.naming import type_name
-from harness.workloads.loader_factory import train_loader
+from harness.workloads.loader_factory import one_shot, train_loader
 from harness_schema.settings import LOADER_COLUMNS, LoaderSettings
 
 __all__ = [
@@ -222,6 +222,8 @@ def measure(
     if epochs < 1 or (steps is not None and steps < 1):
         raise ValueError(f"epochs and steps must be >= 1 (got epochs={epochs}, steps={steps})")
     job = _job()
+    if job is not None and (once := one_shot(source)):
+        _refuse(job, once)  # before the check run stops: `harness plan` refuses it
     if job is not None and job.check:
         _checked(job)
     count = batch_samples or batches.count_samples
@@ -458,7 +460,13 @@ def _job() -> ProbeJob | None:
         return None
     refused = _own_ranks(job)
     if refused:
-        _refuse(job, refused)
+        _refuse(
+            job,
+            f"{refused}: under the harness every rank is a process the harness starts with "
+            "torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; LOCAL_RANK for the "
+            "device): launch no ranks yourself (no mp.spawn, no --multiprocessing-distributed) and "
+            "join with init_method='env://' (or probe.init_distributed())",
+        )
     job.report("reached")
     return job
 
@@ -482,13 +490,9 @@ def _own_ranks(job: ProbeJob) -> str:
 
 
 def _refuse(job: ProbeJob, why: str) -> None:
-    """One line, a failed row for every unit of this rank, exit status 2."""
-    line = (
-        f"harness.probe: {why}: under the harness every rank is a process the harness starts "
-        "with torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; LOCAL_RANK for "
-        "the device): launch no ranks yourself (no mp.spawn, no --multiprocessing-distributed) and "
-        "join with init_method='env://' (or probe.init_distributed())"
-    )
+    """One line, a failed row for every unit of this rank, exit status 2 (`harness plan`'s
+    check run: its refusal, check_refusal)."""
+    line = f"harness.probe: {why}"
     print(line, file=sys.stderr, flush=True)
     if not job.check:
         from harness.execution.point import open_point

@@ -653,13 +653,18 @@ def test_under_the_harness_measure_says_the_batches_it_yields_to_a_logger_that_a
     assert len(probe.measure(loader, "cpu", keep_running=True)) == 0  # the point is measured
 
 
-def test_under_the_harness_a_generator_around_the_loader_is_refused_in_one_line(harnessed) -> None:  # type: ignore[no-untyped-def]
+def test_under_the_harness_a_generator_around_the_loader_is_refused_in_one_line(harnessed, capfd) -> None:  # type: ignore[no-untyped-def]
     # Before: device_batch and host_batch took its first batches, and full failed with "the
     # loader generator yields no batch": the generator had been read.
-    from harness.workloads.registry import WorkloadError
     from tests.fixtures.metric_logger import MetricLogger
 
-    harnessed(script_point())
+    job = harnessed(script_point())
     loader = DataLoader(Numbers(), batch_size=2)
-    with pytest.raises(WorkloadError, match=r"the loader is a generator, an iterator that can be read once"):
+    with pytest.raises(SystemExit) as ended:
         probe.measure(MetricLogger().log_every(loader, 10), "cpu")
+    assert ended.value.code == 2
+    line = capfd.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("harness.probe: the loader is a generator, an iterator that can be read once")
+    assert [(r["rung"], r["status"], r["error"]) for r in rows_of(job)] == [
+        (rung, "failed", line) for rung in ("device_batch", "host_batch", "full")
+    ]

@@ -499,3 +499,14 @@ def test_a_dataloader_refusing_a_setting_the_script_keeps_says_to_name_it_in_the
     named = script_spec([], extra="loader: {num_workers: [0, 1], persistent_workers: true}\n")
     code, err = plan_of(tmp_path, named.replace("]}", f"], flags: {flags}}}", 1), capsys)
     assert code == 0, err
+
+
+def test_plan_refuses_a_generator_around_the_loader(
+    tmp_path: Path, work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = plan_of(tmp_path, script_spec(["--wrap"]), capsys)
+    assert code == 2
+    assert err.startswith(
+        f"harness: {tmp_path / 'spec.yaml'}: workload.script: harness.probe: the loader is a generator, "
+        "an iterator that can be read once"
+    )
