@@ -187,7 +187,11 @@ class RungRow:
     loader_given: str = ""
     """The class of a loader the harness measured as it was given, not built (workload.loader's
     factory, a script's DataLoader subclass, a torchdata.nodes Loader): its settings columns are
-    then the loader's own where it reports them (empty where it does not), not the spec's."""
+    then the loader's own where it reports them (empty where it does not), not the spec's.
+    After the class, on several ranks: a DataModule's loader "re-made with a DistributedSampler"
+    (or a DistributedSamplerWrapper around a sampler of its own) as Lightning's Trainer does, or
+    a factory's "not split by rank" (it takes neither rank nor world_size, its sampler is plain):
+    each rank read the whole data set."""
     delivery_period: int | None = None
     """Steps per period where the loader delivered in bursts (workers in step: a wait every
     `delivery_period` steps, harness/execution/steady.py): the window covers whole periods, and

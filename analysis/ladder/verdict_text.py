@@ -192,7 +192,8 @@ def shapes(count: int) -> str:
 
 
 SHARD_FIX = "Hugging Face: to_iterable_dataset(num_shards=...); webdataset: more tar files"
-"""How the libraries people stream from are given more shards (as the run's log says it)."""
+"""How the libraries people stream from are given more shards: the one wording, which the
+run's log (harness.execution.runner.idle_text) and the grid's recommendation also use."""
 
 
 def idle_workers(least: int, most: int, workers: int, ranks: int, rungs: list[str], *, stream: bool) -> str:

@@ -18,6 +18,12 @@ side: the step and the loader's rate of one pass share its spell), and each quan
   two that remain (two windows agreed within the margin, or a third was taken and outvoted
   one); widened to include the median.
 
+Where the profile sees stalls, the main thread's load and the worker's rate are taken without
+each window's own count of them (`_without_stalls`: the unstalled load and worker period, plus
+the stall share pooled over every window that counts stalls, `_stalls`), and the passes'
+agreement compares those: a 50-step window's count of rare stalls moves its mean by more than
+the margin, and a third pass would only draw another count.
+
 The model's prediction of each configuration then carries an interval (`with_intervals`):
 the lowest and the highest samples/s over the profiles with each uncertain quantity at either
 end of its interval (every combination: 2^k profiles, k <= 5). analysis/tune/search.py widens
@@ -125,11 +131,14 @@ def fit_windows(
         for f in fields(Profile)
         if isinstance(getattr(first, f.name), float)
     }
-    stall_s, shares = _stalls(zeros, [p.stall_s for p in fits])
+    stall_s, shares = _stalls(zeros, [p.stall_s for p in fits], somes, fits)
     numbers["stall_s"] = stall_s
+    per_pass = {name: [getattr(p, name) for p in fits] for name in UNCERTAIN}
+    if stall_s > 0:
+        per_pass.update(_without_stalls(zeros, somes, fits, stall_s, statistics.fmean(shares), workers))
     intervals = {}
     for name in UNCERTAIN:
-        fig = figure(shares if name == "stall_share" else [getattr(p, name) for p in fits])
+        fig = figure(shares if name == "stall_share" else per_pass[name])
         # The stall share is a rate of rare events: the windows (of equal length) pooled, the
         # mean of their shares, counts every stall seen; their median drops the window that
         # saw the most (on short windows, two stalls or none: the median halves it).
@@ -146,23 +155,100 @@ def fit_windows(
     )
 
 
-def _stalls(zeros: Sequence[Mapping[str, float]], lengths: Sequence[float]) -> tuple[float, list[float]]:
+def _stalls(
+    zeros: Sequence[Mapping[str, float]],
+    lengths: Sequence[float],
+    somes: Sequence[Mapping[str, float]] = (),
+    fits: Sequence[Profile] = (),
+) -> tuple[float, list[float]]:
     """The stall's length and each window's stall share. A stall is a rare event: a window of
     200 steps on a reader that stalls 2 % of the time holds about 4, and its p99 wait (what the
     length is read from) misses them where it holds 2 or fewer, so that window reads "no
     stall" (0) where the reader stalls as often. The median over windows would halve both
     figures; so the length is the median of the windows that saw one, and each window's share
-    is its mean wait's excess over its p50 (which every stall adds to) over that length."""
-    seen = [v for v in lengths if v > 0]
+    is its mean wait's excess over its p50 (which every stall adds to) over that length.
+
+    The worker point's windows count too where its one worker bounds the step (`_worker_bound`:
+    each step waits for the worker, no stock absorbs anything, so a stall adds its whole
+    length to one step's wait, as at num_workers=0): a profile of two passes then counts the
+    stalls of four windows, not two (50-step windows on a reader stalling 5 % of its reads
+    hold 0 to 5 each: the share from two reads ±45 %, from four ±32 %); and their p99 over
+    their p50 gives the stall's length where the num_workers=0 windows saw none (a reader
+    stalling on 2 % of its reads leaves two 50-step windows without a stall one time in
+    eight, four one time in fifty: the model then predicts no stall and puts the 193-point
+    grid's answer at prefetch_factor=1, 30 % under the best)."""
+    # A window that crossed an epoch's end holds its workers' restart among its waits: the
+    # tail and the excess would count it as a stall (the 193-point grid's epochs of 20 steps
+    # read a 100 ms "stall" where the reader's are 200 ms).
+    bound = [
+        s for s, fit in zip(somes, fits, strict=True) if _worker_bound(s, fit) and not s.get("epoch_restarts")
+    ]
+    seen = [v for v in (*lengths, *(_tail(s) for s in bound)) if v > 0]
     if not seen:
         return 0.0, [0.0] * len(zeros)
     length = statistics.median(seen)
+    counted = [*zeros, *bound]
     shares = []
-    for z in zeros:
+    for z in counted:
         mean, p50 = z.get("loading_time"), z.get("loading_time_p50")
         excess = mean - p50 if mean is not None and p50 is not None and math.isfinite(mean - p50) else 0.0
         shares.append(min(1.0, max(0.0, excess / length)))
     return length, shares
+
+
+def _tail(figures: Mapping[str, float]) -> float:
+    """A worker window's p99 wait over its p50: the stall's length where it holds one; 0
+    without, or where it is within the margin of the window's median step (the waits' own
+    jitter: no stall the step would notice)."""
+    p50, p99 = figures.get("loading_time_p50"), figures.get("loading_time_p99")
+    if not (_finite(p50) and _finite(p99)):
+        return 0.0
+    tail = p99 - p50  # type: ignore[operator]
+    return tail if tail > noise.MARGIN * figures["step_time_median"] else 0.0
+
+
+def _worker_bound(some: Mapping[str, float], fit: Profile) -> bool:
+    """Whether the worker point's steps waited for its workers (its median step beyond the
+    margin of the step's demand): its median step is then the workers' unstalled period."""
+    median = some.get("step_time_median")
+    return _finite(median) and median > (1 + noise.MARGIN) * fit.step_s  # type: ignore[operator]
+
+
+def _without_stalls(
+    zeros: Sequence[Mapping[str, float]],
+    somes: Sequence[Mapping[str, float]],
+    fits: Sequence[Profile],
+    stall_s: float,
+    share: float,
+    workers: int,
+) -> dict[str, list[float]]:
+    """Each pass's main thread's load and worker's efficiency, their stalls counted at the
+    pooled `share` rather than at the window's own count. A profile window of 50 steps on a
+    reader that stalls 300 ms on 5 % of its reads holds 0 to 5 stalls: the window's mean
+    load then moves by ±40 %, and the worker's rate (its loader's capacity over that mean,
+    from another window with its own count) by more, though neither the read nor the worker
+    changed. So the load is the window's unstalled one (its p50, which a stall leaves alone)
+    plus the pooled share of the stall; the worker's unstalled period is its point's median
+    step where the worker bounds it (one worker slower than the step: each step waits for it),
+    else the capacity window's period less the pooled stalls; the efficiency is the load over
+    that period plus the same pooled stalls."""
+    stalls = share * stall_s
+    loads, efficiencies = [], []
+    for zero, some, fit in zip(zeros, somes, fits, strict=True):
+        p50 = zero.get("loading_time_p50")
+        load = (p50 if _finite(p50) else fit.main_load_s - stalls) + stalls  # type: ignore[operator]
+        capacity_period = workers / some["loader_capacity"]
+        if _worker_bound(some, fit):
+            unstalled = workers * some["step_time_median"]
+        else:
+            unstalled = max(capacity_period - stalls, capacity_period / 2)
+        loads.append(load)
+        efficiencies.append(min(1.0, load / (unstalled + stalls)))
+    return {"main_load_s": loads, "efficiency": efficiencies}
+
+
+def _finite(x: object) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
 def profile_steps(steps: int) -> int:
@@ -190,14 +276,24 @@ def passes_agree(
     """Whether the passes so far agree on the step, the main thread's load, the worker's rate
     and the plateau's rate (the hand-off): else a third pass is wanted. The stall share is
     left out: on an erratic reader it differs between windows by nature, and the median of
-    three would not settle it either."""
+    three would not settle it either; so where a pass saw stalls, the load and the worker's
+    rate compared are those with the stalls pooled (`_without_stalls`: a window's own count
+    of rare stalls moves its mean load by more than the margin, and a third window would
+    only draw another count)."""
     fits = [
         fit_profile(z, s, workers=workers, batch_size=batch_size) for z, s in zip(zeros, somes, strict=True)
     ]
+    loads = [p.main_load_s for p in fits]
+    rates = [p.efficiency / p.main_load_s for p in fits]
+    stall_s, shares = _stalls(zeros, [p.stall_s for p in fits], somes, fits)
+    if stall_s > 0:
+        pooled = _without_stalls(zeros, somes, fits, stall_s, statistics.fmean(shares), workers)
+        loads = pooled["main_load_s"]
+        rates = [e / m for e, m in zip(pooled["efficiency"], loads, strict=True)]
     return (
         agree([p.step_s for p in fits], margin)
-        and agree([p.main_load_s for p in fits], margin)
-        and agree([p.efficiency / p.main_load_s for p in fits], margin)
+        and agree(loads, margin)
+        and agree(rates, margin)
         and agree(plateau_rates, margin)
     )
 

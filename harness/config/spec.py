@@ -310,7 +310,8 @@ def parse_spec(text: str, *, file: str | None = None, path: Path | None = None) 
     notes = () if script else _check_factories(c, values)
     rungs = _rungs(c, top.get("rungs", ["full"]))
     sequence = _sequence(c, top.get("sequence"), values)
-    notes = (*notes, *_check_loader(c, values, sequence, rungs))
+    slurm = _slurm(c, top.get("slurm"))
+    notes = (*notes, *_check_loader(c, values, sequence, rungs, slurm.world_size))
     _check_pipeline(c, values, sequence)
     return Spec(
         name=name,
@@ -323,7 +324,7 @@ def parse_spec(text: str, *, file: str | None = None, path: Path | None = None) 
         sequence=sequence,
         measure=_measure(c, top.get("measure")),
         rungs=rungs,
-        slurm=_slurm(c, top.get("slurm")),
+        slurm=slurm,
         sampler=SamplerConfig(**c.section(SamplerConfig, top.get("sampler"), "sampler")),
         profile=_profile(c, top.get("profile"), rungs),
         expect=parse_expect(top.get("expect"), c.fail, rungs=rungs, steps=[s.name for s in sequence]),
@@ -729,10 +730,12 @@ def _check_loader(
     axes: Mapping[str, tuple[Any, ...]],
     sequence: tuple[SequenceStep, ...],
     rungs: Sequence[str],
+    ranks: int,
 ) -> list[str]:
     """workload.loader's factory: imported, bound to what the harness passes it and each
     loader_args; no axis over a setting it does not take; nothing beside it that its loader
-    would ignore. Returns the plan's lines on the settings it leaves to its loader."""
+    would ignore. Returns the plan's lines on the settings it leaves to its loader, and on the
+    data it cannot split between the point's `ranks`."""
     names = _pipeline_values(c, axes, sequence, "loader")
     if not names:
         if any(_all_values(axes, sequence, "workload.loader_args")):
@@ -766,7 +769,11 @@ def _check_loader(
         if refused is not None:
             setting = refused.split(" ", 1)[0]
             raise c.fail(f"loader.{setting}", refused)
-        for note in (loader_factory.untaken_note(name, factory), *loader_factory.rung_notes(name, rungs)):
+        for note in (
+            loader_factory.untaken_note(name, factory),
+            *loader_factory.rung_notes(name, rungs),
+            loader_factory.ranks_note(name, factory, ranks),
+        ):
             if note is not None and note not in notes:
                 notes.append(note)
     return notes

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import logging
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,11 +23,13 @@ from typing import Any
 from torch.utils.data import DataLoader, IterableDataset
 
 from harness.config.plan import Point
-from harness.execution import batches, ladder, trainer_sampler
+from harness.execution import ladder, trainer_sampler
 from harness.naming import type_name
 from harness.workloads import loader_factory, registry
 from harness.workloads.loader_factory import LOADER_SETTINGS
 from harness_schema.settings import LoaderSettings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -38,6 +41,10 @@ class GivenLoader:
     loader: Iterable[Any]
     name: str
     recorded: LoaderSettings
+    whole_on: int = 0
+    """The ranks that each read the whole data set (a factory that takes neither rank nor
+    world_size, its DataLoader's sampler plain: nothing splits it); 0 where it is split or
+    nothing says it is not."""
 
     @property
     def dataset(self) -> Any:
@@ -50,13 +57,17 @@ class GivenLoader:
         return found
 
 
-def loader_given(loader: Any) -> str:
-    """The rows' `loader_given` for a loader measured as given: its class, and where the harness
-    re-made a DataModule's loader as Lightning's Trainer does on several ranks, with what."""
+def loader_given(loader: Any, *, whole_on: int = 0) -> str:
+    """The rows' `loader_given` for a loader measured as given: its class, where the harness
+    re-made a DataModule's loader as Lightning's Trainer does on several ranks, with what
+    sampler, and where each of `whole_on` ranks read the whole data set."""
     name = type_name(loader)
     if trainer_sampler.remade(loader):
         ranks = getattr(loader.sampler, "num_replicas", "several")
-        name += f", re-made with a DistributedSampler over {ranks} ranks as Lightning's Trainer does"
+        sampler = type(loader.sampler).__name__
+        name += f", re-made with a {sampler} over {ranks} ranks as Lightning's Trainer does"
+    if whole_on > 1:
+        name += f", not split by rank: each of {whole_on} ranks read the whole data set"
     return name
 
 
@@ -135,14 +146,7 @@ def build_stream(
 ) -> ladder.LoaderStream | ladder.RepeatStream | IterStream:
     """The rung's stream from a given loader (the module's docstring says which rung reads what)."""
     if rung in ("device_batch", "host_batch"):
-        source = loop_stream(given)
-        try:
-            batch = source.next()
-        finally:
-            source.close()
-        if rung == "device_batch":
-            batch = batches.to_device(batch, where.device)
-        return ladder.RepeatStream(batch)
+        return ladder.cached_batch(loop_stream(given), rung, where)
     if rung == "full":
         return loop_stream(given)
     dataset = given.dataset
@@ -199,5 +203,27 @@ def from_factory(point: Point, where: ladder.Placement, dataset: Any) -> GivenLo
     made = loader_factory.call(factory, w.loader, w.loader_args, values)
     applied = [name for name in LOADER_SETTINGS if name in loader_factory.passed(factory)]
     return GivenLoader(
-        loader=made, name=f"{w.loader}'s {type_name(made)}", recorded=reported(made, point.loader, applied)
+        loader=made,
+        name=f"{w.loader}'s {type_name(made)}",
+        recorded=reported(made, point.loader, applied),
+        whole_on=_whole_on(w.loader, factory, made, where.world_size),
     )
+
+
+def _whole_on(name: str, factory: Any, loader: Any, world_size: int) -> int:
+    """The ranks that each read the whole data set (GivenLoader.whole_on), said in the log as
+    `harness plan` said it before the run (loader_factory.ranks_note)."""
+    passed = loader_factory.passed(factory)
+    if world_size <= 1 or "rank" in passed or "world_size" in passed or not trainer_sampler.unsplit(loader):
+        return 0
+    log.warning(
+        "%s's %s on %d ranks: its factory takes neither rank nor world_size and its sampler (%s) "
+        "does not split by rank, so each rank reads the whole data set, an epoch %d times the "
+        "training's; accept rank and world_size and split by them, or return a DataModule",
+        name,
+        type_name(loader),
+        world_size,
+        type_name(loader.sampler),
+        world_size,
+    )
+    return world_size

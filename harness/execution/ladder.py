@@ -12,7 +12,7 @@ import dataclasses
 import gc
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch.utils.data import (
@@ -575,6 +575,26 @@ def transform_names(dataset: Dataset[Any]) -> str:
     return ",".join(type(t).__name__ for t in steps or [])
 
 
+class BatchSource(Protocol):
+    """A stream a cached rung takes its one batch from (a LoaderStream, a given loader's IterStream)."""
+
+    def next(self) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+def cached_batch(source: BatchSource, rung: str, where: Placement) -> RepeatStream:
+    """device_batch's and host_batch's stream, whoever built the loader: the source's first
+    batch (the source closed after it), on the device for device_batch, repeated."""
+    try:
+        batch = source.next()
+    finally:
+        source.close()
+    if rung == "device_batch":
+        batch = batches.to_device(batch, where.device)
+    return RepeatStream(batch)
+
+
 def build_stream(
     rung: str,
     dataset: Dataset[Any],
@@ -588,13 +608,7 @@ def build_stream(
     """The rung's stream; `timeout_s` bounds each wait for a batch from the workers."""
     if rung in ("device_batch", "host_batch"):
         source = LoaderStream(make_loader(dataset, loader, batch_size, where, parts, timeout_s=timeout_s))
-        try:
-            batch = source.next()
-        finally:
-            source.close()
-        if rung == "device_batch":
-            batch = batches.to_device(batch, where.device)
-        return RepeatStream(batch)
+        return cached_batch(source, rung, where)
     return LoaderStream(
         make_loader(
             sample_dataset(rung, dataset), loader, batch_size, where, on(parts, dataset), timeout_s=timeout_s

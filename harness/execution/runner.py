@@ -101,7 +101,7 @@ def _given(opened: OpenPoint, source: Any) -> given_loader.GivenLoader | None:
     if not isinstance(source, given_loader.GivenLoader):
         return None
     opened.rows.point = dataclasses.replace(opened.point, loader=source.recorded)
-    opened.rows.loader_given = given_loader.loader_given(source.loader)
+    opened.rows.loader_given = given_loader.loader_given(source.loader, whole_on=source.whole_on)
     return source
 
 
@@ -313,7 +313,11 @@ def _loader_facts(
 
 
 def idle_text(idle: int, workers: int, dataset: Any) -> str:
-    """What workers that made no batch mean, and the fix, in the words of the dataset's kind."""
+    """What workers that made no batch mean, and the fix, in the words of the dataset's kind.
+    The fix's libraries are worded once, in the verdict's SHARD_FIX, which the report says too;
+    imported here, on this warning's path alone, so that a rank starts without pandas."""
+    from analysis.ladder.verdict_text import SHARD_FIX
+
     said = f"{idle} of {workers} DataLoader workers delivered no batch"
     if not isinstance(dataset, IterableDataset):
         return f"{said}: fewer batches per epoch than workers"
@@ -322,7 +326,7 @@ def idle_text(idle: int, workers: int, dataset: Any) -> str:
     return (
         f"{said}: the stream has fewer shards than readers{count}, so the row's num_workers="
         f"{workers} worked as {workers - idle}; give the stream at least num_workers × ranks shards "
-        "(Hugging Face: to_iterable_dataset(num_shards=...); webdataset: more tar files)"
+        f"({SHARD_FIX})"
     )
 
 

@@ -19,14 +19,18 @@ rank. Here the harness does what the Trainer does:
   `drop_last=False`), and keeps the loader's batch size, `drop_last`, workers and collate_fn;
   its seed is `PL_GLOBAL_SEED` (seed_everything's, else 0), ours is the point's, the same on
   every rank as a DistributedSampler needs;
-- each epoch the sampler is told its number (`set_epoch`, ladder.LoaderStream does it).
+- a sampler of the user's own class is wrapped, as the Trainer wraps it, in Lightning's
+  `DistributedSamplerWrapper` (`lightning.fabric.utilities.distributed`): each rank reads its
+  share of what that sampler yields. The log says so, and that a sampler already splitting by
+  rank (written for `use_distributed_sampler=False`, which the harness cannot see) is now split
+  twice: a DistributedSampler subclass is kept, as the Trainer keeps it. Without lightning the
+  loader is kept as given, said in the log;
+- each epoch the sampler is told its number (`set_epoch`, ladder.LoaderStream does it; the
+  wrapper passes it on to the user's sampler).
 
 Where the Trainer would go further, the harness keeps the loader as given and says so in the
-log: a sampler of the user's own class (the Trainer wraps it in a DistributedSamplerWrapper) or
-a batch sampler of the user's own class (the Trainer injects the DistributedSampler into it).
-Such a sampler may already split by rank (from the factory's `rank` and `world_size`, in a
-training run with `use_distributed_sampler=False`, which the harness cannot see): wrapping it
-would split it twice.
+log: a batch sampler of the user's own class (the Trainer injects the DistributedSampler into
+it, re-making the batch sampler from its recorded arguments).
 
 A loader a factory returns itself (not from a DataModule) is never re-made: nothing says a
 Trainer will handle it (torchrun with plain DDP keeps the loader as it is), and the factory is
@@ -57,6 +61,13 @@ log = logging.getLogger(__name__)
 
 _REMADE: weakref.WeakSet[DataLoader[Any]] = weakref.WeakSet()
 """The loaders this module re-made, for their rows' `loader_given` (remade())."""
+
+
+_OWN_SAMPLER = "a sampler of its own"
+_TWICE = (
+    "; a sampler that splits by rank already (for use_distributed_sampler=False) is now split "
+    "twice: make it a DistributedSampler subclass, which is kept"
+)
 
 
 def request(hook: Callable[[], Any], world_size: int) -> Any:
@@ -100,39 +111,65 @@ def as_trainer(loader: Any, *, rank: int, world_size: int, seed: int) -> Any:
         log.info("the DataModule's %s has its own %s: kept", type_name(loader), type_name(loader.sampler))
         return loader
     custom = _custom(loader)
-    if custom is not None:
+    if custom is not None and not custom.startswith(_OWN_SAMPLER):
         log.warning(
-            "the DataModule's %s has %s: kept as given on %d ranks (Lightning's Trainer would split it "
-            "by rank itself unless use_distributed_sampler=False); if it does not split by rank, "
-            "every rank reads the whole data set",
+            "the DataModule's %s has %s: kept as given on %d ranks (Lightning's Trainer would put its "
+            "DistributedSampler into it unless use_distributed_sampler=False); if it does not split "
+            "by rank, every rank reads the whole data set",
             type_name(loader),
             custom,
             world_size,
         )
         return loader
-    sampler: DistributedSampler[Any] = DistributedSampler(
-        loader.dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed
-    )
-    remade = _update(loader, sampler)
-    if remade is None:
+    sampler = _distributed(loader, rank=rank, world_size=world_size, seed=seed)
+    remade = None if sampler is None else _update(loader, sampler)
+    if sampler is None or remade is None:
         log.warning(
             "the DataModule's %s kept as given on %d ranks: without lightning installed only a plain "
-            "DataLoader can be re-made with a DistributedSampler; every rank reads the whole data set",
+            "DataLoader can be re-made with a DistributedSampler%s; every rank reads the whole data set",
             type_name(loader),
             world_size,
+            f" ({custom}: Lightning's DistributedSamplerWrapper would split it)" if custom else "",
         )
         return loader
     _REMADE.add(remade)
     log.info(
-        "the DataModule's %s had a %s: re-made with a DistributedSampler (rank %d of %d, shuffled, "
-        "seed %d) as Lightning's Trainer does on several ranks (use_distributed_sampler=True)",
+        "the DataModule's %s had %s: re-made with a %s (rank %d of %d, shuffled, seed %d) as "
+        "Lightning's Trainer does on several ranks (use_distributed_sampler=True)%s",
         type_name(loader),
-        type(loader.sampler).__name__,
+        custom or f"a {type(loader.sampler).__name__}",
+        type(sampler).__name__,
         rank,
         world_size,
         seed,
+        _TWICE if custom else "",
     )
     return remade
+
+
+def _distributed(
+    loader: DataLoader[Any], *, rank: int, world_size: int, seed: int
+) -> DistributedSampler[Any] | None:
+    """The sampler the Trainer puts in the training loader (data_connector._get_distributed_sampler,
+    shuffle=True): a DistributedSampler over the data set in place of a plain sampler, Lightning's
+    DistributedSamplerWrapper around a sampler of the user's own class (each rank its share of
+    what that sampler yields); None for the latter without lightning."""
+    if isinstance(loader.sampler, (RandomSampler, SequentialSampler)):
+        return DistributedSampler(loader.dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
+    wrapper = _wrapper()
+    if wrapper is None:
+        return None
+    return wrapper(loader.sampler, num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
+
+
+def _wrapper() -> Any:
+    """Lightning's DistributedSamplerWrapper (lightning's, else lightning_fabric's); None without."""
+    for name in ("lightning.fabric.utilities.distributed", "lightning_fabric.utilities.distributed"):
+        try:
+            return importlib.import_module(name).DistributedSamplerWrapper
+        except ImportError:
+            continue
+    return None
 
 
 def remade(loader: Any) -> bool:
@@ -143,10 +180,18 @@ def remade(loader: Any) -> bool:
         return False
 
 
+def unsplit(loader: Any) -> bool:
+    """Whether `loader` is a torch DataLoader over a map-style data set whose sampler and batch
+    sampler are PyTorch's plain ones: nothing in it splits the data by rank."""
+    if not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
+        return False
+    return _custom(loader) is None
+
+
 def _custom(loader: DataLoader[Any]) -> str | None:
     """What of the loader's is the user's own class (the Trainer wraps or injects; we keep)."""
     if not isinstance(loader.sampler, (RandomSampler, SequentialSampler)):
-        return f"a sampler of its own ({type_name(loader.sampler)})"
+        return f"{_OWN_SAMPLER} ({type_name(loader.sampler)})"
     batch_sampler = loader.batch_sampler
     if batch_sampler is not None and type(batch_sampler) is not BatchSampler:
         return f"a batch sampler of its own ({type_name(batch_sampler)})"

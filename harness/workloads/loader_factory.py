@@ -23,6 +23,7 @@ Torch-free at import: the spec's check and the plan use it on a login node.
 from __future__ import annotations
 
 import inspect
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -97,6 +98,37 @@ def untaken_note(name: str, factory: Callable[..., Any]) -> str | None:
         f"record the loader's own value where it reports one, a DataLoader's attributes; empty "
         f"otherwise)"
     )
+
+
+def ranks_note(name: str, factory: Callable[..., Any], ranks: int) -> str | None:
+    """`harness plan`'s line for a factory that cannot split the data between the spec's `ranks`
+    (it takes neither `rank` nor `world_size`, and is not known to make a DataModule, whose
+    loader the harness re-makes as Lightning's Trainer does); None where it can, or one rank.
+    The harness keeps a loader a factory returns (trainer_sampler.py's docstring says why), so
+    a plain DataLoader would give every rank the whole data set."""
+    if ranks <= 1 or any(registry.accepts(factory, place) for place in ("rank", "world_size")):
+        return None
+    if _makes_datamodule(factory):
+        return None
+    return (
+        f"{name} takes neither rank nor world_size, and the spec runs {ranks} ranks "
+        "(slurm.nodes × slurm.tasks_per_node): unless its loader splits the data by rank itself (a "
+        "DistributedSampler over the process group, a stream sharded by node), each rank reads the "
+        f"whole data set, an epoch {ranks} times the training's; accept rank and world_size and "
+        "split by them, or return a DataModule, whose loader the harness re-makes with a "
+        "DistributedSampler as Lightning's Trainer does"
+    )
+
+
+def _makes_datamodule(factory: Callable[..., Any]) -> bool:
+    """Whether the factory is, or is annotated to return, a class with train_dataloader()."""
+    made: Any = factory
+    if not inspect.isclass(factory):
+        try:
+            made = typing.get_type_hints(factory).get("return")
+        except Exception:  # an annotation that does not resolve: not known
+            return False
+    return inspect.isclass(made) and callable(getattr(made, "train_dataloader", None))
 
 
 def axis_over_untaken(

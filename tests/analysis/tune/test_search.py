@@ -398,3 +398,53 @@ def test_a_model_contradicted_where_it_put_the_best_gets_the_answers_neighbourho
     assert result.model_choice == w(2, 1)
     assert result.rounds[0] == [w(2, 1), w(3, 1), w(2, 2)]
     assert set(result.rounds[1]) == {w(4, 1), w(3, 2)}
+
+
+def test_a_dearer_neighbour_the_model_caps_at_the_choice_under_every_profile_is_not_measured() -> None:
+    """Two corner profiles (a reader that stalls little, or much): four workers at prefetch 8
+    predicted 100 under both, six workers likewise (the step's bound: more workers cannot add
+    to it), prefetch 4 at 90 or 80. Six workers cannot beat the choice under any profile the
+    windows allow: the first round leaves it out. Where the stalls are many, four workers at
+    prefetch 8 leave some unabsorbed (90) that six absorb (100): six may then gain, and it is
+    measured."""
+    corners = {w(4, 4): (90.0, 80.0), w(4, 8): (100.0, 100.0), w(6, 8): (100.0, 100.0)}
+
+    def predicted(values: Mapping[Config, tuple[float, float]]) -> list[Prediction]:
+        return [Prediction(c, v[0], 0.0, "step", min(v), max(v), v) for c, v in values.items()]
+
+    truth = {c: v[1] for c, v in corners.items()}
+    result = search(list(corners), predicted(corners), Bench(truth))
+    assert result.model_choice == w(4, 8)
+    assert result.rounds[0] == [w(4, 8), w(4, 4)]
+    assert result.judged.answer == w(4, 8)
+    stalling = {**corners, w(4, 8): (100.0, 90.0)}
+    result = search(list(stalling), predicted(stalling), Bench(truth))
+    assert result.rounds[0] == [w(4, 8), w(6, 8), w(4, 4)]
+
+
+def test_a_dearer_choice_three_lucky_runs_topped_is_measured_until_decided() -> None:
+    """The erratic reader's draw: the model puts four workers at prefetch 8 at 100 and prefetch
+    4 at 80 (stalls it does not absorb); three runs of prefetch 4 read 99.7, 89 and 103.5 (a
+    200-step window's count of stalls moves it 5-10 %), of prefetch 8 97.6, 98.9 and 108.9:
+    prefetch 4 tops it, prefetch 8 is undecided under it, and the cheaper prefetch 4 was the
+    answer. The model and the runs disagreeing on the best by more than the margin, prefetch 8
+    is brought toward 6 runs beside it, pass by pass: prefetch 4 reads 90 from then on,
+    prefetch 8 100; after one more pass prefetch 8 is the best, prefetch 4 under it, and
+    prefetch 8 the answer."""
+    from analysis.tune.search import Runs
+
+    reads = {
+        w(4, 4): (99.7, 89.0, 103.5, 90.0, 90.0, 90.0),
+        w(4, 8): (97.6, 98.9, 108.9, 100.0, 100.0, 100.0),
+    }
+
+    def measure(configs: Sequence[Config], runs: int) -> dict[Config, Runs]:
+        return {c: Runs(reads[c][:runs], tuple(f"s#{i}" for i in range(runs))) for c in configs}
+
+    predicted = predictions({w(4, 4): 80.0, w(4, 8): 100.0})
+    result = search(list(reads), predicted, measure)
+    assert result.model_choice == w(4, 8)
+    assert len(result.runs[w(4, 8)]) > 3
+    assert result.judged.best == w(4, 8)
+    assert result.judged.answer == w(4, 8)
+    assert result.judged.verdicts[w(4, 4)] != noise.WITHIN

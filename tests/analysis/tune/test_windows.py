@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from analysis.tune.model import Config, Profile, predict, worker_rate
-from analysis.tune.windows import agree, figure, fit_windows, plateau_windows, with_intervals
+from analysis.tune.windows import agree, figure, fit_windows, passes_agree, plateau_windows, with_intervals
 from tests.fixtures.tune_sim import Bench, Pipeline
 
 # The issue's machine: a 28 ms step, one window of three read 40 % slow beside other work.
@@ -83,3 +83,65 @@ def test_a_window_whose_p99_missed_the_rare_stalls_does_not_halve_them() -> None
     fitted = fit_windows([zero, missed], [some, some], workers=1, batch_size=8)
     assert fitted.stall_s == pytest.approx(0.2, rel=0.1)
     assert fitted.stall_share == pytest.approx(0.02, abs=0.012)
+
+
+def _zero(stalls: int) -> dict[str, float]:
+    """A 50-step num_workers=0 window of a reader that loads in 25 ms and stalls 300 ms on
+    `stalls` of its batches, under a 20 ms step."""
+    wait = 0.025 + stalls * 0.3 / 50
+    return {
+        "loading_time": wait,
+        "loading_time_p50": 0.025,
+        "loading_time_p99": 0.325 if stalls else 0.025,
+        "steps_per_s": 1 / (0.020 + wait),
+        "bound_steps_per_s": 50.0,
+    }
+
+
+def _one_worker(stalls: int, capacity_stalls: int, **extra: float) -> dict[str, float]:
+    """The same reader's 50-step window at one worker: slower than the step, so each step
+    waits 5 ms for it (its median step is the worker's 25 ms) and a stall adds 300 ms to one
+    wait; its capacity window, timed alone, held `capacity_stalls` stalls of its own."""
+    wait = 0.005 + stalls * 0.3 / 50
+    return {
+        "loading_time": wait,
+        "loading_time_p50": 0.005,
+        "loading_time_p99": 0.305 if stalls else 0.005,
+        "step_time_median": 0.025,
+        "steps_per_s": 1 / (0.020 + wait),
+        "loader_capacity": 1 / (0.025 + capacity_stalls * 0.3 / 50),
+        "bound_steps_per_s": 50.0,
+        **extra,
+    }
+
+
+def test_the_load_and_the_workers_rate_do_not_move_with_a_windows_own_count_of_stalls() -> None:
+    """Two passes whose windows caught 1 and 3 stalls at num_workers=0, 2 and 0 at one worker,
+    and 4 and 0 in its capacity windows: the same reader throughout. The windows' mean loads
+    (31 and 43 ms) and capacities (20.4 and 40 batches/s) disagree by far more than the margin,
+    so a third pass was asked for and the worker's rate came out at 22 batches/s. Stall-free,
+    every pass reads a 25 ms load and a 25 ms worker; the stalls pooled over the four windows
+    (6 of 200 steps: 3 %) add 0.03 × 300 = 9 ms to both: 34 ms, a worker at 29.4 batches/s,
+    and the passes agree."""
+    zeros, somes = [_zero(1), _zero(3)], [_one_worker(2, 4), _one_worker(0, 0)]
+    fitted = fit_windows(zeros, somes, workers=1, batch_size=8)
+    assert fitted.stall_s == pytest.approx(0.3)
+    assert fitted.stall_share == pytest.approx(0.03)
+    assert fitted.main_load_s == pytest.approx(0.034)
+    assert worker_rate(fitted) == pytest.approx(1 / 0.034)
+    assert fitted.intervals["main_load_s"] == pytest.approx((0.034, 0.034))
+    assert passes_agree(zeros, somes, workers=1, batch_size=8)
+
+
+def test_the_worker_windows_count_the_stalls_the_num_workers_0_windows_missed() -> None:
+    """Two num_workers=0 windows without a stall (a reader stalling 2 % of its reads leaves
+    two 50-step windows without one a time in eight) and a one-worker window with two: the
+    stall's length is that window's tail, 300 ms, and its share is pooled over the four
+    windows (2 of 200 steps). The same window having crossed an epoch's end holds the workers'
+    restart among its waits: it counts nothing."""
+    zeros = [_zero(0), _zero(0)]
+    fitted = fit_windows(zeros, [_one_worker(2, 0), _one_worker(0, 0)], workers=1, batch_size=8)
+    assert fitted.stall_s == pytest.approx(0.3)
+    assert fitted.stall_share == pytest.approx(0.01)
+    restarted = [_one_worker(2, 0, epoch_restarts=1.0), _one_worker(0, 0, epoch_restarts=1.0)]
+    assert fit_windows(zeros, restarted, workers=1, batch_size=8).stall_s == 0.0

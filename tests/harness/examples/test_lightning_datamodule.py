@@ -77,7 +77,7 @@ def test_a_cost_injected_in_its_data_set_is_named_by_the_ladder(
     assert set(rows["loader_given"]) == {"torch.utils.data.dataloader.DataLoader"}
 
 
-def _two_ranks(tmp_path: Path, *, own_sampler: bool) -> tuple[dict[int, list[int]], list[str]]:
+def _two_ranks(tmp_path: Path, *, sampler: str) -> tuple[dict[int, list[int]], list[str]]:
     """The spec on 2 local ranks with the recording DataModule (tests/fixtures/lightning_record.py,
     40 images, 32 for training, 4 a batch), its full rung over 2 epochs: each rank's reads in
     order (no workers: the rank's own process reads), and the rows' loader_given."""
@@ -93,7 +93,8 @@ def _two_ranks(tmp_path: Path, *, own_sampler: bool) -> tuple[dict[int, list[int
         JOBS / "lightning_datamodule-cpu.yaml",
         overrides=[
             "workload.loader=tests.fixtures.lightning_record:make_loader",
-            f"workload.loader_args={{record: '{record}', own_sampler: {str(own_sampler).lower()}}}",
+            f"workload.loader_args={{record: '{record}', own_sampler: {str(sampler == 'own').lower()}, "
+            f"custom_sampler: {str(sampler == 'custom').lower()}}}",
             "workload.batch_size=4",
             "workload.model_args.step_ms=5",
             "loader={num_workers: 0}",
@@ -116,14 +117,18 @@ def _two_ranks(tmp_path: Path, *, own_sampler: bool) -> tuple[dict[int, list[int
     return read, sorted(set(rows["loader_given"]))
 
 
-@pytest.mark.parametrize("own_sampler", [False, True], ids=["plain-loader", "own-distributed-sampler"])
-def test_two_local_ranks_each_read_their_half_once_an_epoch(tmp_path: Path, own_sampler: bool) -> None:
+@pytest.mark.parametrize(
+    "sampler", ["plain", "own", "custom"], ids=["plain-loader", "own-distributed-sampler", "custom-sampler"]
+)
+def test_two_local_ranks_each_read_their_half_once_an_epoch(tmp_path: Path, sampler: str) -> None:
     """On 2 ranks each rank reads its half of the training split each epoch, the halves
     disjoint and together every sample once, reshuffled at the next epoch (set_epoch): the
-    plain loader's sampler re-made as Lightning's Trainer does (the rows say so), a loader with
-    a DistributedSampler of its own kept as it is. (The old harness gave each rank the plain
-    loader whole: 32 samples a rank an epoch, every one read twice.)"""
-    read, given = _two_ranks(tmp_path, own_sampler=own_sampler)
+    plain loader's sampler re-made as Lightning's Trainer does (the rows say so), a sampler of
+    the user's own class wrapped as the Trainer wraps it (DistributedSamplerWrapper), a loader
+    with a DistributedSampler of its own kept as it is. (The old harness gave each rank the
+    plain loader, and the custom sampler's, whole: 32 samples a rank an epoch, every one read
+    twice.)"""
+    read, given = _two_ranks(tmp_path, sampler=sampler)
     assert sorted(read) == [0, 1]
     epochs = [[read[rank][e * 16 : (e + 1) * 16] for rank in (0, 1)] for e in range(2)]
     for mine, theirs in epochs:
@@ -131,11 +136,12 @@ def test_two_local_ranks_each_read_their_half_once_an_epoch(tmp_path: Path, own_
         both = Counter(mine + theirs)
         assert len(both) == 32 and set(both.values()) == {1}, both  # disjoint, none missing
     assert epochs[0][0] != epochs[1][0]  # set_epoch reshuffled
-    if own_sampler:
+    if sampler == "own":
         assert given == ["torch.utils.data.dataloader.DataLoader"]
     else:
+        wrapped = "DistributedSamplerWrapper" if sampler == "custom" else "DistributedSampler"
         assert given == [
-            "torch.utils.data.dataloader.DataLoader, re-made with a DistributedSampler over 2 ranks "
+            f"torch.utils.data.dataloader.DataLoader, re-made with a {wrapped} over 2 ranks "
             "as Lightning's Trainer does"
         ]
 

@@ -99,3 +99,35 @@ def test_a_factorys_workers_are_not_counted_so_its_rows_leave_idle_workers_empty
     assert any("loader_args.num_shards" in note for note in expand(spec).notes)
     (row,) = rows(tmp_path, p)
     assert (row["status"], row["num_workers"], row["idle_workers"]) == ("ok", "2", "")
+
+
+def test_a_factory_without_rank_on_two_ranks_gives_each_the_whole_data_set_and_the_rows_say_so(
+    tmp_path: Path,
+) -> None:
+    """A factory that takes neither rank nor world_size returns the same plain DataLoader on
+    each rank: the harness keeps it (nothing says a Trainer would re-make it), so each rank
+    reads all 24 samples an epoch (6 batches, not 3). The plan says so before the run, and the
+    rows after it (the old rows named the class alone)."""
+    from harness.backends.local import run_local
+    from harness.plan_table import plan_text
+    from harness.storage.sweep import create_sweep
+
+    spec = parse_spec(
+        f"name: g\nworkload: {{loader: '{F}:dataloader', loader_args: {{size: 24}}, model: linear, "
+        "device: cpu, batch_size: 4}\nmeasure: {warmup_steps: 1, steps: 3}\nrungs: [full]\n"
+        "loader: {num_workers: 0}\n"
+        "slurm: {nodes: 1, gpus_per_node: 0, tasks_per_node: 2, cpus_per_task: 1}\n"
+    )
+    plan = expand(spec)
+    assert (
+        f"note: {F}:dataloader takes neither rank nor world_size, and the spec runs 2 ranks "
+        "(slurm.nodes × slurm.tasks_per_node): unless its loader splits the data by rank itself"
+    ) in plan_text(plan, [], tmp_path, "terminal")
+    sweep = create_sweep(plan, tmp_path / "results", backend="local", world_size=2)
+    assert run_local(plan.points, sweep, plan.spec.slurm) == []
+    (only,) = plan.points
+    got = [results.read_rows(layout.rank_file(layout.point_dir(sweep, only.id), k))[0] for k in (0, 1)]
+    assert [(r["status"], r["epoch_steps"]) for r in got] == [("ok", "6"), ("ok", "6")]
+    assert {r["loader_given"] for r in got} == {
+        "torch.utils.data.dataloader.DataLoader, not split by rank: each of 2 ranks read the whole data set"
+    }

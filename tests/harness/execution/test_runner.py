@@ -5,6 +5,8 @@ import json
 import logging
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -378,6 +380,25 @@ loader: {num_workers: 2}
         "row's num_workers=2 worked as 1; give the stream at least num_workers × ranks shards "
         "(Hugging Face: to_iterable_dataset(num_shards=...); webdataset: more tar files)"
     ]
+
+
+def test_the_idle_workers_fix_is_the_verdicts_wording(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The log's fix and the report's are one text (verdict_text.SHARD_FIX): a change of the
+    libraries' advice reaches both (the log had its own copy of the words)."""
+    from analysis.ladder import verdict_text
+    from tests.fixtures.pipelines import ShardedStream
+
+    monkeypatch.setattr(verdict_text, "SHARD_FIX", "litdata: optimize(chunk_bytes=...)")
+    said = runner.idle_text(1, 2, ShardedStream(num_shards=1, per_shard=4))
+    assert said.endswith("at least num_workers × ranks shards (litdata: optimize(chunk_bytes=...))")
+
+
+def test_a_rank_starts_without_the_analysis() -> None:
+    """The fix's words come from the analysis only when a warning says them: importing the
+    runner (every rank's start) does not bring pandas in."""
+    code = "import sys, harness.execution.runner; print('pandas' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
 
 
 def test_a_map_style_dataset_is_read_only_by_the_workers_and_its_cache_still_sized(tmp_path: Path) -> None:

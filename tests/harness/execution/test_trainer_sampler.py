@@ -16,6 +16,7 @@ from torch.utils.data import (
     DistributedSampler,
     IterableDataset,
     RandomSampler,
+    Sampler,
     SequentialSampler,
     WeightedRandomSampler,
 )
@@ -94,17 +95,12 @@ class _OwnBatches(BatchSampler):
     [
         (DataLoader(DATA, sampler=DistributedSampler(DATA, num_replicas=2, rank=0)), "has its own "),
         (
-            DataLoader(DATA, sampler=WeightedRandomSampler([1.0] * 20, 20)),
-            "has a sampler of its own (torch.utils.data.sampler.WeightedRandomSampler): kept as given on 2 "
-            "ranks (Lightning's Trainer would split it by rank itself unless use_distributed_sampler=False)",
-        ),
-        (
             DataLoader(DATA, batch_sampler=_OwnBatches(SequentialSampler(DATA), 4, False)),
             "has a batch sampler of its own (tests.harness.execution.test_trainer_sampler._OwnBatches)",
         ),
         (DataLoader(_Stream(), batch_size=4), None),
     ],
-    ids=["distributed", "custom-sampler", "custom-batch-sampler", "stream"],
+    ids=["distributed", "custom-batch-sampler", "stream"],
 )
 def test_a_loader_whose_sampler_is_not_plain_is_kept_and_said(
     loader: DataLoader[Any], said: str | None, caplog: pytest.LogCaptureFixture
@@ -115,6 +111,75 @@ def test_a_loader_whose_sampler_is_not_plain_is_kept_and_said(
         assert caplog.text == ""
     else:
         assert said in caplog.text
+
+
+class _Reversed(Sampler[int]):
+    """A sampler of the user's own class: every index, last first, and the epochs it was told."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.epochs = size, list[int]()
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self.size - 1, -1, -1))
+
+    def __len__(self) -> int:
+        return self.size
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epochs.append(epoch)
+
+
+def test_a_sampler_of_its_own_on_two_ranks_is_wrapped_as_the_trainer_wraps_it(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Known truth: the Trainer's own call (data_connector._get_distributed_sampler) wraps a
+    sampler of the user's class in a DistributedSamplerWrapper; each of 2 ranks reads the same
+    share as under the Trainer, disjoint, every index once (the old harness kept the loader:
+    each rank read all 20), and the log and the rows' loader_given say so."""
+    pytest.importorskip("lightning", reason="the optional extra `libs` (lightning) is not installed")
+    from lightning.pytorch.trainer.connectors.data_connector import _get_distributed_sampler
+
+    from harness.execution.given_loader import loader_given
+
+    monkeypatch.setenv("PL_GLOBAL_SEED", "3")
+    caplog.set_level(logging.INFO, logger=trainer_sampler.__name__)
+    own = _Reversed(len(DATA))
+    loader = DataLoader(DATA, batch_size=4, sampler=own, collate_fn=_collate)
+    made = [as_trainer(loader, rank=rank, world_size=2, seed=3) for rank in (0, 1)]
+    for rank, ours in enumerate(made):
+        truth = _get_distributed_sampler(loader, shuffle=True, overfit_batches=0, num_replicas=2, rank=rank)
+        assert type(ours.sampler) is type(truth) and type(truth).__name__ == "DistributedSamplerWrapper"
+        assert list(ours.sampler) == list(truth) and remade(ours)
+        assert (ours.batch_size, ours.collate_fn, len(ours)) == (4, _collate, 3)  # 10 a rank
+    first, second = _shares(made)
+    assert sorted(first + second) == DATA
+    made[0].sampler.set_epoch(1)
+    assert own.epochs[-1] == 1  # the wrapper tells the user's sampler the epoch
+    assert (
+        "had a sampler of its own (tests.harness.execution.test_trainer_sampler._Reversed): re-made "
+        "with a DistributedSamplerWrapper (rank 1 of 2, shuffled, seed 3) as Lightning's Trainer does "
+        "on several ranks (use_distributed_sampler=True); a sampler that splits by rank already (for "
+        "use_distributed_sampler=False) is now split twice: make it a DistributedSampler subclass, "
+        "which is kept"
+    ) in caplog.text
+    assert loader_given(made[1]) == (
+        "torch.utils.data.dataloader.DataLoader, re-made with a DistributedSamplerWrapper over 2 ranks "
+        "as Lightning's Trainer does"
+    )
+
+
+def test_without_lightning_a_sampler_of_its_own_is_kept_and_said(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(trainer_sampler, "_lightning_data", lambda: None)
+    monkeypatch.setattr(trainer_sampler, "_wrapper", lambda: None)
+    loader = DataLoader(DATA, sampler=WeightedRandomSampler([1.0] * 20, 20))
+    assert as_trainer(loader, rank=0, world_size=2, seed=0) is loader and not remade(loader)
+    assert (
+        "kept as given on 2 ranks: without lightning installed only a plain DataLoader can be re-made "
+        "with a DistributedSampler (a sampler of its own (torch.utils.data.sampler.WeightedRandomSampler): "
+        "Lightning's DistributedSamplerWrapper would split it); every rank reads the whole data set"
+    ) in caplog.text
 
 
 def test_one_rank_keeps_the_loader() -> None:

@@ -84,3 +84,40 @@ def test_a_loader_that_can_be_read_once_is_refused_with_what_to_give_instead() -
 
     restarting = Restarting()
     assert loader_factory.train_loader(restarting) is restarting
+
+
+def _datamodule_annotated(*, batch_size: int) -> loaders.Module:
+    return loaders.Module(batch_size)
+
+
+def _with_rank(*, batch_size: int, rank: int, world_size: int) -> Any:
+    return [batch_size, rank, world_size]
+
+
+@pytest.mark.parametrize(
+    ("factory", "ranks", "said"),
+    [
+        (loaders.dataloader, 4, True),  # a plain DataLoader: each of the 4 ranks would read it whole
+        (loaders.dataloader, 1, False),  # one rank: the whole data set is its share
+        (_with_rank, 4, False),  # it is given the rank's place to split by
+        (loaders.datamodule, 4, False),  # **kwargs: given rank and world_size too
+        (_datamodule_annotated, 4, False),  # a DataModule: the harness re-makes its loader
+        (loaders.Module, 4, False),  # the DataModule's class itself
+    ],
+    ids=["plain", "one-rank", "takes-rank", "kwargs", "returns-datamodule", "datamodule-class"],
+)
+def test_the_plan_says_when_a_factory_cannot_split_the_data_between_ranks(
+    factory: Any, ranks: int, said: bool
+) -> None:
+    note = loader_factory.ranks_note("f", factory, ranks)
+    if not said:
+        assert note is None
+        return
+    assert note == (
+        "f takes neither rank nor world_size, and the spec runs 4 ranks (slurm.nodes × "
+        "slurm.tasks_per_node): unless its loader splits the data by rank itself (a DistributedSampler "
+        "over the process group, a stream sharded by node), each rank reads the whole data set, an "
+        "epoch 4 times the training's; accept rank and world_size and split by them, or return a "
+        "DataModule, whose loader the harness re-makes with a DistributedSampler as Lightning's "
+        "Trainer does"
+    )
