@@ -331,7 +331,7 @@ def _check_scripts(spec_path: Path, plan: Plan) -> None:
     with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
         checked = list(pool.map(check_script, firsts.values()))
     for argv, ended in zip(firsts, checked, strict=True):
-        refusal = check_refusal(ended, " ".join(argv[2:]))
+        refusal = check_refusal(ended, " ".join(argv[2:]), firsts[argv])
         if refusal is not None:
             raise SpecError(refusal[1], file=str(spec_path), field=refusal[0])
         if warning := check_warning(ended):

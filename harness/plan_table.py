@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.config.plan import Plan, Point
-from harness.execution.loop_length import batches_before_run
+from harness.execution.loop_length import batches_before_run, stock_decided_by_script
 from harness.plan_cost import point_cost, sweep_lines, warmup_cell
 from harness.text_tables import render
 from harness.workloads import registry
@@ -106,4 +106,6 @@ def _loop_length(point: Point) -> str:
     """The batches each `probe.measure` loop of the script receives (its loader's len()), or
     where the script's own settings decide it, that the probe says it at the start."""
     count = batches_before_run(point)
-    return f"{count:,}" if count is not None else "the script's (its own num_workers/prefetch_factor)"
+    if count is not None:
+        return f"{count:,}"
+    return f"the script's (its own {'/'.join(stock_decided_by_script(point))})"

@@ -65,7 +65,7 @@ from harness.execution.loop import Clocked, one_step
 from harness.execution.loop_length import CLOSING, batches_per_loop
 from harness.execution.script import ProbeJob
 from harness.naming import type_name
-from harness.workloads.loader_factory import train_loader
+from harness.workloads.loader_factory import one_shot, train_loader
 from harness_schema.settings import LOADER_COLUMNS, LoaderSettings
 
 __all__ = [
@@ -222,6 +222,8 @@ def measure(
     if epochs < 1 or (steps is not None and steps < 1):
         raise ValueError(f"epochs and steps must be >= 1 (got epochs={epochs}, steps={steps})")
     job = _job()
+    if job is not None and (once := one_shot(source)):
+        _refuse(job, once)  # before the check run stops: `harness plan` refuses it
     if job is not None and job.check:
         _checked(job)
     count = batch_samples or batches.count_samples
@@ -232,9 +234,45 @@ def measure(
     if job is None:
         pinned = bool(getattr(source, "pin_memory", False))
         mover = _mover(target, memory_format, copy, non_blocking if non_blocking is not None else pinned)
-        return _alone(source, target, epochs, steps, mover, count)
+        passes = _alone(source, target, epochs, steps, mover, count)
+        return _Batches(passes, lambda: _passes_length(source, epochs, steps))
     how = _How(device=target, memory_format=memory_format, copy=copy, keep_running=keep_running)
     return _harnessed(job, source, how, count, non_blocking)
+
+
+class _Batches(Iterator[Any]):
+    """What `measure` returns: its batches, and a `len()` where the number is known. Loops
+    wrapped around it ask it (torchvision's references, DETR, DeiT, MAE...:
+    `MetricLogger.log_every(iterable, ...)` calls `len(iterable)` before and at every step), as
+    they ask the loader; a bare generator has none. Under the harness it is the number of
+    batches the probe yields, as `len()` of `probe.loader`'s loader says."""
+
+    def __init__(self, batches: Iterator[Any], length: Callable[[], int | None]) -> None:
+        self._batches = batches
+        self._length = length  # asked only when len() is: a loader's own len() may cost or fail
+
+    def __next__(self) -> Any:
+        return next(self._batches)
+
+    def __len__(self) -> int:
+        length = self._length()
+        if length is None:
+            raise TypeError("len() of probe.measure(...): its loader has no len() (a stream)")
+        return length
+
+    def close(self) -> None:
+        """As a generator's close(): the loop lets go of the probe (a break)."""
+        closing = getattr(self._batches, "close", None)
+        if closing is not None:
+            closing()
+
+
+def _passes_length(source: Any, epochs: int, steps: int | None) -> int | None:
+    """The batches `_alone` yields: `epochs` passes of len(source), at most `steps` in all."""
+    per_pass = _length(source)
+    if per_pass is None:
+        return None
+    return per_pass * epochs if steps is None else min(steps, per_pass * epochs)
 
 
 @contextlib.contextmanager
@@ -422,7 +460,13 @@ def _job() -> ProbeJob | None:
         return None
     refused = _own_ranks(job)
     if refused:
-        _refuse(job, refused)
+        _refuse(
+            job,
+            f"{refused}: under the harness every rank is a process the harness starts with "
+            "torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; LOCAL_RANK for the "
+            "device): launch no ranks yourself (no mp.spawn, no --multiprocessing-distributed) and "
+            "join with init_method='env://' (or probe.init_distributed())",
+        )
     job.report("reached")
     return job
 
@@ -446,13 +490,9 @@ def _own_ranks(job: ProbeJob) -> str:
 
 
 def _refuse(job: ProbeJob, why: str) -> None:
-    """One line, a failed row for every unit of this rank, exit status 2."""
-    line = (
-        f"harness.probe: {why}: under the harness every rank is a process the harness starts "
-        "with torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; LOCAL_RANK for "
-        "the device): launch no ranks yourself (no mp.spawn, no --multiprocessing-distributed) and "
-        "join with init_method='env://' (or probe.init_distributed())"
-    )
+    """One line, a failed row for every unit of this rank, exit status 2 (`harness plan`'s
+    check run: its refusal, check_refusal)."""
+    line = f"harness.probe: {why}"
     print(line, file=sys.stderr, flush=True)
     if not job.check:
         from harness.execution.point import open_point
@@ -479,7 +519,7 @@ def _harnessed(
         if not how.keep_running:
             _end()
         log.info("harness.probe: the point is measured; this loop gets no batch")
-        return iter(())
+        return _Batches(iter(()), lambda: 0)
     _measured_here = True
     given = None if getattr(source, _PROBE, None) is not None else _given(source, job)
     recorded = getattr(source, _PROBE, None) or (_from_given(given) if given else _from_dataloader(source))
@@ -499,7 +539,7 @@ def _harnessed(
             _length(source),
             announced,
         )
-    return _point_batches(job, recorded, point, how, count, announced, given)
+    return _Batches(_point_batches(job, recorded, point, how, count, announced, given), lambda: announced)
 
 
 def _given(source: Any, job: ProbeJob) -> given_loader.GivenLoader | None:

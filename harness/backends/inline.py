@@ -64,10 +64,28 @@ def _said(point: Point) -> str:
     own = set(point.script_keeps)
     if point.workload.script is not None and point.workload.batch_size is None:
         own.add("batch_size")
-    said = ", ".join(f"{k}={v}" for k, v in point.settings().items() if k in _SHOWN and k not in own)
+    loaders = _untaken(point)
+    said = ", ".join(
+        f"{k}={v}" for k, v in point.settings().items() if k in _SHOWN and k not in own and k not in loaders
+    )
     if own:
         said += f"{', ' if said else ''}the script's own {', '.join(k for k in _SHOWN if k in own)}"
+    if loaders:
+        said += f"{', ' if said else ''}the loader's own {', '.join(loaders)}"
     return said
+
+
+def _untaken(point: Point) -> tuple[str, ...]:
+    """The settings a loader factory does not take: the loader sets them (the plan says so, the
+    rows record the loader's own value or nothing), so the line gives them no value either."""
+    from harness.workloads import loader_factory, registry
+
+    if point.workload.loader is None:
+        return ()
+    try:
+        return loader_factory.untaken(registry.resolve(point.workload.loader, {}, "loader"))
+    except registry.FactoryError:
+        return ()  # the spec's check said why; the point's rows will too
 
 
 class InlineBackend:

@@ -180,3 +180,28 @@ def make_dataset(**kwargs: Any) -> HFTexts:
 def make_stream(**kwargs: Any) -> HFTextStream:
     """The spec's `dataset: harness.examples.hf_text:make_stream`; arguments as HFTextStream."""
     return HFTextStream(**kwargs)
+
+
+def make_bare(
+    *,
+    size: int = 2048,
+    vocab_size: int = 512,
+    median_length: int = 32,
+    max_length: int = 128,
+    transform_ms: float = 0,
+    seed: int = 0,
+) -> datasets.Dataset:
+    """The spec's `dataset: harness.examples.hf_text:make_bare`: a bare `datasets.Dataset`,
+    tokenized on each read by `with_transform`, as the Hugging Face documentation writes it
+    (no class of the harness's around it); `transform_ms` a sleep per sample in the transform."""
+    _, transform_s = _costs(0, transform_ms)
+    table, tokenizer = corpus_table(
+        size=size, vocab_size=vocab_size, median_length=median_length, max_length=max_length, seed=seed
+    )
+
+    def tokenize(batch: dict[str, list[Any]]) -> dict[str, list[torch.Tensor]]:
+        if transform_s:
+            time.sleep(transform_s * len(batch["text"]))
+        return {"input_ids": [torch.tensor(tokenizer(text), dtype=torch.long) for text in batch["text"]]}
+
+    return table.with_transform(tokenize)

@@ -35,6 +35,7 @@ from harness.workloads.contract import (
     SplitStream,
     WholeSampleDataset,
     folder_split,
+    hf_split,
 )
 from harness_schema import rungs as rung_names
 from harness_schema.settings import LoaderSettings
@@ -499,7 +500,8 @@ def _cut(rung: str, dataset: Any) -> _Cut:
         split = dataset
         steps = _compose_steps(dataset.transform_sample)
         return _Cut(lambda: _first(split.iter_raw(), split), dataset.transform_sample, steps, None, None)
-    dataset = folder_split(dataset) or dataset  # a stock ImageFolder splits as it is
+    # a stock ImageFolder, a Hugging Face Dataset with_transform: split as they are
+    dataset = folder_split(dataset) or hf_split(dataset) or dataset
     read = getattr(dataset, "read_bytes", None)
     decode = getattr(dataset, "decode", None)
     if isinstance(dataset, WholeSampleDataset):

@@ -34,6 +34,7 @@ __all__ = [
     "longest_warmup",
     "longest_window",
     "stock",
+    "stock_decided_by_script",
     "unit_batches",
 ]
 
@@ -87,7 +88,19 @@ def batches_before_run(point: Point) -> int | None:
     """What `harness plan` can say of a point before its script runs: the count, or None where
     it depends on the script's own num_workers or prefetch_factor (Point.script_keeps), which
     only the probe learns (its sample-level rungs' stock)."""
-    own = {"num_workers", "prefetch_factor"} & set(point.script_keeps)
-    if own and any(rung_names.is_sample_level(rung) for rung in point.rungs):
+    if stock_decided_by_script(point):
         return None
     return batches_per_loop(point)
+
+
+def stock_decided_by_script(point: Point) -> tuple[str, ...]:
+    """The script's own settings (num_workers, prefetch_factor: Point.script_keeps) on which
+    the point's count depends; none where the spec gives no workers (no stock, whatever
+    prefetch_factor the script passes: PyTorch's rule makes it None) or no rung reads through
+    the DataLoader."""
+    own = tuple(k for k in ("num_workers", "prefetch_factor") if k in point.script_keeps)
+    if "num_workers" not in own and not point.loader.num_workers:
+        return ()
+    if not any(rung_names.is_sample_level(rung) for rung in point.rungs):
+        return ()
+    return own

@@ -38,6 +38,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from harness.config.plan import Point
 from harness.execution.dist import TORCHRUN_VARIABLES, DistEnv
+from harness_schema.settings import WORKER_ONLY
 
 if TYPE_CHECKING:
     from harness.execution.point import PointOutcome
@@ -471,12 +472,13 @@ def absolute_paths(args: Sequence[str], base: Path) -> list[str]:
     return out
 
 
-def check_refusal(ended: Ended, args: str) -> tuple[str, str] | None:
+def check_refusal(ended: Ended, args: str, point: Point | None = None) -> tuple[str, str] | None:
     """(field, one line) where the check run says that no point with these flags can run:
     argparse's refusal, a DataLoader's refusal of the settings (its ValueError, raised where
     the loaders are built, before any data is read), a script that never imports the probe or
     ends without reaching probe.measure. None where it passed, or failed for a reason of this
-    machine (no GPU, no data here: `check_warning`)."""
+    machine (no GPU, no data here: `check_warning`). `point`: the point of these flags, whose
+    settings left to the script are named in a DataLoader's refusal where one is the cause."""
     if ended.checked and ended.returncode == 0:
         return None
     if ended.returncode == 2 and ended.error_line.startswith("harness.probe:"):
@@ -486,7 +488,8 @@ def check_refusal(ended: Ended, args: str) -> tuple[str, str] | None:
     if ended.error_line.startswith("ValueError") and _DATALOADER in ended.last_frame.replace("\\", "/"):
         return (
             "workload.args",
-            f"a DataLoader of the script refused the settings ({args}): {ended.error_line}",
+            f"a DataLoader of the script refused the settings ({args}): {ended.error_line}"
+            + _own_setting_hint(ended.error_line, point),
         )
     if not ended.imported and (ended.returncode == 0 or ended.timed_out):
         ran = f"for {CHECK_TIMEOUT_S} s" if ended.timed_out else "to its end"
@@ -503,6 +506,23 @@ def check_refusal(ended: Ended, args: str) -> tuple[str, str] | None:
 
 
 _DATALOADER = "torch/utils/data/"
+
+
+def _own_setting_hint(error_line: str, point: Point | None) -> str:
+    """Where PyTorch refused, with the spec's no workers, a setting the spec leaves to the
+    script (the course's `--persistent-workers`, on by default): the spec can name it, and the
+    harness then gives each point the value PyTorch allows with its workers."""
+    if point is None or "num_workers" in point.script_keeps or point.loader.num_workers:
+        return ""  # the workers are the script's own, or there are some: not this case
+    keeps = point.script_keeps
+    own = [name for name in WORKER_ONLY if name in keeps and name in error_line]
+    if not own:
+        return ""
+    return (
+        f" ({own[0]} is the script's own: the spec's loader section does not name it; name it "
+        "there, its flag mapped in workload.flags, and each point passes the value PyTorch "
+        "allows with its workers, as plan's adjusted column shows)"
+    )
 
 
 def check_warning(ended: Ended) -> str:

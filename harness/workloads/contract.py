@@ -18,7 +18,11 @@ Where `transform` or `transform_sample` is a Compose (`.transforms`, a list), th
 A stock torchvision `DatasetFolder` (`ImageFolder`, `ImageNet`: their `__getitem__` is
 `loader(path)` over `samples`, then `transform` and `target_transform`, all public) is read in
 the (input, target) form as it is (`folder_split`), with the stored bytes too where its loader
-is torchvision's PIL one: the user adds nothing.
+is torchvision's PIL one: the user adds nothing. So is a Hugging Face `datasets.Dataset` whose
+format is a transform of the user's (`with_transform`/`set_transform`, on every column:
+`hf_split`): its row as Python values (the Arrow read and the features' decoding: an `Image`
+column's PIL image) is the raw sample, and the transform, on that row as a batch of one, is
+`transform_sample`, as the formatter calls it.
 """
 
 from __future__ import annotations
@@ -87,6 +91,42 @@ def folder_split(dataset: Any) -> SplitDataset | None:
     if dataset.loader in (folder.default_loader, folder.pil_loader) and _pil_backend():
         return _PilFolder(dataset)
     return _Folder(dataset)
+
+
+def hf_split(dataset: Any) -> WholeSampleDataset | None:
+    """A Hugging Face `datasets.Dataset` formatted by a transform of the user's
+    (`with_transform(f)`, `set_transform(f)`), in the whole-sample form; None for any other
+    dataset, and where the transform is given columns (the format then mixes formatted and
+    plain columns). Told without importing `datasets`: by the format it carries."""
+    if hasattr(dataset, "load_raw") or not callable(getattr(dataset, "with_format", None)):
+        return None
+    if (
+        getattr(dataset, "_format_type", None) != "custom"
+        or getattr(dataset, "_format_columns", 0) is not None
+    ):
+        return None
+    transform = getattr(dataset, "_format_kwargs", {}).get("transform")
+    return _HFTransformed(dataset, transform) if callable(transform) else None
+
+
+class _HFTransformed:
+    """`Dataset.__getitem__` under a custom format, split: the row the Python formatter gives
+    (`with_format(None)`), then the transform on it as a batch of one, its first row taken
+    (datasets' CustomFormatter.format_row)."""
+
+    def __init__(self, dataset: Any, transform: Callable[[dict[str, list[Any]]], Any]) -> None:
+        self.plain = dataset.with_format(None)
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return len(self.plain)
+
+    def load_raw(self, index: int) -> Any:
+        return self.plain[index]
+
+    def transform_sample(self, raw: dict[str, Any]) -> dict[str, Any]:
+        batch = self.transform({key: [value] for key, value in raw.items()})
+        return {key: values[0] for key, values in batch.items()}
 
 
 def _pil_backend() -> bool:

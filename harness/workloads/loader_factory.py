@@ -190,6 +190,9 @@ def train_loader(made: Any, *, rank: int = 0, world_size: int = 1, seed: int = 0
     (harness/execution/trainer_sampler.py)."""
     from harness.naming import type_name
 
+    once = one_shot(made)
+    if once:
+        raise registry.WorkloadError(once)
     if _iterable(made):
         return made
     make = getattr(made, "train_dataloader", None)
@@ -214,3 +217,22 @@ def train_loader(made: Any, *, rank: int = 0, world_size: int = 1, seed: int = 0
 
 def _iterable(value: Any) -> bool:
     return callable(getattr(value, "__iter__", None))
+
+
+def one_shot(value: Any) -> str | None:
+    """Why `value` cannot be the loader, where it is a generator or one of Python's own
+    iterators (map, zip, iter(list)...): spent after one pass. An iterator class of a
+    library's (DALI's, which starts a new pass after the last) is not judged: its __iter__ may
+    well reset it."""
+    from harness.naming import type_name
+
+    python_own = type(value).__module__ in ("builtins", "itertools")
+    builtin = python_own and callable(getattr(value, "__next__", None))
+    if not (inspect.isgenerator(value) or builtin):
+        return None
+    return (
+        f"the loader is a {type_name(value)}, an iterator that can be read once: the harness "
+        "reads the loader again at every rung and epoch (a new iter() each, as a training "
+        "loop does); give the loader itself (the DataLoader, the Loader) and wrap what "
+        "probe.measure returns instead (log_every(probe.measure(loader, device), ...))"
+    )

@@ -615,3 +615,56 @@ def test_an_auto_window_runs_in_the_scripts_own_loop(harnessed, caplog) -> None:
     assert (
         f"harness.probe: {len(served)} batches yielded where {len(loader)} were announced" in caplog.messages
     )
+
+
+# --- a loop wrapped in a progress logger that asks len() ---------------------------------------
+
+
+def test_alone_measure_says_its_length_to_a_logger_that_asks(tmp_path: Path) -> None:
+    from tests.fixtures.metric_logger import MetricLogger, train_one_epoch
+
+    loader = DataLoader(Numbers(), batch_size=4)  # 3 batches a pass
+    assert len(probe.measure(loader, "cpu")) == 3
+    assert len(probe.measure(loader, "cpu", epochs=2)) == 6
+    assert len(probe.measure(loader, "cpu", epochs=2, steps=4)) == 4
+    logger = MetricLogger()
+    assert train_one_epoch(probe.measure(loader, "cpu", epochs=2), logger, print_freq=10) == 6
+    assert logger.lines[-1].startswith("Epoch: [0] [5/6]")  # its last batch is where it says
+    stream = (torch.zeros(2) for _ in range(3))
+    with pytest.raises(TypeError, match=r"len\(\) of probe.measure\(...\): its loader has no len\(\)"):
+        len(probe.measure(stream, "cpu"))
+
+
+def test_under_the_harness_measure_says_the_batches_it_yields_to_a_logger_that_asks(harnessed) -> None:  # type: ignore[no-untyped-def]
+    from tests.fixtures.metric_logger import MetricLogger, train_one_epoch
+
+    job = harnessed(script_point())
+    loader = probe.loader(Numbers(), batch_size=2)
+    measured = probe.measure(loader, "cpu", keep_running=True)
+    assert len(measured) == len(loader) == 3 * 4 + 1
+    logger = MetricLogger()
+    assert train_one_epoch(measured, logger, print_freq=100) == len(loader)
+    assert logger.lines[-1].startswith(f"Epoch: [0] [{len(loader) - 1}/{len(loader)}]")
+    assert [(r["rung"], r["status"]) for r in rows_of(job)] == [
+        ("device_batch", "ok"),
+        ("host_batch", "ok"),
+        ("full", "ok"),
+    ]
+    assert len(probe.measure(loader, "cpu", keep_running=True)) == 0  # the point is measured
+
+
+def test_under_the_harness_a_generator_around_the_loader_is_refused_in_one_line(harnessed, capfd) -> None:  # type: ignore[no-untyped-def]
+    # Before: device_batch and host_batch took its first batches, and full failed with "the
+    # loader generator yields no batch": the generator had been read.
+    from tests.fixtures.metric_logger import MetricLogger
+
+    job = harnessed(script_point())
+    loader = DataLoader(Numbers(), batch_size=2)
+    with pytest.raises(SystemExit) as ended:
+        probe.measure(MetricLogger().log_every(loader, 10), "cpu")
+    assert ended.value.code == 2
+    line = capfd.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("harness.probe: the loader is a generator, an iterator that can be read once")
+    assert [(r["rung"], r["status"], r["error"]) for r in rows_of(job)] == [
+        (rung, "failed", line) for rung in ("device_batch", "host_batch", "full")
+    ]

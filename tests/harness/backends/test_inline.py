@@ -49,3 +49,22 @@ def test_a_script_points_line_names_the_scripts_own_settings_without_guessing_th
         f"[1/1] point {plan.points[0].id} num_workers=1, the script's own batch_size, "
         "persistent_workers, pin_memory, non_blocking, prefetch_factor, drop_last"
     )
+
+
+def test_a_loader_factorys_point_gives_no_value_to_the_settings_its_loader_sets(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # fixed_workers takes batch_size alone: its DataLoader sets num_workers and the rest, so
+    # the line may not say the spec's values as if they ran (the rows leave them to the loader).
+    spec = (
+        "name: f\nworkload: {loader: tests.fixtures.loaders:fixed_workers, model: linear, batch_size: 4}\n"
+        "measure: {warmup_steps: 1, steps: 2, repeats: 1}\nrungs: [host_batch]\n"
+    )
+    plan = expand(parse_spec(spec))
+    with caplog.at_level(logging.INFO, logger=inline.__name__):
+        inline.run_inline(plan.points, tmp_path)
+    line = caplog.records[0].getMessage()
+    assert line.startswith(
+        f"[1/1] point {plan.points[0].id} batch_size=4, non_blocking=False, the loader's own "
+        "num_workers, persistent_workers, pin_memory, prefetch_factor, drop_last"
+    )

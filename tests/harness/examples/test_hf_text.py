@@ -12,9 +12,9 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from harness.examples.hf_text import HFTexts, HFTextStream, make_dataset, make_stream
+from harness.examples.hf_text import HFTexts, HFTextStream, make_bare, make_dataset, make_stream
 from harness.examples.text import make_collate
-from tests.fixtures.ladder_runs import SPLIT_LADDER, ladder_verdict
+from tests.fixtures.ladder_runs import SPLIT_LADDER, ladder_run, ladder_verdict
 
 SIZE = 64
 
@@ -125,4 +125,38 @@ def test_streaming_a_cost_injected_is_named_by_the_ladder(
         "workload.batch_size=4",
         rungs=rungs,
     )
+    assert verdict.stages == named, verdict.sentence
+
+
+def test_a_bare_dataset_with_transform_is_split_at_its_transform() -> None:
+    # No class of the harness's around it: the row is the raw sample, the transform on it as a
+    # batch of one is the processed sample, as datasets' own formatter gives it.
+    from harness.workloads.contract import WholeSampleDataset, hf_split
+
+    bare = make_bare(size=16)
+    split = hf_split(bare)
+    assert isinstance(split, WholeSampleDataset) and len(split) == 16
+    raw = split.load_raw(3)
+    assert set(raw) == {"text"} and isinstance(raw["text"], str)
+    assert torch.equal(split.transform_sample(raw)["input_ids"], bare[3]["input_ids"])
+    assert hf_split(bare.with_format(None)) is None  # no transform: nothing to split
+    assert hf_split(bare.with_format("torch")) is None
+
+
+@pytest.mark.parametrize(
+    ("injected", "named"), [("transform_ms: 50", ["transforms"]), ("transform_ms: 0", [])]
+)
+def test_a_bare_dataset_with_transform_gets_raw_sample_and_its_tokenizer_named(
+    tmp_path: Path, injected: str, named: list[str]
+) -> None:
+    # Before: raw_sample skipped ("datasets.arrow_dataset.Dataset has not"), and a slow
+    # transform named "transforms + raw data loading".
+    verdict, rows = ladder_run(
+        "hf_text-cpu.yaml",
+        tmp_path,
+        "workload.dataset=harness.examples.hf_text:make_bare",
+        f"workload.dataset_args={{size: 256, {injected}}}",
+        "workload.batch_size=4",
+    )
+    assert sorted(set(rows["rung"])) == ["full", "host_batch", "processed_sample", "raw_sample"]
     assert verdict.stages == named, verdict.sentence

@@ -475,3 +475,38 @@ def test_a_flag_mapping_names_settings_and_flags(flags: str, field: str, words: 
     with pytest.raises(SpecError) as refused:
         parse_spec(script_spec([]).replace("args: []}", f"args: [], flags: {flags}}}"))
     assert refused.value.field == field and str(refused.value).endswith(words)
+
+
+def test_a_dataloader_refusing_a_setting_the_script_keeps_says_to_name_it_in_the_spec(
+    tmp_path: Path, work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The course's dlojz.py: --persistent-workers on by default, its validation loader built
+    # from its flags; a spec that sweeps num_workers [0, 2] alone gives point 0 no workers.
+    flags = "{num_workers: --val-workers, persistent_workers: {true: --val-persistent, false: null}}"
+    spec = script_spec(["--val-persistent"], extra="loader: {num_workers: [0, 1]}\n").replace(
+        "]}", f"], flags: {flags}}}", 1
+    )
+    code, err = plan_of(tmp_path, spec, capsys)
+    assert code == 2
+    assert err == (
+        f"harness: {tmp_path / 'spec.yaml'}: workload.args: a DataLoader of the script refused the "
+        "settings (--val-persistent --val-workers 0): ValueError: persistent_workers option needs "
+        "num_workers > 0 (persistent_workers is the script's own: the spec's loader section does not "
+        "name it; name it there, its flag mapped in workload.flags, and each point passes the value "
+        "PyTorch allows with its workers, as plan's adjusted column shows)"
+    )
+    # As said: the flag out of args, persistent_workers named; point 0 passes none.
+    named = script_spec([], extra="loader: {num_workers: [0, 1], persistent_workers: true}\n")
+    code, err = plan_of(tmp_path, named.replace("]}", f"], flags: {flags}}}", 1), capsys)
+    assert code == 0, err
+
+
+def test_plan_refuses_a_generator_around_the_loader(
+    tmp_path: Path, work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = plan_of(tmp_path, script_spec(["--wrap"]), capsys)
+    assert code == 2
+    assert err.startswith(
+        f"harness: {tmp_path / 'spec.yaml'}: workload.script: harness.probe: the loader is a generator, "
+        "an iterator that can be read once"
+    )

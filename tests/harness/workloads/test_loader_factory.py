@@ -57,6 +57,35 @@ def test_what_is_no_loader_is_named() -> None:
         loader_factory.train_loader(Module())
 
 
+def test_a_loader_that_can_be_read_once_is_refused_with_what_to_give_instead() -> None:
+    # A generator (a loop's progress logger wrapped around the loader) or Python's own iterator
+    # is spent after one pass: the rungs and epochs after the first would read nothing.
+    def log_every(loader: Any) -> Any:
+        yield from loader
+
+    for once, name in (
+        (log_every([1, 2]), "generator"),
+        (iter([1, 2]), "list_iterator"),
+        (map(int, "12"), "map"),
+    ):
+        with pytest.raises(
+            WorkloadError,
+            match=rf"the loader is a {name}, an iterator that can be read once: the harness reads the "
+            r"loader again at every rung and epoch .*give the loader itself",
+        ):
+            loader_factory.train_loader(once)
+
+    class Restarting:  # DALI's iterators are their own iterators and start a new pass at the end
+        def __iter__(self) -> Restarting:
+            return self
+
+        def __next__(self) -> int:
+            raise StopIteration
+
+    restarting = Restarting()
+    assert loader_factory.train_loader(restarting) is restarting
+
+
 def _datamodule_annotated(*, batch_size: int) -> loaders.Module:
     return loaders.Module(batch_size)
 
