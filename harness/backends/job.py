@@ -16,9 +16,11 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import submitit
+
+from harness.exits import Terminated
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,8 @@ class PointJob(submitit.helpers.Checkpointable):
             # The job's limit comes from outside (SIGUSR2); a point_minutes below it, from a timer.
             timer = point.limits.point_minutes is not None
             outcome = run_limited(point, sweep_dir, env, job_limit(point, sweep_dir), timer=timer)
+        except Terminated:
+            end_as_terminated()
         finally:
             destroy_process_group()
         return {"point_id": point.id, "rank": env.rank, "ok": outcome.ok, "failed": outcome.failed}
@@ -92,10 +96,28 @@ class PassJob(submitit.helpers.Checkpointable):
             )
             try:
                 outcome = run_limited(point, sweep_dir, env, job_limit(point, sweep_dir), timer=True)
+            except Terminated:
+                end_as_terminated()  # the points after it too are measured again on resume
             finally:
                 destroy_process_group()
             ended.append({"point_id": point.id, "rank": env.rank, "ok": outcome.ok, "failed": outcome.failed})
         return ended
+
+
+def end_as_terminated() -> NoReturn:
+    """End the rank as the SIGTERM it took would have (exit -15 to its parent), once the point
+    has ended its workers: not a failure of its own, so the local backend writes no failed row
+    for what it had not measured (harness/backends/ranks.py) and a resume measures it."""
+    import os
+    import signal
+
+    from harness.execution.dist import destroy_process_group
+
+    destroy_process_group()
+    logging.shutdown()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+    raise SystemExit(128 + signal.SIGTERM)  # not reached: the signal ends the process
 
 
 def _threads_from_allocation() -> None:

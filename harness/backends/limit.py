@@ -18,6 +18,10 @@ failure.
 - In the rank, a timer (SIGALRM): inline, and where `limits.point_minutes` is set (on Slurm
   the job's own limit stays `slurm.time`).
 
+SIGTERM from outside (Slurm's preemption or scancel, to the rank and its workers at once) is
+not the limit: the point's workers are ended and Terminated goes on up, the unit under way left
+with no row for a requeue or resume to measure (harness/execution/termination.py).
+
 A rank stuck in C code that never returns to Python (a collective with no timeout) is beyond a
 signal's reach: the local controller's kill at the limit plus GRACE_S, or Slurm's at
 `slurm.time`, ends it; its rows then say nothing (`status` says timed out or failed).
@@ -38,6 +42,9 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from harness.config.plan import Point
+from harness.execution import termination
+from harness.execution.termination import terminable
+from harness.exits import Terminated
 
 if TYPE_CHECKING:
     from harness.execution.dist import DistEnv
@@ -87,18 +94,45 @@ def run_limited(point: Point, sweep_dir: Path, env: DistEnv, limit: Limit, *, ti
         return run_point(point, sweep_dir, env=env)
     started = time.time()
     try:
-        with _armed(point, limit, timer=timer):
+        with terminable(), _armed(point, limit, timer=timer):
             return run_point(point, sweep_dir, env=env)
     except PointTimeout:
         pass
+    except Exception:
+        # Terminated unwinding, a worker dead of the same SIGTERM (a DataLoader closed in a
+        # `finally`): PyTorch's SIGCHLD handler raised its death in Terminated's place.
+        if termination.signal_taken() is None:
+            raise
+    except Terminated:
+        if termination.signal_taken() is None:
+            raise  # the CLI's, SIGHUP: its own way up (harness/exits.py)
     # Out of the except block, the traceback and the DataLoader iterators its frames held are
     # gone: their __del__ shuts their workers down and unregisters them from PyTorch's SIGCHLD
     # handler, which would take the kill of a worker still registered for a failure of its own.
-    gc.collect()
-    ended = end_children(started)
+    signum = termination.signal_taken()
+    _end_workers(point, started, terminated=signum is not None)
+    if signum is not None:
+        # SIGTERM from outside (preemption, scancel): the unit under way keeps no row, so a
+        # requeue or `harness resume` measures it again (harness/execution/termination.py).
+        log.warning(
+            "point %s: terminated by SIGTERM; its units not done are measured again on resume", point.id
+        )
+        raise Terminated(signum)
+    return fail_rest(point, sweep_dir, env, PointTimeout(point.id, limit))
+
+
+def _end_workers(point: Point, started: float, *, terminated: bool) -> None:
+    """The point's workers collected and ended; terminated, a worker's death the SIGTERM caused
+    that PyTorch's SIGCHLD handler raises meanwhile is no error."""
+    try:
+        gc.collect()
+        ended = end_children(started)
+    except Exception:
+        if not terminated:
+            raise
+        ended = end_children(started)
     if ended:
         log.info("point %s: ended %d process(es) it had started", point.id, ended)
-    return fail_rest(point, sweep_dir, env, PointTimeout(point.id, limit))
 
 
 @contextmanager

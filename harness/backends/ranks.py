@@ -17,6 +17,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -135,8 +136,8 @@ def fail_dead_ranks(point: Point, sweep_dir: Path, ends: Sequence[RankEnd], worl
 
     lines = []
     for end in ends:
-        if end.exit == 0:
-            continue
+        if end.exit in (0, -signal.SIGTERM):
+            continue  # -SIGTERM: terminated from outside, its units not done measured on resume
         env = DistEnv(rank=end.rank, world_size=world_size, local_rank=end.rank, hostname=_host())
         opened = open_point(point, sweep_dir, env)
         mine = opened.written()

@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from harness.config.plan import Point
 from harness.config.stream_shards import declared_shards_of
-from harness.execution import given_loader, ladder
+from harness.execution import given_loader, ladder, termination
 from harness.execution.batches import count_samples
 from harness.execution.dist import DistEnv, agreement, barrier, largest
 from harness.execution.loop import capacity_loop, drive, window
@@ -265,9 +265,7 @@ def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, re
         log.warning("point %s, rung %s skipped: %s", point.id, rung, e)
         return rank.rows.row(rung, repeat, status="skipped", error=str(e), started=started)
     except Exception as e:
-        log.error("point %s, rung %s failed: %s", point.id, rung, one_line(e))
-        log.debug("%s", traceback.format_exc())
-        return rank.rows.row(rung, repeat, status="failed", error=one_line(e), started=started)
+        return _failed(rank, rung, repeat, e, started)
     finally:
         phases.close()
         if stream is not None:
@@ -291,6 +289,15 @@ def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, re
         times.loading_time,
     )
     return row
+
+
+def _failed(rank: Rank, rung: str, repeat: int, e: Exception, started: str) -> results.RungRow:
+    """The rung's failed row, unless a DataLoader worker died of the rank's own SIGTERM
+    (preemption, scancel): then Terminated, and no row (harness/execution/termination.py)."""
+    termination.reraise_if_terminated(e)
+    log.error("point %s, rung %s failed: %s", rank.point.id, rung, one_line(e))
+    log.debug("%s", traceback.format_exc())
+    return rank.rows.row(rung, repeat, status="failed", error=one_line(e), started=started)
 
 
 def _loader_facts(

@@ -1,0 +1,101 @@
+"""SIGTERM to a rank and its DataLoader workers mid-window, as Slurm sends it to every process
+of the step on preemption or scancel: the unit under way keeps no row (before: a failed row
+"DataLoader worker (pid(s) N) exited unexpectedly", blaming the loader, and taken for done by
+a requeue), no process is left, and `harness resume` measures the unit."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from harness.config.plan import expand
+from harness.config.spec import parse_spec
+from harness_schema import layout
+from harness_schema import rows as results
+from tests.fixtures.workloads import stuck_pids
+
+REPO = Path(__file__).resolve().parents[3]
+
+SPEC = """\
+name: term
+workload:
+  dataset: tests.fixtures.workloads:stuck_once_dataset
+  dataset_args: {{size: 16, stuck: 5, log: {log}}}
+  model: linear
+  batch_size: 4
+  device: cpu
+measure: {{warmup_steps: 1, steps: 4}}
+rungs: [full]
+loader: {{num_workers: 2}}
+slurm: {{tasks_per_node: 1, gpus_per_node: 0}}
+"""
+
+
+def _wait_for(check: object, what: str, limit_s: float = 180.0) -> None:
+    """Poll until `check()` is true (a bound against a hang, not a timed assertion)."""
+    deadline = time.monotonic() + limit_s
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.2)
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _harness(tmp_path: Path, *args: str) -> subprocess.Popen[bytes]:
+    # Files, not pipes: a process left behind would hold a pipe open and hang the test.
+    out, err = (tmp_path / "out").open("w"), (tmp_path / "err").open("w")
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness", *args],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=out,
+        stderr=err,
+        start_new_session=True,
+    )
+
+
+def test_a_rank_terminated_mid_window_leaves_its_unit_to_resume_not_a_loader_failure(tmp_path: Path) -> None:
+    log = tmp_path / "stuck"
+    log.mkdir()
+    (tmp_path / "term.yaml").write_text(SPEC.format(log=log))
+    run = _harness(tmp_path, "run", "term.yaml", "--backend", "local")
+    step: list[psutil.Process] = []
+    try:
+        _wait_for(lambda: stuck_pids(log), "a worker stuck in __getitem__ (mid-window)")
+        rank = psutil.Process(stuck_pids(log)[0]).parent()
+        assert rank is not None
+        step = [rank, *rank.children(recursive=True)]  # the rank and its workers, as Slurm
+        for process in step:
+            process.send_signal(signal.SIGTERM)
+        assert run.wait(timeout=180) == 1
+        _wait_for(lambda: not [p for p in step if _alive(p)], "the rank and its workers ended", 60)
+    finally:
+        for process in [p for p in step if _alive(p)]:
+            process.kill()
+        if run.poll() is None:
+            run.kill()
+    (sweep,) = (tmp_path / "results" / "term").iterdir()
+    (point,) = expand(parse_spec(SPEC.format(log=log))).points
+    rank_file = layout.rank_file(layout.point_dir(sweep, point.id), 0)
+    err = (tmp_path / "err").read_text()
+    assert "exited unexpectedly" not in err
+    rows = results.read_rows(rank_file) if rank_file.exists() else []
+    assert [r for r in rows if r.get("rung")] == []  # the unit under way: no row, nor a failed one
+    # The local backend's line for the failed job: the rank's last, what happened and what next.
+    assert "terminated by SIGTERM; its units not done are measured again on resume" in err
+
+    resume = _harness(tmp_path, "resume", str(sweep.relative_to(tmp_path)))
+    assert resume.wait(timeout=300) == 0, (tmp_path / "err").read_text()
+    rows = results.read_rows(rank_file)
+    assert [(r["rung"], r["status"]) for r in rows if r.get("rung")] == [("full", "ok")]
