@@ -9,13 +9,17 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
+from harness.execution import termination
+from harness.exits import Terminated
 from harness_schema import layout
 from harness_schema import rows as results
 from tests.fixtures.workloads import stuck_pids
@@ -99,3 +103,21 @@ def test_a_rank_terminated_mid_window_leaves_its_unit_to_resume_not_a_loader_fai
     assert resume.wait(timeout=300) == 0, (tmp_path / "err").read_text()
     rows = results.read_rows(rank_file)
     assert [(r["rung"], r["status"]) for r in rows if r.get("rung")] == [("full", "ok")]
+
+
+def test_a_worker_death_before_the_ranks_own_sigterm_is_the_termination() -> None:
+    """The worker may die first (its SIGCHLD before the rank's SIGTERM): the rung waits the
+    grace for the rank's own signal and ends as terminated, not as the loader's failure."""
+    death = RuntimeError("DataLoader worker (pid(s) 4242) exited unexpectedly")
+    with pytest.raises(Terminated, match="SIGTERM"), termination.terminable():
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        termination.reraise_if_terminated(death)
+
+
+def test_a_worker_death_with_no_sigterm_is_the_rungs_failure() -> None:
+    with termination.terminable():
+        termination.reraise_if_terminated(
+            RuntimeError("DataLoader worker (pid 7) is killed by signal: Killed.")
+        )
+        termination.reraise_if_terminated(ValueError("a bad sample"))  # no grace waited for others
+    assert termination.signal_taken() is None
