@@ -90,8 +90,9 @@ def _start(tmp_path: Path, *args: str, ignore_hangup: bool = False) -> subproces
         stdout=out,
         stderr=err,
         start_new_session=True,  # its own session: the signal reaches the harness alone
-        # As nohup starts it: SIGHUP ignored.
-        preexec_fn=(lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)) if ignore_hangup else None,
+        # As nohup starts it: SIGHUP ignored; else its default, whatever this test's own process
+        # inherited (a suite run under nohup ignores SIGHUP, and a child would inherit that).
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN if ignore_hangup else signal.SIG_DFL),
     )
 
 
