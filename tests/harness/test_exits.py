@@ -10,12 +10,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
 import pytest
 
+from tests.fixtures.processes import alive, wait_for
 from tests.fixtures.workloads import stuck_pids
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,14 +34,6 @@ loader: {{num_workers: 2}}
 """
 
 
-def _wait_for(check: object, what: str, limit_s: float = 120.0) -> None:
-    """Poll until `check()` is true (a bound against a hang, not a timed assertion)."""
-    deadline = time.monotonic() + limit_s
-    while not check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"never: {what}"
-        time.sleep(0.2)
-
-
 @pytest.mark.parametrize(
     ("backend", "sig"), [("inline", "SIGTERM"), ("local", "SIGTERM"), ("inline", "SIGHUP")]
 )
@@ -54,13 +46,13 @@ def test_a_run_terminated_while_a_worker_is_stuck_says_how_to_go_on_and_leaves_n
     run = _start(tmp_path, "--backend", backend)
     tree: list[psutil.Process] = []
     try:
-        _wait_for(lambda: stuck_pids(log), "a worker stuck in __getitem__")
+        wait_for(lambda: stuck_pids(log), "a worker stuck in __getitem__", 120.0)
         tree = psutil.Process(run.pid).children(recursive=True)
         run.send_signal(getattr(signal, sig))
         assert run.wait(timeout=120) == 130
-        _wait_for(lambda: not [p for p in tree if _alive(p)], "the sweep's processes ended", 30)
+        wait_for(lambda: not [p for p in tree if alive(p)], "the sweep's processes ended", 30)
     finally:
-        for process in [p for p in tree if _alive(p)]:
+        for process in [p for p in tree if alive(p)]:
             process.kill()  # what the old code left behind, not left to the next test
         if run.poll() is None:
             run.kill()
@@ -71,13 +63,6 @@ def test_a_run_terminated_while_a_worker_is_stuck_says_how_to_go_on_and_leaves_n
     ]
     assert {p.pid for p in tree} >= set(stuck_pids(log))  # the stuck worker was among those ended
     assert not (sweep / "sweep.lock").exists()  # given back: resume goes on at once
-
-
-def _alive(process: psutil.Process) -> bool:
-    try:
-        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 def _start(tmp_path: Path, *args: str, ignore_hangup: bool = False) -> subprocess.Popen[bytes]:
@@ -104,7 +89,7 @@ def test_a_run_started_under_nohup_outlives_its_terminal(tmp_path: Path) -> None
     (tmp_path / "term.yaml").write_text(SPEC.format(log=log) + "limits: {batch_timeout_s: 3}\n")
     run = _start(tmp_path, ignore_hangup=True)
     try:
-        _wait_for(lambda: stuck_pids(log), "a worker stuck in __getitem__")
+        wait_for(lambda: stuck_pids(log), "a worker stuck in __getitem__", 120.0)
         run.send_signal(signal.SIGHUP)
         assert run.wait(timeout=120) == 1
     finally:

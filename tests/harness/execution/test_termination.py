@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import psutil
@@ -22,6 +21,7 @@ from harness.execution import termination
 from harness.exits import Terminated
 from harness_schema import layout
 from harness_schema import rows as results
+from tests.fixtures.processes import alive, wait_for
 from tests.fixtures.workloads import stuck_pids
 
 REPO = Path(__file__).resolve().parents[3]
@@ -39,21 +39,6 @@ rungs: [full]
 loader: {{num_workers: 2}}
 slurm: {{tasks_per_node: 1, gpus_per_node: 0}}
 """
-
-
-def _wait_for(check: object, what: str, limit_s: float = 180.0) -> None:
-    """Poll until `check()` is true (a bound against a hang, not a timed assertion)."""
-    deadline = time.monotonic() + limit_s
-    while not check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"never: {what}"
-        time.sleep(0.2)
-
-
-def _alive(process: psutil.Process) -> bool:
-    try:
-        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 def _harness(tmp_path: Path, *args: str) -> subprocess.Popen[bytes]:
@@ -76,16 +61,16 @@ def test_a_rank_terminated_mid_window_leaves_its_unit_to_resume_not_a_loader_fai
     run = _harness(tmp_path, "run", "term.yaml", "--backend", "local")
     step: list[psutil.Process] = []
     try:
-        _wait_for(lambda: stuck_pids(log), "a worker stuck in __getitem__ (mid-window)")
+        wait_for(lambda: stuck_pids(log), "a worker stuck in __getitem__ (mid-window)", 180.0)
         rank = psutil.Process(stuck_pids(log)[0]).parent()
         assert rank is not None
         step = [rank, *rank.children(recursive=True)]  # the rank and its workers, as Slurm
         for process in step:
             process.send_signal(signal.SIGTERM)
         assert run.wait(timeout=180) == 1
-        _wait_for(lambda: not [p for p in step if _alive(p)], "the rank and its workers ended", 60)
+        wait_for(lambda: not [p for p in step if alive(p)], "the rank and its workers ended", 60)
     finally:
-        for process in [p for p in step if _alive(p)]:
+        for process in [p for p in step if alive(p)]:
             process.kill()
         if run.poll() is None:
             run.kill()
