@@ -43,9 +43,12 @@ def test_a_point_runs_on_workers_and_writes_its_rows_and_meta(tmp_path: Path) ->
     first = rows[0]
     assert first["hostname"] == "node-a" and first["device"] == "cpu"
     assert first["num_workers"] == "2" and first["prefetch_factor"] == "2"
-    assert int(first["samples"]) == 3 * 8
+    # 3 steps, or more where the warmup saw the two workers deliver in bursts: the window is then
+    # rounded up to whole periods (at most the stock of 4), on a loaded machine too.
+    steps = int(first["steps"])
+    assert steps in (3, 4) and int(first["samples"]) == steps * 8
     assert float(first["training_time"]) > 0 and float(first["loading_time"]) >= 0
-    assert float(first["samples_per_s"]) == 24 / float(first["training_time"])
+    assert float(first["samples_per_s"]) == steps * 8 / float(first["training_time"])
     assert 0.05 < float(first["cpu_memory_gb"]) < 20
     meta = (tmp_path / "points" / point.id / "meta-rank0.json").read_text()
     assert '"torch_version"' in meta and '"hostname": "node-a"' in meta
