@@ -84,11 +84,14 @@ profiles against answers computed by hand.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
+
+import numpy as np
 
 from analysis.noise import MARGIN
 from harness_schema.settings import WORKER_ONLY
@@ -232,33 +235,15 @@ def capacity(p: Profile, workers: int) -> float:
 
 
 def stall_wait(p: Profile, workers: int, prefetch: int) -> float:
-    """Mean seconds per batch the step waits for stalls that the prefetch does not absorb.
-
-    A batch is handed to its worker `workers × prefetch` step periods before the step needs
-    it (the lead); a stalled one still arrives in time where its work and the stall fit in
-    it, else the step waits the rest. The batches dealt to the same worker after a stalled
-    one (round-robin, `prefetch` of them already queued behind it) are late by the stall too:
-    a second stall among them, the k-th behind, arrives k × (its work) + the stall after the
-    first, where the step needs it k × workers step periods after the first, less what the
-    lead had left over; the DataLoader hands batches out in order, so the step waits for it
-    (on the erratic reader of benchmarks/tune_truth.py, 5 % of reads stalling 300 ms, 4
-    workers and prefetch 4: 361 samples/s measured, 400 predicted by the first stall alone,
-    370 with the second)."""
-    if p.stall_share <= 0 or p.stall_s <= 0:
-        return 0.0
-    q, stall = p.stall_share, p.stall_s
-    typical = max(0.0, 1 / worker_rate(p) - q * stall)  # an unstalled batch
-    period = p.step_s + p.handoff_s
-    lead = workers * prefetch * period
-    first = typical + stall - lead
-    slack = max(0.0, -first)  # what the lead had left over when the first stall arrived
-    # The first stall alone (no other among the `prefetch - 1` queued behind it on its worker),
-    # then the k-th of those stalling too (the nearest second stall: geometric in k).
-    wait = (1 - q) ** (prefetch - 1) * max(0.0, first)
-    for k in range(1, prefetch):
-        behind = k * typical + stall - k * workers * period - slack
-        wait += q * (1 - q) ** (k - 1) * max(0.0, behind)
-    return q * wait
+    """Mean seconds per batch the delivery loses to its queue: the recurrence's period
+    (`queue_period`) over the larger of the step's side (the step and its hand-off) and the
+    loader's mean period (1 / capacity). The stalls the prefetch does not absorb, the batches
+    queued behind a stalled one on its worker, and the workers that sit idle with their
+    `prefetch` batches done while the step waits for a late one (in order): what neither the
+    step nor the loader's mean rate says."""
+    floor = max(p.step_s + p.handoff_s, 1 / capacity(p, workers))
+    excess = queue_period(p, workers, prefetch) - floor
+    return excess if excess > 1e-9 * floor else 0.0  # rounding of the recurrence's sums: none
 
 
 def prefetch_needed(p: Profile, workers: int) -> int:
@@ -271,9 +256,9 @@ def prefetch_needed(p: Profile, workers: int) -> int:
 
 
 def step_side(p: Profile, c: Config) -> float:
-    """Seconds per batch on the step's side with workers: the step, the hand-off of each batch
-    and the stalls the prefetch does not absorb."""
-    return p.step_s + p.handoff_s + stall_wait(p, c.num_workers, c.prefetch_factor or 2)
+    """Seconds per batch the delivery takes with workers (`queue_period`): the step, the
+    hand-off of each batch, and what the queue loses to stalls and in-order waits."""
+    return queue_period(p, c.num_workers, c.prefetch_factor or 2)
 
 
 def batches_per_s(p: Profile, c: Config) -> float:
@@ -281,10 +266,118 @@ def batches_per_s(p: Profile, c: Config) -> float:
     p = p.in_mode(c)
     if c.num_workers == 0:
         return 1 / (p.step_s + p.main_load_s)
-    period = max(step_side(p, c), 1 / capacity(p, c.num_workers))
+    period = step_side(p, c)
     if not c.persistent_workers and p.epoch_steps:
         period += p.restart_s / p.epoch_steps
     return 1 / period
+
+
+QUEUE_BATCHES = 2000
+"""Batches the delivery recurrence (`queue_period`) measures its period over, after a warmup of
+at least twice the outstanding batches: enough for the stalls the profile reads (2 % of them: 40)
+to land both alone and close together, as a long run's do."""
+QUEUE_DRAWS = 4
+"""Independent draws of the stalls' places the recurrence averages (as columns: numpy's cost of
+one): one draw of 2000 batches moves a stall-bound configuration by 1-2 %."""
+QUEUE_SEED = 20240607
+"""The stalls' places in the recurrence: one fixed draw for every configuration and every
+profile (common random numbers: two neighbours of the grid meet the same stalls, so their
+ratio is smooth and a prediction is the same each time it is asked)."""
+_PREFETCH = (1, 2, 3, 4, 6, 8)
+"""The prefetch factors one evaluation of the recurrence covers beside the one asked (every
+worker count up to 16 or the one asked): a grid's configurations share a profile, so the first
+asks for the whole family at numpy's cost of one."""
+
+
+def queue_period(p: Profile, workers: int, prefetch: int) -> float:
+    """Seconds per batch the DataLoader's delivery takes in steady state with `workers` workers
+    and `prefetch` (the step and its hand-off included, the epoch restarts not): the
+    recurrence of the module docstring, over QUEUE_BATCHES batches."""
+    if workers < 1 or prefetch < 1:
+        raise ValueError(f"queue_period: needs workers >= 1 and prefetch >= 1 (got {workers}, {prefetch})")
+    family = _family(
+        _worker_s(p),
+        core_roof(p),
+        p.stall_s if p.stall_share > 0 else 0.0,
+        p.stall_share if p.stall_s > 0 else 0.0,
+        p.step_s + p.handoff_s,
+        max(16, workers),
+        tuple(sorted({prefetch, *_PREFETCH})),
+    )
+    return family[(workers, prefetch)]
+
+
+def _worker_s(p: Profile) -> float:
+    return 1 / worker_rate(p)
+
+
+@functools.lru_cache(maxsize=4096)
+def _family(
+    worker_s: float,
+    roof: float,
+    stall_s: float,
+    share: float,
+    step_s: float,
+    most: int,
+    prefetches: tuple[int, ...],
+) -> dict[tuple[int, int], float]:
+    """queue_period for every worker count up to `most` and each of `prefetches`, at once."""
+    pairs = [(n, f) for n in range(1, most + 1) for f in prefetches]
+    # A column per configuration and draw of the stalls (QUEUE_DRAWS of them, the same for
+    # every configuration), draw-major: column j is pair j mod len(pairs).
+    workers = np.tile([n for n, _ in pairs], QUEUE_DRAWS)
+    ahead = np.tile([n * f for n, f in pairs], QUEUE_DRAWS)
+    # Each worker's period with w workers: its own, or its share of the cores' roof; the
+    # stalls (sleeps: no core) are part of the mean and drawn apart below.
+    period = np.maximum(worker_s, workers / roof) if math.isfinite(roof) else np.full(len(ahead), worker_s)
+    base = np.maximum(0.0, period - share * stall_s)
+    stalls = np.repeat(_stalls(stall_s, share, int(ahead.max())), len(pairs), axis=1)
+    periods = _deliver(workers, ahead, base, stalls, step_s).reshape(QUEUE_DRAWS, len(pairs)).mean(axis=0)
+    return {pair: float(x) for pair, x in zip(pairs, periods, strict=True)}
+
+
+def _stalls(stall_s: float, share: float, most_ahead: int) -> np.ndarray:
+    """Each batch's stall (seconds), a column per draw: `share` of the batches of the warmup
+    and of the measured part each, exactly (the last one partly, so that the figure is smooth
+    in the share), placed by QUEUE_SEED's draws."""
+    warm = max(2 * most_ahead, QUEUE_BATCHES // 4)
+    out = np.zeros((warm + QUEUE_BATCHES, QUEUE_DRAWS))
+    if stall_s <= 0 or share <= 0:
+        return out
+    rng = np.random.default_rng(QUEUE_SEED)
+    for draw in range(QUEUE_DRAWS):
+        for start, length in ((0, warm), (warm, QUEUE_BATCHES)):
+            rank = rng.permutation(length)  # the stalls take the first ranks: share × length of them
+            out[start : start + length, draw] = stall_s * np.clip(share * length - rank, 0.0, 1.0)
+    return out
+
+
+def _deliver(
+    workers: np.ndarray, ahead: np.ndarray, base: np.ndarray, stalls: np.ndarray, step_s: float
+) -> np.ndarray:
+    """The delivery recurrence, every configuration at once (a column each): batch k is dealt
+    to worker k mod w when batch k − w × prefetch is taken (the first w × prefetch at once);
+    its worker starts it when that worker has finished its previous batch (k − w), and takes
+    `base` plus the batch's stall; the main thread takes batches in order, each when it is
+    ready and the previous step is done. Returns each column's seconds per batch over the
+    measured part."""
+    total, m = len(stalls), len(workers)  # stalls: a row per batch, a column per configuration
+    pad = int(ahead.max())
+    ready = np.zeros((total + pad) * m)  # row k + pad: batch k (the pad rows: time 0)
+    taken = np.zeros((total + pad) * m)
+    cols = np.arange(m)
+    back_ahead, back_worker = cols - ahead * m, cols - workers * m
+    free = np.zeros(m)
+    for k in range(total):
+        row = (k + pad) * m
+        start = np.maximum(taken[row + back_ahead], ready[row + back_worker])
+        done = start + base + stalls[k]
+        ready[row : row + m] = done
+        take = np.maximum(done, free)
+        taken[row : row + m] = take
+        free = take + step_s
+    last, first = (total - 1 + pad) * m, (total - 1 - QUEUE_BATCHES + pad) * m
+    return (taken[last : last + m] - taken[first : first + m]) / QUEUE_BATCHES
 
 
 def plateau_config(grid: Sequence[Config], profiled: int = 1) -> Config | None:
@@ -319,7 +412,7 @@ def with_plateau(p: Profile, c: Config, measured_batches_per_s: float) -> Profil
     the profile is returned as it is."""
     if c.num_workers == 0 or not measured_batches_per_s > 0:
         return p
-    if 1 / capacity(p, c.num_workers) > step_side(p, c):
+    if 1 / capacity(p, c.num_workers) > p.step_s + p.handoff_s:
         return p
     period = 1 / measured_batches_per_s
     if not c.persistent_workers and p.epoch_steps:
@@ -398,7 +491,7 @@ def bound_of(p: Profile, c: Config) -> str:
     if c.num_workers == 0:
         return "series"
     cap = capacity(p, c.num_workers)
-    if 1 / cap > step_side(p, c):
+    if 1 / cap > p.step_s + p.handoff_s:
         return "cores" if cap == core_roof(p) else "workers"
     return "stalls" if stall_wait(p, c.num_workers, c.prefetch_factor or 2) > 0 else "step"
 
