@@ -243,7 +243,18 @@ def stall_wait(p: Profile, workers: int, prefetch: int) -> float:
     step nor the loader's mean rate says."""
     floor = max(p.step_s + p.handoff_s, 1 / capacity(p, workers))
     excess = queue_period(p, workers, prefetch) - floor
-    return excess if excess > 1e-9 * floor else 0.0  # rounding of the recurrence's sums: none
+    return excess if excess > QUEUE_RESOLUTION * floor else 0.0
+
+
+QUEUE_RESOLUTION = 0.01
+"""A loss to the queue under this share of the period is reported as none (`stall_wait`). The
+recurrence's figure is the mean over a finite draw of stalls (QUEUE_DRAWS × QUEUE_BATCHES
+batches: ±0.7 % from one set of draws to another at the 193-point grid's knee), so it cannot
+tell a configuration that absorbs its stalls from one that loses a few tenths of a percent
+to them; and the search reads a dearer neighbour predicted above the choice at all as one that
+may gain (tune.search.no_gain): on the erratic reader, 4 workers with prefetch 8 lose 0.4 % to
+the queue (49.8 batches/s against the step's 50), and without this every draw measured 6
+workers too, for 20 % more device time."""
 
 
 def prefetch_needed(p: Profile, workers: int) -> int:
@@ -258,7 +269,8 @@ def prefetch_needed(p: Profile, workers: int) -> int:
 def step_side(p: Profile, c: Config) -> float:
     """Seconds per batch the delivery takes with workers (`queue_period`): the step, the
     hand-off of each batch, and what the queue loses to stalls and in-order waits."""
-    return queue_period(p, c.num_workers, c.prefetch_factor or 2)
+    workers, prefetch = c.num_workers, c.prefetch_factor or 2
+    return max(p.step_s + p.handoff_s, 1 / capacity(p, workers)) + stall_wait(p, workers, prefetch)
 
 
 def batches_per_s(p: Profile, c: Config) -> float:
