@@ -284,13 +284,17 @@ def batches_per_s(p: Profile, c: Config) -> float:
     return 1 / period
 
 
-QUEUE_BATCHES = 2000
-"""Batches the delivery recurrence (`queue_period`) measures its period over, after a warmup of
-at least twice the outstanding batches: enough for the stalls the profile reads (2 % of them: 40)
-to land both alone and close together, as a long run's do."""
-QUEUE_DRAWS = 4
-"""Independent draws of the stalls' places the recurrence averages (as columns: numpy's cost of
-one): one draw of 2000 batches moves a stall-bound configuration by 1-2 %."""
+QUEUE_BATCHES = 1000
+"""Batches the delivery recurrence (`queue_period`) measures its period over, in each of its
+QUEUE_DRAWS draws, after a warmup of at least twice the outstanding batches."""
+QUEUE_DRAWS = 32
+"""Independent draws of the stalls' places the recurrence averages (columns of one numpy
+loop). A stall-bound configuration's period depends on how close its stalls fall: 4 draws of
+2000 batches left the erratic reader's num_workers=4 prefetch_factor=4 1.2 % over a long
+simulation's figure (46.8 against 46.3 batches/s), enough to call it tied with the step's 50
+where the profile read the stall share a little low; 32 draws of 1000, within 0.3 % there and
+within 0.9 % on every configuration of the knee checked (tests/analysis/tune/test_model.py),
+for 0.5 s on a 193-point grid with its intervals' 8 corner profiles."""
 QUEUE_SEED = 20240607
 """The stalls' places in the recurrence: one fixed draw for every configuration and every
 profile (common random numbers: two neighbours of the grid meet the same stalls, so their
