@@ -40,22 +40,39 @@ hand-off):
 - `num_workers=w`: the loader's capacity grows with the workers at one worker's rate,
   `w × efficiency / main_load_s`, until the workers' cores run out: it never exceeds
   `cores / cpu_s_per_batch` (a roofline: a read that sleeps uses no core, so a reader waiting
-  on storage scales past the cores, a CPU-bound transform does not). The step's demand caps
-  it: the period of a batch is max(`step_s` + `handoff_s` + stall wait, 1 / capacity).
-  `handoff_s` is what the rank's own thread pays to take each batch from the workers, even a
-  ready one (the result queue, unpickling): it keeps the plateau under the bound rung's rate.
-  It is measured, not assumed (`with_plateau`): one more profile run, in the same round, at the
-  grid's most workers and prefetch (`plateau_config`, the likeliest to run on the step's side),
-  its period less the step; ignored where the fit puts that run on the loader's side, or where
-  the hand-off is within the tie margin of the step.
-- The prefetch: a batch is handed to its worker `w × prefetch_factor` steps before the step
-  needs it. A stalled batch still arrives in time when its work plus the stall fits in that
-  lead; else the step waits the rest, `stall_share` of the time (`stall_wait`;
-  `prefetch_needed` is the smallest prefetch_factor that absorbs the stall). The batches
-  queued behind a stalled one on its worker are late by the stall too, and a second stall
-  among them arrives later still: the step waits for it unless the lead's spare time and the
-  other workers' turns cover it (`stall_wait` counts the nearest such second stall). Where the loader
-  is the bottleneck the stalls are already in its mean rate and prefetch changes nothing.
+  on storage scales past the cores, a CPU-bound transform does not). Each worker then takes
+  w / capacity seconds a batch on average, stalls included.
+- The delivery, batch by batch (`queue_period`): a deterministic recurrence of what
+  PyTorch's `_MultiProcessingDataLoaderIter` does (torch/utils/data/dataloader.py, 2.x):
+  `_reset` primes `prefetch_factor × num_workers` indices (`_try_put_index`, which refuses
+  more than that many outstanding); each index goes to the next worker of
+  `_worker_queue_idx_cycle`, an `itertools.cycle` over the workers (strict turn, with
+  `in_order`, the default); `_process_data` puts one new index each time `_next_data`
+  returns a batch to the step; `_next_data` returns batch `_rcvd_idx` and no other (a batch
+  that arrived early waits in `_task_info`), so a late batch holds the step even where later
+  ones are ready; a worker serves its own index queue in order. So batch k is dealt to worker
+  k mod w when batch k − w × prefetch is taken (the first w × prefetch at once); that worker
+  starts it when it has finished batch k − w, and takes its mean time without stalls plus
+  the batch's stall; the step takes batch k when it is ready and the previous step and
+  hand-off are done. The stalls: `stall_s` on a share `stall_share` of the batches, placed by
+  fixed draws (QUEUE_SEED: the same places for every configuration and every profile, so that
+  neighbours compare smoothly and a prediction is the same each time; QUEUE_DRAWS draws of
+  QUEUE_BATCHES batches, averaged). The period is the step's in steady state. This is what
+  the mean rates alone miss: where the workers only just meet the step (7 workers of 59 ms
+  under an 8 ms step on the 193-point grid of benchmarks/tune_truth.py), the step waits for
+  a stalled batch while the other workers fill their `prefetch` slots and sit idle: 89 % of
+  the step's rate where the mean rate says 95 %. A worker slower than the step is never idle
+  and delivers at its mean rate; a prefetch that covers a stall absorbs it; the batches
+  queued behind a stalled one on its worker are late too; all fall out of the recurrence.
+  `prefetch_needed` is the smallest prefetch_factor whose lead covers one stall. A loss to
+  the queue under QUEUE_RESOLUTION of the period is none (`stall_wait`).
+- `handoff_s` is what the rank's own thread pays to take each batch from the workers, even a
+  ready one (the result queue, unpickling), in series with the step: it keeps the plateau
+  under the bound rung's rate. It is measured, not assumed (`with_plateau`): one more profile
+  run, in the same round, at the grid's most workers and prefetch (`plateau_config`, the
+  likeliest to run on the step's side), its period less the model's; ignored where the fit
+  puts that run on the loader's side, or where the hand-off is within the tie margin of the
+  step.
 - Without `persistent_workers`, each epoch pays `restart_s` once: `restart_s / epoch_steps`
   per batch.
 - samples/s = batches/s × batch size × ranks (the ranks are alike and independent).
@@ -71,15 +88,22 @@ not itself a bottleneck (unpickling: a main thread that saturates makes the mode
 optimistic for many workers). The copy settings (`pin_memory`, `non_blocking`) change the step's
 side only: each mode's step and hand-off are measured (below), its loader side is the profile's;
 with `num_workers=0` the main thread pins each batch in series, which the model does not add.
-The stalls are independent from batch to batch and shorter than a worker's lead; bursts
-of stalls (a storage server busy for seconds) defeat any prefetch and the model then predicts
-too much for prefetch. Memory is PSS per worker, not the prefetched batches. Where the model is
-wrong, `harness tune` finds out by measuring: it measures the predicted choice and its
-neighbours on each axis, and where the measurements contradict the prediction it goes on
-measuring along that axis (analysis/tune/search.py).
+The stalls are independent from batch to batch (the recurrence places them at random,
+the profile's share of them), all of one length (p99 − p50 of the wait at num_workers=0), and
+independent of which worker reads; bursts of stalls (a storage server busy for seconds, every
+worker at once) defeat any prefetch and the model then predicts too much for prefetch. Workers
+wait for a free core only on average (the roofline stretches every worker's time alike), not
+batch by batch. `in_order=False` (a DataLoader that hands out batches as they come) is not
+modelled: the model is the in-order delivery's. Memory is PSS per worker, not the prefetched
+batches. Where the model is wrong, `harness tune` finds out by measuring: it measures the
+predicted choice and its neighbours on each axis, and where the measurements contradict the
+prediction it goes on measuring along that axis (analysis/tune/search.py).
 
-Torch-free: the analysis imports it, and so do the unit tests that check it on synthetic
-profiles against answers computed by hand.
+Torch-free (numpy: the recurrence runs every configuration of a profile at once, a column
+each; a 193-point grid with its intervals' 8 corner profiles in about 0.5 s): the analysis
+imports it, and so do the unit tests, which check it on synthetic profiles against answers
+computed by hand and against tests/fixtures/tune_sim.py's event simulation of the DataLoader
+(the stalls' queue), with the real DataLoader's figures in docs/concepts/tune.md.
 """
 
 from __future__ import annotations
