@@ -163,7 +163,8 @@ def test_a_single_worker_slower_than_the_step_delivers_at_its_own_rate() -> None
         truth = simulated(pipe, w(1, prefetch, persistent=True))
         assert batches_per_s(p, w(1, prefetch, persistent=True)) == pytest.approx(1 / 0.055)
         assert batches_per_s(p, w(1, prefetch, persistent=True)) == pytest.approx(truth, rel=0.02)
-    # Two and three workers, still under the step, lose a little to stalls: as simulated.
+    # Two workers (36 batches/s on average, under the step) and three (55, just over it) lose
+    # a little to stalls: as simulated.
     for n in (2, 3):
         assert batches_per_s(p, w(n, persistent=True)) == pytest.approx(
             simulated(pipe, w(n, persistent=True)), rel=0.02
