@@ -371,8 +371,11 @@ def _family(
     # stalls (sleeps: no core) are part of the mean and drawn apart below.
     period = np.maximum(worker_s, workers / roof) if math.isfinite(roof) else np.full(len(ahead), worker_s)
     base = np.maximum(0.0, period - share * stall_s)
-    stalls = np.repeat(_stalls(stall_s, share, int(ahead.max())), len(pairs), axis=1)
-    periods = _deliver(workers, ahead, base, stalls, step_s).reshape(QUEUE_DRAWS, len(pairs)).mean(axis=0)
+    draw = np.repeat(np.arange(QUEUE_DRAWS), len(pairs))
+    stalls = _stalls(stall_s, share, int(ahead.max()))
+    periods = (
+        _deliver(workers, ahead, base, stalls, draw, step_s).reshape(QUEUE_DRAWS, len(pairs)).mean(axis=0)
+    )
     return {pair: float(x) for pair, x in zip(pairs, periods, strict=True)}
 
 
@@ -393,31 +396,38 @@ def _stalls(stall_s: float, share: float, most_ahead: int) -> np.ndarray:
 
 
 def _deliver(
-    workers: np.ndarray, ahead: np.ndarray, base: np.ndarray, stalls: np.ndarray, step_s: float
+    workers: np.ndarray,
+    ahead: np.ndarray,
+    base: np.ndarray,
+    stalls: np.ndarray,
+    draw: np.ndarray,
+    step_s: float,
 ) -> np.ndarray:
     """The delivery recurrence, every configuration at once (a column each): batch k is dealt
     to worker k mod w when batch k − w × prefetch is taken (the first w × prefetch at once);
     its worker starts it when that worker has finished its previous batch (k − w), and takes
-    `base` plus the batch's stall; the main thread takes batches in order, each when it is
-    ready and the previous step is done. Returns each column's seconds per batch over the
-    measured part."""
-    total, m = len(stalls), len(workers)  # stalls: a row per batch, a column per configuration
-    pad = int(ahead.max())
-    ready = np.zeros((total + pad) * m)  # row k + pad: batch k (the pad rows: time 0)
-    taken = np.zeros((total + pad) * m)
+    `base` plus the batch's stall (`stalls[k, draw]`: the column's draw); the main thread
+    takes batches in order, each when it is ready and the previous step is done. Returns each
+    column's seconds per batch over the measured part (the last QUEUE_BATCHES batches)."""
+    total, m = len(stalls), len(workers)
+    # Only the last `ring` batches are looked back at: a ring of rows (batch k in row k mod
+    # ring; a row not yet written holds time 0, the iterator's start), so that memory does not
+    # grow with the batches (64 workers × 6 prefetch factors × 32 draws: 12,288 columns).
+    ring = int(ahead.max()) + 1
+    ready, taken = np.zeros(ring * m), np.zeros(ring * m)
     cols = np.arange(m)
-    back_ahead, back_worker = cols - ahead * m, cols - workers * m
-    free = np.zeros(m)
+    free, start_s = np.zeros(m), np.zeros(m)
     for k in range(total):
-        row = (k + pad) * m
-        start = np.maximum(taken[row + back_ahead], ready[row + back_worker])
-        done = start + base + stalls[k]
+        row = (k % ring) * m
+        dealt = taken[((k - ahead) % ring) * m + cols]
+        done = np.maximum(dealt, ready[((k - workers) % ring) * m + cols]) + base + stalls[k, draw]
         ready[row : row + m] = done
         take = np.maximum(done, free)
         taken[row : row + m] = take
         free = take + step_s
-    last, first = (total - 1 + pad) * m, (total - 1 - QUEUE_BATCHES + pad) * m
-    return (taken[last : last + m] - taken[first : first + m]) / QUEUE_BATCHES
+        if k == total - 1 - QUEUE_BATCHES:
+            start_s = take
+    return (take - start_s) / QUEUE_BATCHES
 
 
 def plateau_config(grid: Sequence[Config], profiled: int = 1) -> Config | None:
