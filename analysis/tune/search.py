@@ -63,6 +63,16 @@ MAX_RUNS = 6
 many would): beyond, it stays undecided and is named, as the recommendation names it."""
 
 
+ROUND_WHY = {
+    "first": "the model's choice, its neighbours and the configurations its intervals keep in reach",
+    "walk": "neighbours of an answer the runs put where the model did not",
+    "decide": "a cheaper configuration undecided against the best, one pass more of each",
+    "contend": "a dearer configuration the model puts above the best, its runs undecided, toward "
+    f"{MAX_RUNS} runs",
+}
+"""Why the search measures a round (SearchResult.why)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Judged:
     """The measured configurations judged against the best, as the recommendation does."""
@@ -95,6 +105,8 @@ class SearchResult:
     the answer, beyond the choice's neighbours (`plausible`)."""
     passes: dict[Config, tuple[noise.Pass, ...]] = field(default_factory=dict)
     """The pass of each run (None where the measure gave none): the judgement's pairs."""
+    why: tuple[str, ...] = ()
+    """Why each round was measured (ROUND_WHY's keys), one a round: where the device time went."""
 
     def errors(self) -> dict[Config, float]:
         """Per measured configuration: (predicted − measured median) / measured median."""
@@ -219,7 +231,8 @@ def search(
         ),
     ]
     widened = tuple(c for c in plausible(predictions, choice, margin) if c not in first)
-    todo, target = [*first, *widened], repeats
+    todo, target, why = [*first, *widened], repeats, "first"
+    whys: list[str] = []
     spent, capped = 0, False
     goals: dict[Config, int] = {}
     while todo:
@@ -235,14 +248,25 @@ def search(
             runs[c], passes[c] = split(measured[c])
         spent += sum(cost[c] for c in todo)
         rounds.append(list(todo))
+        whys.append(why)
         judged = judge(runs, margin, passes, predicted)
-        todo, target = _wanted(judged, grid, runs, predicted, margin), repeats
+        todo, target, why = _wanted(judged, grid, runs, by_config, margin), repeats, "walk"
         if not todo:
             todo, target = _to_decide(judged, runs, max_runs, goals)
+            why = "decide" if any(c in judged.undecided for c in todo) else "contend"
     if not runs:  # a budget below one configuration's runs: the model's choice, unconfirmed
         return SearchResult(Judged(choice, choice, {}), runs, predicted, choice, rounds, spent, True, widened)
     return SearchResult(
-        judge(runs, margin, passes), runs, predicted, choice, rounds, spent, capped, widened, passes
+        judge(runs, margin, passes),
+        runs,
+        predicted,
+        choice,
+        rounds,
+        spent,
+        capped,
+        widened,
+        passes,
+        tuple(whys),
     )
 
 
@@ -364,7 +388,7 @@ def _wanted(
     judged: Judged,
     grid: Sequence[Config],
     runs: Mapping[Config, Sequence[float]],
-    predicted: Mapping[Config, float],
+    predictions: Mapping[Config, Prediction],
     margin: float,
 ) -> list[Config]:
     """Where the measured answer contradicts the model (measured off its prediction by more
@@ -374,11 +398,12 @@ def _wanted(
     contradicted there: the best measured off its prediction by more than the margin, or
     predicted to gain more than the margin above it (on a plateau the model called right,
     the noise would otherwise walk the best up the plateau one point at a time)."""
+    predicted = {c: x.samples_per_s for c, x in predictions.items()}
     top = max(predicted.values())
     answer = judged.answer
 
     def off(c: Config) -> bool:
-        return abs(statistics.median(runs[c]) / predicted[c] - 1) > margin
+        return _off(statistics.median(runs[c]), predictions[c], margin)
 
     # A model the measurements contradict where it put the best (its median error beyond
     # SEPARATION margins on the measured configurations it predicted within the margin of
@@ -402,6 +427,26 @@ def _wanted(
     above = [c for c in _adjacent(best, grid, "num_workers") if c.num_workers > best.num_workers]
     gains = [c for c in above if predicted[c] > (1 + margin) * predicted[best]]
     return [c for c in above if c not in runs and (off(best) or c in gains)]
+
+
+def _off(measured: float, x: Prediction, margin: float) -> bool:
+    """Whether a configuration's measured median contradicts the model: under its prediction
+    by more than the margin, or above every samples/s its profile allows (the prediction's
+    interval's high, `Prediction.high`; its value where it has none) by more than the margin.
+    One-sided because a machine's spells are: a machine busy with other work slows a window,
+    it never speeds one (the issue's shared VM read a 28 ms step at 40.7 ms), so a profile
+    read on a slow spell predicts every configuration low together, and its interval
+    (windows.py: each quantity over its windows, by analysis/noise.py's rule) spans the
+    figure its quiet windows gave; a median inside it says the profile's figure was slow,
+    not that the model is wrong where it put the answer, and the answer moves with every
+    prediction. A walk on such a median measured a plateau the model had right, point by
+    point (the drifting 22-point grid: eight configurations of its plateau on a profile that
+    read the step 6 % slow, 27 % of the grid's device time where the median draw takes 10 %).
+    A median under the prediction is what no slow profile explains (it flattered the
+    configuration: stalls the prefetch does not absorb, too few workers): as before, the
+    margin from the prediction itself, the noise model's practical threshold."""
+    high = x.samples_per_s if x.high is None else max(x.high, x.samples_per_s)
+    return measured > (1 + margin) * high or measured < (1 - margin) * x.samples_per_s
 
 
 def _contradicted(
