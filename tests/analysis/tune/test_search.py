@@ -448,3 +448,26 @@ def test_a_dearer_choice_three_lucky_runs_topped_is_measured_until_decided() -> 
     assert result.judged.best == w(4, 8)
     assert result.judged.answer == w(4, 8)
     assert result.judged.verdicts[w(4, 4)] != noise.WITHIN
+
+
+def test_a_profile_read_slow_does_not_walk_a_plateau_its_interval_allowed() -> None:
+    """A profile whose windows read the machine 9 % slow on a spell (a busy machine slows a
+    window, never speeds one) predicts every configuration 9 % low, the plateau at 91 where
+    it is 100; its windows' interval reaches the quiet figure (high 100). The first round reads
+    the choice at 100, above its prediction by more than the margin but within what the
+    profile allowed: the model put the answer right, and no walk measures the plateau point by
+    point. Without the interval (the profile certain of its 91), the same reading contradicts
+    it and the search walks along num_workers, as before."""
+    grid = [w(n) for n in (1, 2, 3, 4, 6, 8)]
+    truth = {c: min(100.0, 25.0 * c.num_workers) for c in grid}
+    slow = {c: 0.91 * v for c, v in truth.items()}
+    allowed = [Prediction(c, v, 0.0, "step", v, v / 0.91) for c, v in slow.items()]
+    result = search(grid, allowed, Bench(truth))
+    assert result.model_choice == result.judged.answer == w(4)
+    assert result.rounds == [[w(4), w(6)]]
+    assert result.why == ("first",)
+    sure = [Prediction(c, v, 0.0, "step", v, v) for c, v in slow.items()]
+    certain = search(grid, sure, Bench(truth))
+    assert certain.judged.answer == w(4)
+    assert certain.rounds[1] == [w(3)]
+    assert certain.why[:2] == ("first", "walk")
