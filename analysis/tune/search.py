@@ -222,15 +222,7 @@ def search(
     passes: dict[Config, tuple[noise.Pass, ...]] = {}
     rounds: list[list[Config]] = []
     by_config = {x.config: x for x in predictions}
-    first = [
-        choice,
-        *(
-            c
-            for c in neighbours(choice, grid)
-            if not separated(by_config, c, choice, margin) and not no_gain(by_config, c, choice)
-        ),
-    ]
-    widened = tuple(c for c in plausible(predictions, choice, margin) if c not in first)
+    first, widened = _first_round(grid, predictions, choice, margin)
     todo, target, why = [*first, *widened], repeats, "first"
     whys: list[str] = []
     spent, capped = 0, False
@@ -268,6 +260,23 @@ def search(
         passes,
         tuple(whys),
     )
+
+
+def _first_round(
+    grid: Sequence[Config], predictions: Sequence[Prediction], choice: Config, margin: float
+) -> tuple[list[Config], tuple[Config, ...]]:
+    """The first round: the choice and its neighbours but those the model's intervals settle
+    (`separated`, `no_gain`), and the configurations they keep in reach beyond (`plausible`)."""
+    by_config = {x.config: x for x in predictions}
+    first = [
+        choice,
+        *(
+            c
+            for c in neighbours(choice, grid)
+            if not separated(by_config, c, choice, margin) and not no_gain(by_config, c, choice)
+        ),
+    ]
+    return first, tuple(c for c in plausible(predictions, choice, margin) if c not in first)
 
 
 SEPARATION = 2.0
