@@ -25,7 +25,10 @@ recommendation judges them (`--unpaired`: as independent runs, to see what pairi
 sets the profile's windows (default: tune.windows.profile_steps, a quarter of the
 confirmations' 200 steps, as the driver takes them; 200 is the profile before). The last
 column holds tune's median share of device time against the issue's budget (a quarter on
-20-40 points, 5 % on 100 or more). About 20 s with 5 seeds.
+20-40 points, 5 % on 100 or more). `--breakdown` adds where tune's device time went: per grid,
+the median draw and each draw over its budget, the profile (its passes) and the search's rounds
+by why they were measured (search.ROUND_WHY: the first round, walks, passes toward deciding a
+cheaper configuration, contenders brought to 6 runs). About 20 s with 5 seeds.
 The real grid (sleeps and the emulated step, measured by the harness) is
 tests/harness/tune/test_driver.py's.
 """
