@@ -423,8 +423,16 @@ def _wanted(
     # no stall put the answer at prefetch_factor=1 (measured 20-47 % under its predictions
     # there), and a walk along num_workers stopped at a noisy run that read its prediction,
     # where prefetch was the axis that mattered.
-    if _contradicted(runs, predictions, margin):
-        wanted = [c for c in neighbours(answer, grid) if c not in runs]
+    # Not those the model puts under the answer's runs by more than SEPARATION margins even
+    # wrong by the most it was found wrong there (`_beyond_error`).
+    errors = _errors(runs, predictions, margin)
+    if errors and statistics.median(errors) > SEPARATION * margin:
+        here = statistics.median(runs[answer])
+        wanted = [
+            c
+            for c in neighbours(answer, grid)
+            if c not in runs and not _beyond_error(predictions[c], here, max(errors), margin)
+        ]
         if wanted:
             return wanted
     # An answer the model also placed within the margin of the best, measured where the
@@ -446,23 +454,38 @@ def _wanted(
     return [c for c in above if c not in runs and (off(best) or c in gains)]
 
 
-def _contradicted(
+def _errors(
     runs: Mapping[Config, Sequence[float]], predictions: Mapping[Config, Prediction], margin: float
-) -> bool:
-    """Whether the model's median error exceeds SEPARATION margins on the measured
-    configurations it predicted within the margin of its best: where it placed the answer
-    (the configurations it puts far under are often right, and would dilute the error where it
-    matters). Each error one-sided (`_error`): a profile read on a slow spell, every
-    prediction low together, is not a model wrong where it put the answer (the shared 22-point
-    grid: a step read 9 % slow walked the whole neighbourhood of a plateau it had right, 34 %
-    of the grid's device time)."""
+) -> list[float]:
+    """The model's errors on the measured configurations it predicted within the margin of its
+    best: where it placed the answer (the configurations it puts far under are often right,
+    and would dilute the error where it matters); their median beyond SEPARATION margins, the
+    model is contradicted there. Each error one-sided (`_error`): a profile read on a slow spell,
+    every prediction low together, is not a model wrong where it put the answer (the shared
+    22-point grid: a step read 9 % slow walked the whole neighbourhood of a plateau it had
+    right, 34 % of the grid's device time)."""
     top = max(x.samples_per_s for x in predictions.values())
     errors = [
         _error(statistics.median(r), predictions[c])
         for c, r in runs.items()
         if r and predictions[c].samples_per_s >= (1 - margin) * top
     ]
-    return bool(errors) and statistics.median(errors) > SEPARATION * margin
+    return errors
+
+
+def _beyond_error(x: Prediction, here: float, error: float, margin: float) -> bool:
+    """Whether a neighbour of a contradicted answer is out of reach of the answer's measured
+    median `here` even where the model errs by `error` (the largest of its errors where it
+    put the best, `_errors`): its highest prediction (`Prediction.high`), raised by that error,
+    under SEPARATION margins below the answer's median, as `separated` judges a neighbour
+    against the choice. The walk after a contradiction is for the axis the model got wrong;
+    such a neighbour cannot be the answer, and measuring it confirms nothing the answer needs
+    (on the 193-point grid a profile that saw no stall walked prefetch_factor from 1 to 8 with
+    every answer's whole neighbourhood, persistent_workers=false among it at 28 % of the
+    best, predicted and measured there: its runs are the grid's longest, and that draw took
+    12 % of the grid's device time against a budget of 5 %)."""
+    high = x.samples_per_s if x.high is None else max(x.high, x.samples_per_s)
+    return high * (1 + error) < (1 - SEPARATION * margin) * here
 
 
 def _error(measured: float, x: Prediction) -> float:
