@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from harness.config.plan import Point, expand
@@ -147,9 +148,14 @@ def test_a_factory_without_rank_on_two_ranks_gives_each_the_whole_data_set_and_t
     plan = expand(spec)
     assert (
         f"note: {F}:dataloader takes neither rank nor world_size, and the spec runs 2 ranks "
-        "(slurm.nodes × slurm.tasks_per_node): unless its loader splits the data by rank itself"
+        "(slurm.nodes × slurm.tasks_per_node, on Slurm and with --backend local; an inline run has "
+        "one): unless its loader splits the data by rank itself"
     ) in plan_text(plan, [], tmp_path, "terminal")
+    # Session 11: an inline sweep of this spec (one rank a point) recorded the note too.
+    inline = create_sweep(plan, tmp_path / "inline", backend="inline", world_size=1)
+    assert not any("takes neither rank" in n for n in json.loads((inline / "plan.json").read_text())["notes"])
     sweep = create_sweep(plan, tmp_path / "results", backend="local", world_size=2)
+    assert any("takes neither rank" in n for n in json.loads((sweep / "plan.json").read_text())["notes"])
     assert run_local(plan.points, sweep, plan.spec.slurm) == []
     (only,) = plan.points
     got = [results.read_rows(layout.rank_file(layout.point_dir(sweep, only.id), k))[0] for k in (0, 1)]
