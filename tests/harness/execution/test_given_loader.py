@@ -57,6 +57,24 @@ def test_settings_a_factory_does_not_take_are_recorded_as_its_loader_has_them(tm
     assert (row["status"], row["num_workers"], row["prefetch_factor"]) == ("ok", "1", "2")
 
 
+def test_a_wrapper_around_a_dataloader_serves_the_sample_rungs_through_itself(tmp_path: Path) -> None:
+    """timm's PrefetchLoader shape: a loader of its own holding a DataLoader in `.loader`, which
+    makes uint8 batches that the wrapper normalises. The sample-level rungs fed the step the
+    DataLoader's uint8 batches (timm's script died: expected scalar type Byte but found Float),
+    and the rows had no settings (the wrapper has none). Now the cached stages pass through a
+    copy of the wrapper, and the settings are its DataLoader's."""
+    got = rows(tmp_path, point(f"loader: '{F}:prefetching'"))
+    assert [(r["rung"], r["status"]) for r in got] == [
+        ("host_batch", "ok"),
+        ("processed_sample", "ok"),
+        ("full", "ok"),
+    ]
+    # Its DataLoader's own (1 worker, drop_last), not the point's 0 that the factory did not take.
+    assert {(r["num_workers"], r["drop_last"], r["loader_given"]) for r in got} == {
+        ("1", "True", "tests.fixtures.loaders.Prefetching")
+    }
+
+
 def test_a_datamodule_is_asked_for_its_train_dataloader_and_the_sample_rungs_are_skipped(
     tmp_path: Path,
 ) -> None:
