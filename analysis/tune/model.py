@@ -40,22 +40,39 @@ hand-off):
 - `num_workers=w`: the loader's capacity grows with the workers at one worker's rate,
   `w × efficiency / main_load_s`, until the workers' cores run out: it never exceeds
   `cores / cpu_s_per_batch` (a roofline: a read that sleeps uses no core, so a reader waiting
-  on storage scales past the cores, a CPU-bound transform does not). The step's demand caps
-  it: the period of a batch is max(`step_s` + `handoff_s` + stall wait, 1 / capacity).
-  `handoff_s` is what the rank's own thread pays to take each batch from the workers, even a
-  ready one (the result queue, unpickling): it keeps the plateau under the bound rung's rate.
-  It is measured, not assumed (`with_plateau`): one more profile run, in the same round, at the
-  grid's most workers and prefetch (`plateau_config`, the likeliest to run on the step's side),
-  its period less the step; ignored where the fit puts that run on the loader's side, or where
-  the hand-off is within the tie margin of the step.
-- The prefetch: a batch is handed to its worker `w × prefetch_factor` steps before the step
-  needs it. A stalled batch still arrives in time when its work plus the stall fits in that
-  lead; else the step waits the rest, `stall_share` of the time (`stall_wait`;
-  `prefetch_needed` is the smallest prefetch_factor that absorbs the stall). The batches
-  queued behind a stalled one on its worker are late by the stall too, and a second stall
-  among them arrives later still: the step waits for it unless the lead's spare time and the
-  other workers' turns cover it (`stall_wait` counts the nearest such second stall). Where the loader
-  is the bottleneck the stalls are already in its mean rate and prefetch changes nothing.
+  on storage scales past the cores, a CPU-bound transform does not). Each worker then takes
+  w / capacity seconds a batch on average, stalls included.
+- The delivery, batch by batch (`queue_period`): a deterministic recurrence of what
+  PyTorch's `_MultiProcessingDataLoaderIter` does (torch/utils/data/dataloader.py, 2.x):
+  `_reset` primes `prefetch_factor × num_workers` indices (`_try_put_index`, which refuses
+  more than that many outstanding); each index goes to the next worker of
+  `_worker_queue_idx_cycle`, an `itertools.cycle` over the workers (strict turn, with
+  `in_order`, the default); `_process_data` puts one new index each time `_next_data`
+  returns a batch to the step; `_next_data` returns batch `_rcvd_idx` and no other (a batch
+  that arrived early waits in `_task_info`), so a late batch holds the step even where later
+  ones are ready; a worker serves its own index queue in order. So batch k is dealt to worker
+  k mod w when batch k − w × prefetch is taken (the first w × prefetch at once); that worker
+  starts it when it has finished batch k − w, and takes its mean time without stalls plus
+  the batch's stall; the step takes batch k when it is ready and the previous step and
+  hand-off are done. The stalls: `stall_s` on a share `stall_share` of the batches, placed by
+  fixed draws (QUEUE_SEED: the same places for every configuration and every profile, so that
+  neighbours compare smoothly and a prediction is the same each time; QUEUE_DRAWS draws of
+  QUEUE_BATCHES batches, averaged). The period is the step's in steady state. This is what
+  the mean rates alone miss: where the workers only just meet the step (7 workers of 59 ms
+  under an 8 ms step on the 193-point grid of benchmarks/tune_truth.py), the step waits for
+  a stalled batch while the other workers fill their `prefetch` slots and sit idle: 89 % of
+  the step's rate where the mean rate says 95 %. A worker slower than the step is never idle
+  and delivers at its mean rate; a prefetch that covers a stall absorbs it; the batches
+  queued behind a stalled one on its worker are late too; all fall out of the recurrence.
+  `prefetch_needed` is the smallest prefetch_factor whose lead covers one stall. A loss to
+  the queue under QUEUE_RESOLUTION of the period is none (`stall_wait`).
+- `handoff_s` is what the rank's own thread pays to take each batch from the workers, even a
+  ready one (the result queue, unpickling), in series with the step: it keeps the plateau
+  under the bound rung's rate. It is measured, not assumed (`with_plateau`): one more profile
+  run, in the same round, at the grid's most workers and prefetch (`plateau_config`, the
+  likeliest to run on the step's side), its period less the model's; ignored where the fit
+  puts that run on the loader's side, or where the hand-off is within the tie margin of the
+  step.
 - Without `persistent_workers`, each epoch pays `restart_s` once: `restart_s / epoch_steps`
   per batch.
 - samples/s = batches/s × batch size × ranks (the ranks are alike and independent).
@@ -71,24 +88,34 @@ not itself a bottleneck (unpickling: a main thread that saturates makes the mode
 optimistic for many workers). The copy settings (`pin_memory`, `non_blocking`) change the step's
 side only: each mode's step and hand-off are measured (below), its loader side is the profile's;
 with `num_workers=0` the main thread pins each batch in series, which the model does not add.
-The stalls are independent from batch to batch and shorter than a worker's lead; bursts
-of stalls (a storage server busy for seconds) defeat any prefetch and the model then predicts
-too much for prefetch. Memory is PSS per worker, not the prefetched batches. Where the model is
-wrong, `harness tune` finds out by measuring: it measures the predicted choice and its
-neighbours on each axis, and where the measurements contradict the prediction it goes on
-measuring along that axis (analysis/tune/search.py).
+The stalls are independent from batch to batch (the recurrence places them at random,
+the profile's share of them), all of one length (p99 − p50 of the wait at num_workers=0), and
+independent of which worker reads; bursts of stalls (a storage server busy for seconds, every
+worker at once) defeat any prefetch and the model then predicts too much for prefetch. Workers
+wait for a free core only on average (the roofline stretches every worker's time alike), not
+batch by batch. `in_order=False` (a DataLoader that hands out batches as they come) is not
+modelled: the model is the in-order delivery's. Memory is PSS per worker, not the prefetched
+batches. Where the model is wrong, `harness tune` finds out by measuring: it measures the
+predicted choice and its neighbours on each axis, and where the measurements contradict the
+prediction it goes on measuring along that axis (analysis/tune/search.py).
 
-Torch-free: the analysis imports it, and so do the unit tests that check it on synthetic
-profiles against answers computed by hand.
+Torch-free (numpy: the recurrence runs every configuration of a profile at once, a column
+each; a 193-point grid with its intervals' 8 corner profiles in about 0.5 s): the analysis
+imports it, and so do the unit tests, which check it on synthetic profiles against answers
+computed by hand and against tests/fixtures/tune_sim.py's event simulation of the DataLoader
+(the stalls' queue), with the real DataLoader's figures in docs/concepts/tune.md.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
+
+import numpy as np
 
 from analysis.noise import MARGIN
 from harness_schema.settings import WORKER_ONLY
@@ -232,33 +259,26 @@ def capacity(p: Profile, workers: int) -> float:
 
 
 def stall_wait(p: Profile, workers: int, prefetch: int) -> float:
-    """Mean seconds per batch the step waits for stalls that the prefetch does not absorb.
+    """Mean seconds per batch the delivery loses to its queue: the recurrence's period
+    (`queue_period`) over the larger of the step's side (the step and its hand-off) and the
+    loader's mean period (1 / capacity). The stalls the prefetch does not absorb, the batches
+    queued behind a stalled one on its worker, and the workers that sit idle with their
+    `prefetch` batches done while the step waits for a late one (in order): what neither the
+    step nor the loader's mean rate says."""
+    floor = max(p.step_s + p.handoff_s, 1 / capacity(p, workers))
+    excess = queue_period(p, workers, prefetch) - floor
+    return excess if excess > QUEUE_RESOLUTION * floor else 0.0
 
-    A batch is handed to its worker `workers × prefetch` step periods before the step needs
-    it (the lead); a stalled one still arrives in time where its work and the stall fit in
-    it, else the step waits the rest. The batches dealt to the same worker after a stalled
-    one (round-robin, `prefetch` of them already queued behind it) are late by the stall too:
-    a second stall among them, the k-th behind, arrives k × (its work) + the stall after the
-    first, where the step needs it k × workers step periods after the first, less what the
-    lead had left over; the DataLoader hands batches out in order, so the step waits for it
-    (on the erratic reader of benchmarks/tune_truth.py, 5 % of reads stalling 300 ms, 4
-    workers and prefetch 4: 361 samples/s measured, 400 predicted by the first stall alone,
-    370 with the second)."""
-    if p.stall_share <= 0 or p.stall_s <= 0:
-        return 0.0
-    q, stall = p.stall_share, p.stall_s
-    typical = max(0.0, 1 / worker_rate(p) - q * stall)  # an unstalled batch
-    period = p.step_s + p.handoff_s
-    lead = workers * prefetch * period
-    first = typical + stall - lead
-    slack = max(0.0, -first)  # what the lead had left over when the first stall arrived
-    # The first stall alone (no other among the `prefetch - 1` queued behind it on its worker),
-    # then the k-th of those stalling too (the nearest second stall: geometric in k).
-    wait = (1 - q) ** (prefetch - 1) * max(0.0, first)
-    for k in range(1, prefetch):
-        behind = k * typical + stall - k * workers * period - slack
-        wait += q * (1 - q) ** (k - 1) * max(0.0, behind)
-    return q * wait
+
+QUEUE_RESOLUTION = 0.01
+"""A loss to the queue under this share of the period is reported as none (`stall_wait`). The
+recurrence's figure is the mean over a finite draw of stalls (QUEUE_DRAWS × QUEUE_BATCHES
+batches: ±0.7 % from one set of draws to another at the 193-point grid's knee), so it cannot
+tell a configuration that absorbs its stalls from one that loses a few tenths of a percent
+to them; and the search reads a dearer neighbour predicted above the choice at all as one that
+may gain (tune.search.no_gain): on the erratic reader, 4 workers with prefetch 8 lose 0.4 % to
+the queue (49.8 batches/s against the step's 50), and without this every draw measured 6
+workers too, for 20 % more device time."""
 
 
 def prefetch_needed(p: Profile, workers: int) -> int:
@@ -271,9 +291,10 @@ def prefetch_needed(p: Profile, workers: int) -> int:
 
 
 def step_side(p: Profile, c: Config) -> float:
-    """Seconds per batch on the step's side with workers: the step, the hand-off of each batch
-    and the stalls the prefetch does not absorb."""
-    return p.step_s + p.handoff_s + stall_wait(p, c.num_workers, c.prefetch_factor or 2)
+    """Seconds per batch the delivery takes with workers (`queue_period`): the step, the
+    hand-off of each batch, and what the queue loses to stalls and in-order waits."""
+    workers, prefetch = c.num_workers, c.prefetch_factor or 2
+    return max(p.step_s + p.handoff_s, 1 / capacity(p, workers)) + stall_wait(p, workers, prefetch)
 
 
 def batches_per_s(p: Profile, c: Config) -> float:
@@ -281,10 +302,132 @@ def batches_per_s(p: Profile, c: Config) -> float:
     p = p.in_mode(c)
     if c.num_workers == 0:
         return 1 / (p.step_s + p.main_load_s)
-    period = max(step_side(p, c), 1 / capacity(p, c.num_workers))
+    period = step_side(p, c)
     if not c.persistent_workers and p.epoch_steps:
         period += p.restart_s / p.epoch_steps
     return 1 / period
+
+
+QUEUE_BATCHES = 1000
+"""Batches the delivery recurrence (`queue_period`) measures its period over, in each of its
+QUEUE_DRAWS draws, after a warmup of at least twice the outstanding batches."""
+QUEUE_DRAWS = 32
+"""Independent draws of the stalls' places the recurrence averages (columns of one numpy
+loop). A stall-bound configuration's period depends on how close its stalls fall: 4 draws of
+2000 batches left the erratic reader's num_workers=4 prefetch_factor=4 1.2 % over a long
+simulation's figure (46.8 against 46.3 batches/s), enough to call it tied with the step's 50
+where the profile read the stall share a little low; 32 draws of 1000, within 0.3 % there and
+within 0.9 % on every configuration of the knee checked (tests/analysis/tune/test_model.py),
+for 0.5 s on a 193-point grid with its intervals' 8 corner profiles."""
+QUEUE_SEED = 20240607
+"""The stalls' places in the recurrence: one fixed draw for every configuration and every
+profile (common random numbers: two neighbours of the grid meet the same stalls, so their
+ratio is smooth and a prediction is the same each time it is asked)."""
+_PREFETCH = (1, 2, 3, 4, 6, 8)
+"""The prefetch factors one evaluation of the recurrence covers beside the one asked (every
+worker count up to 16 or the one asked): a grid's configurations share a profile, so the first
+asks for the whole family at numpy's cost of one."""
+
+
+def queue_period(p: Profile, workers: int, prefetch: int) -> float:
+    """Seconds per batch the DataLoader's delivery takes in steady state with `workers` workers
+    and `prefetch` (the step and its hand-off included, the epoch restarts not): the
+    recurrence of the module docstring, over QUEUE_BATCHES batches."""
+    if workers < 1 or prefetch < 1:
+        raise ValueError(f"queue_period: needs workers >= 1 and prefetch >= 1 (got {workers}, {prefetch})")
+    family = _family(
+        _worker_s(p),
+        core_roof(p),
+        p.stall_s if p.stall_share > 0 else 0.0,
+        p.stall_share if p.stall_s > 0 else 0.0,
+        p.step_s + p.handoff_s,
+        max(16, workers),
+        tuple(sorted({prefetch, *_PREFETCH})),
+    )
+    return family[(workers, prefetch)]
+
+
+def _worker_s(p: Profile) -> float:
+    return 1 / worker_rate(p)
+
+
+@functools.lru_cache(maxsize=4096)
+def _family(
+    worker_s: float,
+    roof: float,
+    stall_s: float,
+    share: float,
+    step_s: float,
+    most: int,
+    prefetches: tuple[int, ...],
+) -> dict[tuple[int, int], float]:
+    """queue_period for every worker count up to `most` and each of `prefetches`, at once."""
+    pairs = [(n, f) for n in range(1, most + 1) for f in prefetches]
+    # A column per configuration and draw of the stalls (QUEUE_DRAWS of them, the same for
+    # every configuration), draw-major: column j is pair j mod len(pairs).
+    workers = np.tile([n for n, _ in pairs], QUEUE_DRAWS)
+    ahead = np.tile([n * f for n, f in pairs], QUEUE_DRAWS)
+    # Each worker's period with w workers: its own, or its share of the cores' roof; the
+    # stalls (sleeps: no core) are part of the mean and drawn apart below.
+    period = np.maximum(worker_s, workers / roof) if math.isfinite(roof) else np.full(len(ahead), worker_s)
+    base = np.maximum(0.0, period - share * stall_s)
+    draw = np.repeat(np.arange(QUEUE_DRAWS), len(pairs))
+    stalls = _stalls(stall_s, share, int(ahead.max()))
+    periods = (
+        _deliver(workers, ahead, base, stalls, draw, step_s).reshape(QUEUE_DRAWS, len(pairs)).mean(axis=0)
+    )
+    return {pair: float(x) for pair, x in zip(pairs, periods, strict=True)}
+
+
+def _stalls(stall_s: float, share: float, most_ahead: int) -> np.ndarray:
+    """Each batch's stall (seconds), a column per draw: `share` of the batches of the warmup
+    and of the measured part each, exactly (the last one partly, so that the figure is smooth
+    in the share), placed by QUEUE_SEED's draws."""
+    warm = max(2 * most_ahead, QUEUE_BATCHES // 4)
+    out = np.zeros((warm + QUEUE_BATCHES, QUEUE_DRAWS))
+    if stall_s <= 0 or share <= 0:
+        return out
+    rng = np.random.default_rng(QUEUE_SEED)
+    for draw in range(QUEUE_DRAWS):
+        for start, length in ((0, warm), (warm, QUEUE_BATCHES)):
+            rank = rng.permutation(length)  # the stalls take the first ranks: share × length of them
+            out[start : start + length, draw] = stall_s * np.clip(share * length - rank, 0.0, 1.0)
+    return out
+
+
+def _deliver(
+    workers: np.ndarray,
+    ahead: np.ndarray,
+    base: np.ndarray,
+    stalls: np.ndarray,
+    draw: np.ndarray,
+    step_s: float,
+) -> np.ndarray:
+    """The delivery recurrence, every configuration at once (a column each): batch k is dealt
+    to worker k mod w when batch k − w × prefetch is taken (the first w × prefetch at once);
+    its worker starts it when that worker has finished its previous batch (k − w), and takes
+    `base` plus the batch's stall (`stalls[k, draw]`: the column's draw); the main thread
+    takes batches in order, each when it is ready and the previous step is done. Returns each
+    column's seconds per batch over the measured part (the last QUEUE_BATCHES batches)."""
+    total, m = len(stalls), len(workers)
+    # Only the last `ring` batches are looked back at: a ring of rows (batch k in row k mod
+    # ring; a row not yet written holds time 0, the iterator's start), so that memory does not
+    # grow with the batches (64 workers × 6 prefetch factors × 32 draws: 12,288 columns).
+    ring = int(ahead.max()) + 1
+    ready, taken = np.zeros(ring * m), np.zeros(ring * m)
+    cols = np.arange(m)
+    free, start_s = np.zeros(m), np.zeros(m)
+    for k in range(total):
+        row = (k % ring) * m
+        dealt = taken[((k - ahead) % ring) * m + cols]
+        done = np.maximum(dealt, ready[((k - workers) % ring) * m + cols]) + base + stalls[k, draw]
+        ready[row : row + m] = done
+        take = np.maximum(done, free)
+        taken[row : row + m] = take
+        free = take + step_s
+        if k == total - 1 - QUEUE_BATCHES:
+            start_s = take
+    return (take - start_s) / QUEUE_BATCHES
 
 
 def plateau_config(grid: Sequence[Config], profiled: int = 1) -> Config | None:
@@ -319,7 +462,7 @@ def with_plateau(p: Profile, c: Config, measured_batches_per_s: float) -> Profil
     the profile is returned as it is."""
     if c.num_workers == 0 or not measured_batches_per_s > 0:
         return p
-    if 1 / capacity(p, c.num_workers) > step_side(p, c):
+    if 1 / capacity(p, c.num_workers) > p.step_s + p.handoff_s:
         return p
     period = 1 / measured_batches_per_s
     if not c.persistent_workers and p.epoch_steps:
@@ -398,7 +541,7 @@ def bound_of(p: Profile, c: Config) -> str:
     if c.num_workers == 0:
         return "series"
     cap = capacity(p, c.num_workers)
-    if 1 / cap > step_side(p, c):
+    if 1 / cap > p.step_s + p.handoff_s:
         return "cores" if cap == core_roof(p) else "workers"
     return "stalls" if stall_wait(p, c.num_workers, c.prefetch_factor or 2) > 0 else "step"
 
