@@ -5,19 +5,24 @@ a requeue), no process is left, and `harness resume` measures the unit."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
 import pytest
+from torch.utils.data import DataLoader, Dataset
 
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
-from harness.execution import termination
+from harness.execution import ladder, termination
 from harness.exits import Terminated
 from harness_schema import layout
 from harness_schema import rows as results
@@ -106,3 +111,82 @@ def test_a_worker_death_with_no_sigterm_is_the_rungs_failure() -> None:
         )
         termination.reraise_if_terminated(ValueError("a bad sample"))  # no grace waited for others
     assert termination.signal_taken() is None
+
+
+class _Dying(Dataset[int]):
+    """A worker that dies at its third sample: of a segfault, an exit status of its own, or
+    a SIGKILL (the OOM killer's, or Slurm's after KillWait)."""
+
+    def __init__(self, death: str) -> None:
+        self.death = death
+
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, index: int) -> int:
+        if index == 2:
+            if self.death == "segfault":
+                ctypes.string_at(0)
+            elif self.death == "exit":
+                os._exit(3)
+            elif self.death == "sys.exit":
+                sys.exit(1)
+            else:
+                os.kill(os.getpid(), getattr(signal, self.death))
+            time.sleep(30)  # not reached: a signal's default ends the worker first
+        return index  # not a tensor: none is shared with the parent through a file descriptor
+
+
+class _Clock:
+    """termination's clock, seen from the test: how long reraise_if_terminated waited."""
+
+    def __init__(self) -> None:
+        self.now, self.waited = 0.0, 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        self.waited += seconds
+
+
+@contextmanager
+def _worker_death(death: str) -> Iterator[RuntimeError]:
+    """The error a DataLoader raises when its worker dies of `death`; its workers ended after,
+    as a rung's stream is closed (else PyTorch's SIGCHLD handler raises the death again later)."""
+    iterator = iter(DataLoader(_Dying(death), batch_size=1, num_workers=1, collate_fn=list))
+    try:
+        with pytest.raises(RuntimeError, match="DataLoader worker") as caught:
+            for _ in iterator:
+                pass
+        yield caught.value
+    finally:
+        ladder.end_workers(iterator)
+
+
+@pytest.mark.parametrize("death", ["segfault", "exit", "sys.exit"])
+def test_a_worker_that_crashed_on_its_own_is_the_rungs_failure_with_no_grace(
+    monkeypatch: pytest.MonkeyPatch, death: str
+) -> None:
+    """A segfault, `os._exit(3)`, `sys.exit(1)` in a worker: no SIGTERM is coming, so the rung
+    fails at once (every such point waited termination.GRACE_S for one before)."""
+    clock = _Clock()
+    monkeypatch.setattr(termination, "time", clock)
+    with termination.terminable(), _worker_death(death) as error:
+        termination.reraise_if_terminated(error)  # returns: the rung's failure
+    assert clock.waited == 0
+    assert termination.signal_taken() is None
+
+
+@pytest.mark.parametrize("death", ["SIGTERM", "SIGKILL"])
+def test_a_worker_killed_as_a_terminated_job_is_waits_for_the_ranks_own_signal(
+    monkeypatch: pytest.MonkeyPatch, death: str
+) -> None:
+    """Killed by SIGTERM or SIGKILL (what a job's termination sends): the rung waits the grace
+    for the rank's own SIGTERM, and with none, is the rung's failure."""
+    clock = _Clock()
+    monkeypatch.setattr(termination, "time", clock)
+    with termination.terminable(), _worker_death(death) as error:
+        termination.reraise_if_terminated(error)
+    assert clock.waited >= termination.GRACE_S
