@@ -77,11 +77,21 @@ def reraise_if_terminated(e: Exception) -> None:
         raise Terminated(_terminated[0]) from e
     if not termination_plausible(e):
         return  # a worker's own crash: no SIGTERM is coming
+    try:
+        await_own_signal()
+    except Terminated as terminated:
+        raise terminated from e
+
+
+def await_own_signal() -> None:
+    """Wait up to GRACE_S for this rank's own SIGTERM, after a process of its step (a DataLoader
+    worker, a user's script) ended of one: raise Terminated if it comes (within `terminable`),
+    else return."""
     deadline = time.monotonic() + GRACE_S
     while not _terminated and time.monotonic() < deadline:
         time.sleep(0.05)  # the handler raises Terminated here if the SIGTERM comes
     if _terminated:
-        raise Terminated(_terminated[0]) from e
+        raise Terminated(_terminated[0])
 
 
 def termination_plausible(e: Exception) -> bool:

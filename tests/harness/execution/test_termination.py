@@ -190,3 +190,64 @@ def test_a_worker_killed_as_a_terminated_job_is_waits_for_the_ranks_own_signal(
     with termination.terminable(), _worker_death(death) as error:
         termination.reraise_if_terminated(error)
     assert clock.waited >= termination.GRACE_S
+
+
+SCRIPT_SPEC = """\
+name: scriptterm
+workload: {{script: {script}, args: ["--read-ms", "600000", "--num-workers", "2", "--log-file", "{marker}"]}}
+measure: {{warmup_steps: 1, steps: 4, repeats: 1}}
+rungs: [full]
+loader: {{num_workers: 2}}
+slurm: {{tasks_per_node: 1, gpus_per_node: 0}}
+"""
+
+
+def _script_with_workers(marker: Path) -> psutil.Process | None:
+    """The user's script (its --log-file `marker` names it) once its two workers read."""
+    for process in psutil.process_iter(["cmdline"]):
+        if str(marker) in (process.info["cmdline"] or []):
+            try:
+                if len(process.children()) >= 2:
+                    return process
+            except psutil.Error:
+                continue
+    return None
+
+
+@pytest.mark.parametrize("to", ["rank", "step"])
+def test_a_script_point_terminated_mid_window_ends_as_the_builtin_step_does(tmp_path: Path, to: str) -> None:
+    """A user's script under harness.probe, its workers reading (stuck: a read of 600 s), and
+    SIGTERM to its rank alone (`kill` of a local rank) or to every process of the step (Slurm's
+    preemption or scancel). Before, the rank alone: the script ended, its workers lived on
+    (init's), holding its stdout open, and the rank hung reading it until they did. Now, either
+    way: the rank ends with its line, no process of the point is left, and the unit has no row
+    (resume measures it)."""
+    marker = tmp_path / "script.log"
+    spec = SCRIPT_SPEC.format(script=REPO / "tests" / "fixtures" / "probe_script.py", marker=marker)
+    (tmp_path / "s.yaml").write_text(spec)
+    run = _harness(tmp_path, "run", "s.yaml", "--backend", "local")
+    step: list[psutil.Process] = []
+    try:
+        wait_for(lambda: _script_with_workers(marker), "the script's two workers reading", 180.0)
+        script = _script_with_workers(marker)
+        assert script is not None
+        rank = script.parent()
+        assert rank is not None
+        step = [rank, script, *script.children(recursive=True)]
+        for process in step if to == "step" else [rank]:
+            process.send_signal(signal.SIGTERM)
+        assert run.wait(timeout=180) == 1
+        wait_for(lambda: not [p for p in step if alive(p)], "the rank, the script and its workers ended", 60)
+    finally:
+        for process in [p for p in step if alive(p)]:
+            process.kill()
+        if run.poll() is None:
+            run.kill()
+    err = (tmp_path / "err").read_text()
+    assert "terminated by SIGTERM; its units not done are measured again on resume" in err
+    assert "exited unexpectedly" not in err
+    (sweep,) = (tmp_path / "results" / "scriptterm").iterdir()
+    (point,) = expand(parse_spec(spec)).points
+    rank_file = layout.rank_file(layout.point_dir(sweep, point.id), 0)
+    rows = results.read_rows(rank_file) if rank_file.exists() else []
+    assert [r for r in rows if r.get("rung")] == []  # the unit under way: no row, nor a failed one
