@@ -407,14 +407,22 @@ def end_script(p: subprocess.Popen[bytes]) -> None:
     this process with them (a local rank told to stop hung until the worker's read returned)."""
     import psutil
 
-    try:
-        below = psutil.Process(p.pid).children(recursive=True)
-    except psutil.Error:
-        below = []
+    def under() -> list[psutil.Process]:
+        try:
+            return psutil.Process(p.pid).children(recursive=True)
+        except psutil.Error:
+            return []
+
+    below = under()
     p.terminate()
     try:
         p.wait(timeout=END_GRACE_S)
     except subprocess.TimeoutExpired:
+        # Still going (a SIGTERM handler of its own): stopped, so that it starts no process
+        # more, and those it started since are ended with it.
+        with contextlib.suppress(OSError):
+            p.send_signal(signal.SIGSTOP)
+        below += [q for q in under() if q not in below]
         p.kill()
         p.wait()
     for process in below:

@@ -15,6 +15,7 @@ unknown): a worker that segfaulted or exited with a status of its own (`sys.exit
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import threading
@@ -56,6 +57,33 @@ def terminable() -> Iterator[None]:
 
     _terminated.clear()
     previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def noted() -> Iterator[None]:
+    """Within, in the main thread: SIGTERM is noted (`signal_taken`), then handled as it was
+    before: the default still ends the process, a handler of the user's script (a checkpoint on
+    preemption) is still called. For a user's script measured under harness.probe: a worker's
+    death by the same signal is then the termination, never the loader's failed row."""
+    previous = signal.getsignal(signal.SIGTERM)
+    if threading.current_thread() is not threading.main_thread() or previous in (signal.SIG_IGN, None):
+        yield
+        return
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        _terminated.append(signum)
+        if callable(previous):
+            previous(signum, frame)
+            return
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    _terminated.clear()
+    signal.signal(signal.SIGTERM, note)
     try:
         yield
     finally:

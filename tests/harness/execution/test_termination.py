@@ -214,16 +214,20 @@ def _script_with_workers(marker: Path) -> psutil.Process | None:
     return None
 
 
-@pytest.mark.parametrize("to", ["rank", "step"])
+@pytest.mark.parametrize("to", ["rank", "step", "step-own-handler"])
 def test_a_script_point_terminated_mid_window_ends_as_the_builtin_step_does(tmp_path: Path, to: str) -> None:
     """A user's script under harness.probe, its workers reading (stuck: a read of 600 s), and
     SIGTERM to its rank alone (`kill` of a local rank) or to every process of the step (Slurm's
     preemption or scancel). Before, the rank alone: the script ended, its workers lived on
     (init's), holding its stdout open, and the rank hung reading it until they did. Now, either
     way: the rank ends with its line, no process of the point is left, and the unit has no row
-    (resume measures it)."""
+    (resume measures it). A script with a SIGTERM handler of its own (it checkpoints on
+    preemption) outlived its workers' death by the signal, and the probe wrote the loader's
+    failed row for it (`DataLoader worker (pid N) is killed by signal: Terminated`)."""
     marker = tmp_path / "script.log"
     spec = SCRIPT_SPEC.format(script=REPO / "tests" / "fixtures" / "probe_script.py", marker=marker)
+    if to == "step-own-handler":
+        spec = spec.replace('"--log-file"', '"--on-sigterm", "--log-file"')
     (tmp_path / "s.yaml").write_text(spec)
     run = _harness(tmp_path, "run", "s.yaml", "--backend", "local")
     step: list[psutil.Process] = []
@@ -234,7 +238,7 @@ def test_a_script_point_terminated_mid_window_ends_as_the_builtin_step_does(tmp_
         rank = script.parent()
         assert rank is not None
         step = [rank, script, *script.children(recursive=True)]
-        for process in step if to == "step" else [rank]:
+        for process in step if to.startswith("step") else [rank]:
             process.send_signal(signal.SIGTERM)
         assert run.wait(timeout=180) == 1
         wait_for(lambda: not [p for p in step if alive(p)], "the rank, the script and its workers ended", 60)
