@@ -28,6 +28,9 @@ from analysis.export import EXPORT_FORMATS
 COMPARE_FORMATS = ["terminal", "markdown", "csv", "latex"]
 FORMAT_CHOICES = [*COMPARE_FORMATS, "html", *EXPORT_FORMATS]
 DEFAULT_HTML = Path("report.html")
+PREFIX = "harness:"
+"""The one prefix of an error line, whichever verb says it: `harness report` and `harness
+compare` run this module, and `python -m analysis` is the same verbs without the entry point."""
 
 
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,19 +117,19 @@ def export_main(paths: Sequence[str], fmt: str, output: Path | None) -> int:
     from harness_schema.atomic import atomic_write_bytes
 
     if output is None:
-        print(f"analysis: --format {fmt} writes a file: give it with -o FILE", file=sys.stderr)
+        print(f"{PREFIX} --format {fmt} writes a file: give it with -o FILE", file=sys.stderr)
         return 2
     problems: list[str] = []
     frame = tidy(paths, problems)
     for problem in problems:
-        print(f"analysis: {problem}", file=sys.stderr)
+        print(f"{PREFIX} {problem}", file=sys.stderr)
     if frame.empty:
-        print(f"analysis: no rows to export; {output} not written", file=sys.stderr)
+        print(f"{PREFIX} no rows to export; {output} not written", file=sys.stderr)
         return 1
     try:
         atomic_write_bytes(Path(output), tidy_bytes(frame, fmt))
     except OSError as e:
-        print(f"analysis: cannot write {output}: {e.strerror or e}", file=sys.stderr)
+        print(f"{PREFIX} cannot write {output}: {e.strerror or e}", file=sys.stderr)
         return 2
     points = frame[["sweep_dir", "point_id"]].drop_duplicates().shape[0]
     print(f"export: {output} ({len(frame)} row(s) of {points} point(s), {fmt})")
@@ -167,7 +170,7 @@ def _write(path: Path, text: str) -> bool:
     try:
         atomic_write_bytes(path, (text if text.endswith("\n") else text + "\n").encode())
     except OSError as e:
-        print(f"analysis: cannot write {path}: {e.strerror or e}", file=sys.stderr)
+        print(f"{PREFIX} cannot write {path}: {e.strerror or e}", file=sys.stderr)
         return False
     return True
 

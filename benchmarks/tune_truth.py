@@ -25,7 +25,10 @@ recommendation judges them (`--unpaired`: as independent runs, to see what pairi
 sets the profile's windows (default: tune.windows.profile_steps, a quarter of the
 confirmations' 200 steps, as the driver takes them; 200 is the profile before). The last
 column holds tune's median share of device time against the issue's budget (a quarter on
-20-40 points, 5 % on 100 or more). About 20 s with 5 seeds.
+20-40 points, 5 % on 100 or more). `--breakdown` adds where tune's device time went: per grid,
+the median draw and each draw over its budget, the profile (its passes) and the search's rounds
+by why they were measured (search.ROUND_WHY: the first round, walks, passes toward deciding a
+cheaper configuration, contenders brought to 6 runs). About 20 s with 5 seeds.
 The real grid (sleeps and the emulated step, measured by the harness) is
 tests/harness/tune/test_driver.py's.
 """
@@ -35,6 +38,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -42,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tabulate import tabulate
 
 from analysis.tune.model import Config, copy_modes, lightning_workers
-from analysis.tune.search import Measure, exhaustive, search
+from analysis.tune.search import ROUND_WHY, Measure, Runs, exhaustive, search
 from analysis.tune.windows import WINDOWS, predict_with_intervals
 from harness.tune.driver import small_grid_note
 from tests.fixtures.tune_sim import BIG, BIG_GRID, COPYING, COPYING_GRID, Bench, Pipeline, grid, true_rate
@@ -137,7 +141,16 @@ def run_case(
     bench = Bench(p, seed=seed + 1000, slow=slow, windows=windows, profile_steps=profile_steps, drift=drift)
     profile = bench.profile(configs)
     profile_runs, profile_s = bench.runs, bench.seconds
-    result = search(configs, predict_with_intervals(profile, configs), _paired(bench, paired), repeats=3)
+    spent: list[tuple[float, int]] = []  # each round's device-seconds and point-runs
+
+    def measure(todo: Sequence[Config], runs: int) -> Mapping[Config, Sequence[float] | Runs]:
+        before = (bench.seconds, bench.runs)
+        out = _paired(bench, paired)(todo, runs)
+        spent.append((bench.seconds - before[0], bench.runs - before[1]))
+        return out
+
+    result = search(configs, predict_with_intervals(profile, configs), measure, repeats=3)
+    why = {k: [s for s, w in zip(spent, result.why, strict=True) if w == k] for k in ROUND_WHY}
     answer = result.judged.answer
     others = [c for c in configs if c.num_workers in (lightning_workers(p.cores, 1), p.cores)]
     return {
@@ -153,6 +166,9 @@ def run_case(
         "model_alone": truth[result.model_choice] / best,
         "profile_runs": profile_runs,
         "profile_s": profile_s,
+        "profile_passes": profile.windows,
+        **{f"{k}_s": sum(s for s, _ in v) for k, v in why.items()},
+        **{f"{k}_runs": sum(n for _, n in v) for k, v in why.items()},
     }
 
 
@@ -182,10 +198,38 @@ def summary_row(name: str, configs: list[Config], runs: list[dict[str, float]]) 
     ]
 
 
+def budget_target(points: int) -> float | None:
+    """The issue's budget: a quarter of the exhaustive grid's device time on 20-40 points, 5 %
+    on 100 or more, none below 20 (there, harness run is said to cost less)."""
+    return 0.05 if points >= 100 else 0.25 if points >= 20 else None
+
+
+def breakdown_rows(name: str, configs: list[Config], runs: list[dict[str, float]]) -> list[list[object]]:
+    """Where tune's device time went (`--breakdown`), as shares of the exhaustive grid's: the
+    grid's median, then each draw over its budget (share, seed): the profile (its passes), and
+    the search's rounds by why they were measured (search.ROUND_WHY; point-runs in brackets)."""
+    target = budget_target(len(configs))
+
+    def cells(r: dict[str, float]) -> list[object]:
+        full = r["exhaustive_s"]
+        parts = [f"{r['profile_s'] / full:.0%} ({r['profile_passes']:.0f} passes)"]
+        parts += [f"{r[k + '_s'] / full:.0%} ({r[k + '_runs']:.0f})" for k in ROUND_WHY]
+        return [f"{r['tune_s'] / full:.0%}", *parts]
+
+    med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    rows = [[name, "median", *cells(med)]]
+    over = [
+        (s, r) for s, r in enumerate(runs) if target is not None and r["tune_s"] / r["exhaustive_s"] > target
+    ]
+    for s, r in sorted(over, key=lambda sr: -sr[1]["tune_s"] / sr[1]["exhaustive_s"]):
+        rows.append(["", f"seed {s}", *cells(r)])
+    return rows
+
+
 def meets_budget(points: int, share: float) -> str:
     """The issue's budget in device time: at most a quarter of the exhaustive grid's on 20-40
     points, 5 % on 100 or more (none below 20 points: there, harness run is said to cost less)."""
-    target = 0.05 if points >= 100 else 0.25 if points >= 20 else None
+    target = budget_target(points)
     if target is None:
         return "no target"
     return f"{'yes' if share <= target else 'no'} ({share:.0%} vs {target:.0%})"
@@ -207,9 +251,14 @@ def main() -> None:
         "--unpaired", action="store_true", help="judge the runs as independent (not paired by pass)"
     )
     parser.add_argument("--only", default="", help="only the grids whose name holds this text")
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="also where tune's device time went: the median and each draw over budget",
+    )
     args = parser.parse_args()
-    rows = [
-        summary_row(
+    drawn = [
+        (
             name,
             configs,
             [
@@ -220,6 +269,7 @@ def main() -> None:
         for name, p, configs, slow in CASES
         if args.only in name
     ]
+    rows = [summary_row(name, configs, runs) for name, configs, runs in drawn]
     head = [
         "grid",
         "points",
@@ -237,6 +287,11 @@ def main() -> None:
         "meets budget (median share vs target)",
     ]
     print(tabulate(rows, headers=head))
+    if args.breakdown:
+        parts = ["grid", "draw", "device-s share", "profile (passes)"]
+        parts += [f"{k} (point-runs)" for k in ROUND_WHY]
+        print("\nWhere tune's device time went, as shares of the exhaustive grid's (search.ROUND_WHY):")
+        print(tabulate([row for d in drawn for row in breakdown_rows(*d)], headers=parts))
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ def plan_table(plan: Plan, fmt: str = "terminal") -> str:
         row: dict[str, Any] = {"#": p.index, "id": p.id}
         if p.sequence_step:
             row["step"] = p.sequence_step
-        row.update({k: settings[k] for k in varying})
+        row.update({k: _setting_cell(p, k, settings[k]) for k in varying})
         row["rungs"] = " ".join(p.rungs)
         row["warmup"] = warmup_cell(point_cost(p))
         if p.workload.script is not None:
@@ -100,6 +100,17 @@ def _loss_lines(plan: Plan) -> list[str]:
             "cross-entropy on (inputs, targets)"
         )
     return lines
+
+
+def _setting_cell(point: Point, name: str, value: Any) -> Any:
+    """A setting's cell: its value, or "the script's" where the script keeps its own (the spec
+    does not name it; Point.script_keeps) and PyTorch's rules do not decide it. A setting the
+    spec leaves to the script varies between points only by those rules (prefetch_factor null
+    and persistent_workers false without workers): with workers, the script's value is the one,
+    unknown before it runs (the rows record it)."""
+    if name in point.script_keeps and point.loader.num_workers > 0:
+        return "the script's"
+    return value
 
 
 def _loop_length(point: Point) -> str:

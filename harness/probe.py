@@ -57,7 +57,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, IterableDataset, RandomSampler, SequentialSampler
+from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler, SequentialSampler
 
 from harness.config.plan import Point, resolve_loader
 from harness.execution import batches, given_loader, ladder, termination
@@ -186,7 +186,13 @@ def loader(dataset: Any, batch_size: int | None = 1, **kwargs: Any) -> DataLoade
     _report_settings(job, point)
     setattr(built, _PROBE, recorded)
     built.__class__ = _Announced
-    built._harness_length = batches_per_loop(point, _done(job))
+    announced = batches_per_loop(point, _done(job))
+    built._harness_length = announced
+    if built.batch_sampler is not None:
+        # DataLoader refuses a new batch_sampler once built (its __setattr__): the wrapper
+        # yields the same batches, so the loader is the same loader.
+        wrapped = _AnnouncedBatches(built.batch_sampler, announced * job.env.world_size, recorded)
+        object.__setattr__(built, "batch_sampler", wrapped)
     return built
 
 
@@ -195,6 +201,47 @@ class _Announced(DataLoader[Any]):
 
     def __len__(self) -> int:
         return int(self._harness_length)  # type: ignore[attr-defined]
+
+
+class _AnnouncedBatches(BatchSampler):
+    """The batch sampler of `probe.loader`'s loader: its batches as they are, with the script's
+    record, and a len() of the batches the probe yields to each rank's loop times the ranks.
+
+    Why: a library may re-make the loader around its batch sampler. Hugging Face Accelerate's
+    `accelerator.prepare(loader)` builds a DataLoaderShard over `BatchSamplerShard(this)`, whose
+    len() is this one's divided by the ranks (this one itself on one rank): so `len()` of the
+    prepared loader, which Accelerate's scripts read after prepare to size their schedule and
+    their `max_train_steps`, is the probe's number; and `measure` finds the record through it
+    (_probe_record) and measures the point as probe.loader's."""
+
+    def __init__(self, inner: Iterable[list[int]], length: int, recorded: _Recorded) -> None:
+        # BatchSampler.__init__ would check a sampler and a batch size: this one delegates.
+        self.inner = inner
+        self.length = length
+        self.sampler = getattr(inner, "sampler", None)  # type: ignore[assignment]
+        self.batch_size = getattr(inner, "batch_size", None)  # type: ignore[assignment]  # Accelerate reads it
+        self.drop_last = bool(getattr(inner, "drop_last", False))
+        setattr(self, _PROBE, recorded)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return iter(self.inner)
+
+    def __len__(self) -> int:
+        return self.length
+
+
+def _probe_record(source: Any) -> _Recorded | None:
+    """What the script gave `probe.loader`, found on its loader, or on a loader a library
+    re-made around that loader's batch sampler (Accelerate's DataLoaderShard: its batch sampler
+    is a BatchSamplerShard whose `batch_sampler` is ours); None for any other loader."""
+    found = getattr(source, _PROBE, None)
+    batches = getattr(source, "batch_sampler", None)
+    for _ in range(3):  # the loader's batch sampler, and the one a shard of it wraps
+        if found is not None or batches is None:
+            break
+        found = getattr(batches, _PROBE, None)
+        batches = getattr(batches, "batch_sampler", None)
+    return found if isinstance(found, _Recorded) else None
 
 
 def measure(
@@ -521,8 +568,9 @@ def _harnessed(
         log.info("harness.probe: the point is measured; this loop gets no batch")
         return _Batches(iter(()), lambda: 0)
     _measured_here = True
-    given = None if getattr(source, _PROBE, None) is not None else _given(source, job)
-    recorded = getattr(source, _PROBE, None) or (_from_given(given) if given else _from_dataloader(source))
+    made = _probe_record(source)  # probe.loader's loader, or Accelerate's prepared one of it
+    given = None if made is not None else _given(source, job)
+    recorded = made or (_from_given(given) if given else _from_dataloader(source))
     point = _effective_point(job, recorded, non_blocking)
     if given is not None:
         point = replace(
@@ -532,7 +580,7 @@ def _harnessed(
             loader=replace(given.recorded, non_blocking=point.loader.non_blocking),
         )
     announced = batches_per_loop(point, _done(job))
-    if getattr(source, _PROBE, None) is None and _length(source) != announced:
+    if made is None and _length(source) != announced:
         log.warning(
             "harness.probe: len(loader) says %s batches where the probe yields %d to this loop; "
             "build the loader with probe.loader(...) for len() to say so",
@@ -560,10 +608,9 @@ def _given(source: Any, job: ProbeJob) -> given_loader.GivenLoader | None:
 
 def _from_given(given: given_loader.GivenLoader) -> _Recorded:
     """A given loader as the probe records it: its own batch size (None where it does not say)."""
-    size = getattr(given.loader, "batch_size", None)
     return _Recorded(
         dataset=given.dataset,
-        batch_size=size if isinstance(size, int) else None,
+        batch_size=_loader_batch_size(given.loader),
         parts=ladder.LoaderParts(),
         given={},
     )
@@ -763,10 +810,21 @@ def _record(dataset: Any, batch_size: int | None, kwargs: dict[str, Any]) -> _Re
     )
     return _Recorded(
         dataset=dataset,
-        batch_size=None if batch_sampler is not None else batch_size,
+        batch_size=_loader_batch_size(batch_sampler) if batch_sampler is not None else batch_size,
         parts=parts,
         given={k: kwargs[k] for k in _POINT_OWNS if k in kwargs},
     )
+
+
+def _loader_batch_size(loader: Any) -> int | None:
+    """A loader's batch size (or a batch sampler's): its own `batch_size`, else its batch
+    sampler's (a DataLoader given a batch_sampler, Accelerate's DataLoaderShard, says None: the
+    batch sampler knows); None where neither says a number (a batch sampler of variable sizes)."""
+    for holder in (loader, getattr(loader, "batch_sampler", None)):
+        size = getattr(holder, "batch_size", None)
+        if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+            return size
+    return None
 
 
 def _from_dataloader(source: Any) -> _Recorded:
@@ -797,9 +855,10 @@ def _effective_point(job: ProbeJob, recorded: _Recorded, non_blocking: bool | No
     PyTorch's rules applied again. non_blocking, when the spec names none: `measure`'s
     argument, else whether the loader pins memory (as alone)."""
     point = job.point
-    if point.workload.batch_size is None:
-        script_batch = recorded.batch_size if recorded.batch_size is not None else 0
-        point = replace(point, workload=replace(point.workload, batch_size=script_batch))
+    if point.workload.batch_size is None and recorded.batch_size is not None:
+        # the script's own; where it says none (a batch sampler of its own without a
+        # batch_size), None: the rows leave the cell empty as the log line says None
+        point = replace(point, workload=replace(point.workload, batch_size=recorded.batch_size))
     kept = {k: v for k, v in recorded.given.items() if k in point.script_keeps}
     if "non_blocking" in point.script_keeps:
         pinned = kept.get("pin_memory", point.loader.pin_memory)

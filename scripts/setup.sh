@@ -2,7 +2,8 @@
 # Create .venv (once) and install everything: the harness with its `run` extra (what a job
 # needs: torch, torchvision, NVML, scipy), its `dev` extra (the test tools and the docs site)
 # and its `libs` extra (the data libraries of the shipped examples, Hugging Face datasets,
-# LitData, torchdata and Lightning, whose examples run in the tests).
+# LitData, torchdata and Lightning, and the training libraries of the shipped scripts, Hugging
+# Face Accelerate and timm, whose examples run in the tests).
 # Idempotent: a second run only checks. torch/torchvision are pinned to the releases these machines carry on
 # disk. A login node that only reads results needs `pip install .` alone, and a cluster whose
 # PyTorch comes from a module installs the base into that environment: docs/getting-started/install.md.
@@ -27,6 +28,6 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         "$VENV/bin/pip" install $TORCH_SPEC
         "$VENV/bin/pip" install -e ".[run,dev,libs]"
     } > "$log" 2>&1 || { tail -30 "$log" >&2; echo "setup: pip failed; see $log" >&2; exit 1; }
-    "$VENV/bin/python" -c "import torch, torchvision, scipy, pyarrow, mkdocs, datasets, litdata, torchdata.nodes, lightning, harness" # fail here, not later
+    "$VENV/bin/python" -c "import torch, torchvision, scipy, pyarrow, mkdocs, datasets, litdata, torchdata.nodes, lightning, accelerate, timm, harness" # fail here, not later
     printf '%s' "$want" > "$stamp"
 fi

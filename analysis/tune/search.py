@@ -63,6 +63,16 @@ MAX_RUNS = 6
 many would): beyond, it stays undecided and is named, as the recommendation names it."""
 
 
+ROUND_WHY = {
+    "first": "the model's choice, its neighbours and the configurations its intervals keep in reach",
+    "walk": "neighbours of an answer the runs put where the model did not",
+    "decide": "a cheaper configuration undecided against the best, one pass more of each",
+    "contend": "a dearer configuration the model puts above the best, its runs undecided, toward "
+    f"{MAX_RUNS} runs",
+}
+"""Why the search measures a round (SearchResult.why)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Judged:
     """The measured configurations judged against the best, as the recommendation does."""
@@ -95,6 +105,8 @@ class SearchResult:
     the answer, beyond the choice's neighbours (`plausible`)."""
     passes: dict[Config, tuple[noise.Pass, ...]] = field(default_factory=dict)
     """The pass of each run (None where the measure gave none): the judgement's pairs."""
+    why: tuple[str, ...] = ()
+    """Why each round was measured (ROUND_WHY's keys), one a round: where the device time went."""
 
     def errors(self) -> dict[Config, float]:
         """Per measured configuration: (predicted − measured median) / measured median."""
@@ -210,16 +222,9 @@ def search(
     passes: dict[Config, tuple[noise.Pass, ...]] = {}
     rounds: list[list[Config]] = []
     by_config = {x.config: x for x in predictions}
-    first = [
-        choice,
-        *(
-            c
-            for c in neighbours(choice, grid)
-            if not separated(by_config, c, choice, margin) and not no_gain(by_config, c, choice)
-        ),
-    ]
-    widened = tuple(c for c in plausible(predictions, choice, margin) if c not in first)
-    todo, target = [*first, *widened], repeats
+    first, widened = _first_round(grid, predictions, choice, margin)
+    todo, target, why = [*first, *widened], repeats, "first"
+    whys: list[str] = []
     spent, capped = 0, False
     goals: dict[Config, int] = {}
     while todo:
@@ -235,15 +240,43 @@ def search(
             runs[c], passes[c] = split(measured[c])
         spent += sum(cost[c] for c in todo)
         rounds.append(list(todo))
+        whys.append(why)
         judged = judge(runs, margin, passes, predicted)
-        todo, target = _wanted(judged, grid, runs, predicted, margin), repeats
+        todo, target, why = _wanted(judged, grid, runs, by_config, margin), repeats, "walk"
         if not todo:
             todo, target = _to_decide(judged, runs, max_runs, goals)
+            why = "decide" if any(c in judged.undecided for c in todo) else "contend"
     if not runs:  # a budget below one configuration's runs: the model's choice, unconfirmed
         return SearchResult(Judged(choice, choice, {}), runs, predicted, choice, rounds, spent, True, widened)
     return SearchResult(
-        judge(runs, margin, passes), runs, predicted, choice, rounds, spent, capped, widened, passes
+        judge(runs, margin, passes),
+        runs,
+        predicted,
+        choice,
+        rounds,
+        spent,
+        capped,
+        widened,
+        passes,
+        tuple(whys),
     )
+
+
+def _first_round(
+    grid: Sequence[Config], predictions: Sequence[Prediction], choice: Config, margin: float
+) -> tuple[list[Config], tuple[Config, ...]]:
+    """The first round: the choice and its neighbours but those the model's intervals settle
+    (`separated`, `no_gain`), and the configurations they keep in reach beyond (`plausible`)."""
+    by_config = {x.config: x for x in predictions}
+    first = [
+        choice,
+        *(
+            c
+            for c in neighbours(choice, grid)
+            if not separated(by_config, c, choice, margin) and not no_gain(by_config, c, choice)
+        ),
+    ]
+    return first, tuple(c for c in plausible(predictions, choice, margin) if c not in first)
 
 
 SEPARATION = 2.0
@@ -364,21 +397,24 @@ def _wanted(
     judged: Judged,
     grid: Sequence[Config],
     runs: Mapping[Config, Sequence[float]],
-    predicted: Mapping[Config, float],
+    predictions: Mapping[Config, Prediction],
     margin: float,
 ) -> list[Config]:
     """Where the measured answer contradicts the model (measured off its prediction by more
     than the margin, or predicted short of the best), its neighbours on one axis at a time
     (num_workers first): a walk along the axis the model got wrong, not the whole
     neighbourhood at each step. Then the next num_workers above the best, where the model is
-    contradicted there: the best measured off its prediction by more than the margin, or
-    predicted to gain more than the margin above it (on a plateau the model called right,
-    the noise would otherwise walk the best up the plateau one point at a time)."""
+    contradicted there: the best measured off what its profile allows by more than the margin
+    (`_error`), or predicted to gain more than the margin above it, by the model or under a
+    corner profile the best's runs agree with (`_gains_where_measured`); on a plateau the
+    model called right, the noise would otherwise walk the best up the plateau one point at a
+    time. Measured off: under the prediction, or above its interval's high (`_error`)."""
+    predicted = {c: x.samples_per_s for c, x in predictions.items()}
     top = max(predicted.values())
     answer = judged.answer
 
     def off(c: Config) -> bool:
-        return abs(statistics.median(runs[c]) / predicted[c] - 1) > margin
+        return _error(statistics.median(runs[c]), predictions[c]) > margin
 
     # A model the measurements contradict where it put the best (its median error beyond
     # SEPARATION margins on the measured configurations it predicted within the margin of
@@ -387,12 +423,21 @@ def _wanted(
     # no stall put the answer at prefetch_factor=1 (measured 20-47 % under its predictions
     # there), and a walk along num_workers stopped at a noisy run that read its prediction,
     # where prefetch was the axis that mattered.
-    if _contradicted(runs, predicted, margin):
-        wanted = [c for c in neighbours(answer, grid) if c not in runs]
+    # Not those the model puts under the answer's runs by more than SEPARATION margins even
+    # wrong by the most it was found wrong there (`_beyond_error`).
+    errors = _errors(runs, predictions, margin)
+    if errors and statistics.median(errors) > SEPARATION * margin:
+        here = statistics.median(runs[answer])
+        wanted = [
+            c
+            for c in neighbours(answer, grid)
+            if c not in runs and not _beyond_error(predictions[c], here, max(errors), margin)
+        ]
         if wanted:
             return wanted
     # An answer the model also placed within the margin of the best, measured where the
-    # model put it, confirms the model there: no walk (the noise would move it among ties).
+    # model or its profile's interval put it, confirms the model there: no walk (the noise
+    # would move it among ties).
     if off(answer) or predicted[answer] < (1 - margin) * top:
         for axis in AXES:
             wanted = [c for c in _adjacent(answer, grid, axis) if c not in runs]
@@ -400,24 +445,84 @@ def _wanted(
                 return wanted
     best = judged.best
     above = [c for c in _adjacent(best, grid, "num_workers") if c.num_workers > best.num_workers]
-    gains = [c for c in above if predicted[c] > (1 + margin) * predicted[best]]
+    gains = [
+        c
+        for c in above
+        if predicted[c] > (1 + margin) * predicted[best]
+        or _gains_where_measured(predictions[c], predictions[best], statistics.median(runs[best]), margin)
+    ]
     return [c for c in above if c not in runs and (off(best) or c in gains)]
 
 
-def _contradicted(
-    runs: Mapping[Config, Sequence[float]], predicted: Mapping[Config, float], margin: float
-) -> bool:
-    """Whether the model's median error (the measured median against the prediction) exceeds
-    SEPARATION margins on the measured configurations it predicted within the margin of its
+def _errors(
+    runs: Mapping[Config, Sequence[float]], predictions: Mapping[Config, Prediction], margin: float
+) -> list[float]:
+    """The model's errors on the measured configurations it predicted within the margin of its
     best: where it placed the answer (the configurations it puts far under are often right,
-    and would dilute the error where it matters)."""
-    top = max(predicted.values())
+    and would dilute the error where it matters); their median beyond SEPARATION margins, the
+    model is contradicted there. Each error one-sided (`_error`): a profile read on a slow spell,
+    every prediction low together, is not a model wrong where it put the answer (the shared
+    22-point grid: a step read 9 % slow walked the whole neighbourhood of a plateau it had
+    right, 34 % of the grid's device time)."""
+    top = max(x.samples_per_s for x in predictions.values())
     errors = [
-        abs(statistics.median(r) / predicted[c] - 1)
+        _error(statistics.median(r), predictions[c])
         for c, r in runs.items()
-        if r and predicted[c] >= (1 - margin) * top
+        if r and predictions[c].samples_per_s >= (1 - margin) * top
     ]
-    return bool(errors) and statistics.median(errors) > SEPARATION * margin
+    return errors
+
+
+def _beyond_error(x: Prediction, here: float, error: float, margin: float) -> bool:
+    """Whether a neighbour of a contradicted answer is out of reach of the answer's measured
+    median `here` even where the model errs by `error` (the largest of its errors where it
+    put the best, `_errors`): its highest prediction (`Prediction.high`), raised by that error,
+    under SEPARATION margins below the answer's median, as `separated` judges a neighbour
+    against the choice. The walk after a contradiction is for the axis the model got wrong;
+    such a neighbour cannot be the answer, and measuring it confirms nothing the answer needs
+    (on the 193-point grid a profile that saw no stall walked prefetch_factor from 1 to 8 with
+    every answer's whole neighbourhood, persistent_workers=false among it at 28 % of the
+    best, predicted and measured there: its runs are the grid's longest, and that draw took
+    12 % of the grid's device time against a budget of 5 %)."""
+    high = x.samples_per_s if x.high is None else max(x.high, x.samples_per_s)
+    return high * (1 + error) < (1 - SEPARATION * margin) * here
+
+
+def _error(measured: float, x: Prediction) -> float:
+    """How far a configuration's measured median lies from what the profile allows, relative:
+    above its prediction, beyond the prediction's interval's high (`Prediction.high`; 0 inside
+    it); under it, from the prediction itself, as before intervals were taken in.
+    One-sided because a machine's spells are: a machine busy with other work slows a window,
+    it never speeds one (the issue's shared VM read a 28 ms step at 40.7 ms), so a profile
+    read on a slow spell predicts every configuration low together, and its interval
+    (windows.py: each quantity over its windows, by analysis/noise.py's rule) reaches up to
+    what its quiet windows read; a median inside it says the profile's figure was slow, not
+    that the model is wrong where it put the answer: the answer moves with every prediction.
+    A walk on such a median measured a plateau the model had right, point by point (the
+    drifting 22-point grid: eight configurations of its plateau on a profile that read the
+    step 6 % slow, 27 % of the grid's device time where the median draw takes 10 %). A median
+    under its prediction is what no slow profile explains (the profile flattered the
+    configuration: stalls the prefetch does not absorb, too few workers)."""
+    if measured >= x.samples_per_s:
+        high = x.samples_per_s if x.high is None else max(x.high, x.samples_per_s)
+        return max(0.0, measured / high - 1)
+    return 1 - measured / x.samples_per_s
+
+
+def _gains_where_measured(x: Prediction, ref: Prediction, measured: float, margin: float) -> bool:
+    """Whether `x` is predicted above `ref` by more than the margin under some corner profile
+    (windows.corners) that `ref`'s runs agree with: its corner within the margin of its
+    measured median. A best measured above its prediction, inside the interval, is measured
+    where the profile read the machine slow; under the profile its runs agree with, the
+    plateau is higher and a dearer neighbour may reach further (the shared 193-point grid:
+    eight workers read 984 where the model said 875, and nine, 880 by the model, 1154-1202
+    under the corners eight's runs agree with, is 2 % better)."""
+    if not x.corners or len(x.corners) != len(ref.corners):
+        return False
+    return any(
+        abs(r / measured - 1) <= margin and v > (1 + margin) * r
+        for v, r in zip(x.corners, ref.corners, strict=True)
+    )
 
 
 def exhaustive(grid: Sequence[Config], measure: Measure, *, repeats: int = 3) -> Judged:

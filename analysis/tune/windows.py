@@ -198,7 +198,7 @@ def _stalls(
     length = statistics.median(seen)
     shares = []
     for z in [*zeros, *clean, *restarted]:
-        mean = _unrestarted(z) if z.get("epoch_restarts") else z.get("loading_time")
+        mean = _unrestarted(z)
         p50 = z.get("loading_time_p50")
         excess = mean - p50 if mean is not None and p50 is not None and math.isfinite(mean - p50) else 0.0
         shares.append(min(1.0, max(0.0, excess / length)))
@@ -206,9 +206,21 @@ def _stalls(
 
 
 def _unrestarted(figures: Mapping[str, float]) -> float | None:
-    """A window's mean wait without its steps that started an epoch (new workers: the row's
-    epoch_restart_time holds those steps' whole time; their own compute, the median step less
-    the median wait, taken off); None where the row lacks a figure this needs."""
+    """A window's mean wait without its steps that started an epoch (the one home of a
+    restarted window's accounting, `_restarted`); a window without restarts, its mean wait;
+    None where the row lacks a figure this needs."""
+    if not figures.get("epoch_restarts"):
+        mean = figures.get("loading_time")
+        return float(mean) if isinstance(mean, (int, float)) and math.isfinite(mean) else None
+    restarted = _restarted(figures)
+    return None if restarted is None else restarted[0]
+
+
+def _restarted(figures: Mapping[str, float]) -> tuple[float, float, float] | None:
+    """A window that crossed an epoch's end (new workers: the row's epoch_restart_time holds
+    the restarting steps' whole time): its mean wait outside those steps, the steps outside
+    them, and the restarting steps' own compute taken off (each the median step less the
+    median wait); None where the row lacks a figure this needs or every step restarted."""
     n, r = figures.get("steps"), figures.get("epoch_restarts") or 0.0
     mean, p50, median = (figures.get(k) for k in ("loading_time", "loading_time_p50", "step_time_median"))
     restart = figures.get("epoch_restart_time")
@@ -216,8 +228,9 @@ def _unrestarted(figures: Mapping[str, float]) -> float | None:
         return None
     if n <= r:  # type: ignore[operator]
         return None
-    waits = restart - r * max(0.0, median - p50)  # type: ignore[operator]
-    return max(0.0, (mean * n - waits) / (n - r))  # type: ignore[operator]
+    own = r * max(0.0, median - p50)  # type: ignore[operator]
+    outside = n - r  # type: ignore[operator]
+    return max(0.0, (mean * n - (restart - own)) / outside), outside, own  # type: ignore[operator]
 
 
 def _stalled_s(figures: Mapping[str, float]) -> float:
@@ -227,12 +240,12 @@ def _stalled_s(figures: Mapping[str, float]) -> float:
     held more; 0 within what the restarts' accounting may leave (each restarting step's own
     compute, taken off, is the median step less the median wait: a 2 % slower run leaves a
     millisecond of it a restart) and the waits' own jitter (the margin of the median step)."""
-    mean, p50 = _unrestarted(figures), figures.get("loading_time_p50")
-    if mean is None or not _finite(p50):
+    restarted, p50 = _restarted(figures), figures.get("loading_time_p50")
+    if restarted is None or not _finite(p50):
         return 0.0
-    restarts, median = figures["epoch_restarts"], figures["step_time_median"]
-    total = (mean - p50) * (figures["steps"] - restarts)  # type: ignore[operator]
-    doubt = restarts * max(0.0, median - p50) + noise.MARGIN * median  # type: ignore[operator]
+    mean, outside, own = restarted
+    total = (mean - p50) * outside  # type: ignore[operator]
+    doubt = own + noise.MARGIN * figures["step_time_median"]
     return total if total > doubt else 0.0
 
 

@@ -13,6 +13,7 @@ it is given (a DataLoader subclass such as litdata's StreamingDataLoader, a torc
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import gc
 import logging
@@ -76,12 +77,23 @@ def reported(loader: Any, point: LoaderSettings, applied: Iterable[str]) -> Load
     to its factory), the loader's own attribute for the others (a DataLoader has them all),
     None where the loader says nothing: never a value that was not applied."""
     applied = set(applied)
+    inner = wrapped_dataloader(loader)
     values: dict[str, Any] = {}
     for name in LOADER_SETTINGS:
         if name in applied:
             continue
-        values[name] = getattr(loader, name, None)
+        values[name] = getattr(loader, name, getattr(inner, name, None))
     return dataclasses.replace(point, **values)
+
+
+def wrapped_dataloader(loader: Any) -> DataLoader[Any] | None:
+    """The torch DataLoader a loader of its own wraps in `.loader` (timm's PrefetchLoader, which
+    moves each batch to the device and normalises it there), else None: its settings are the
+    wrapper's, and the sample-level rungs are read through a copy of the wrapper."""
+    inner = getattr(loader, "loader", None)
+    if isinstance(loader, DataLoader) or not isinstance(inner, DataLoader):
+        return None
+    return inner
 
 
 def own_settings(loader: DataLoader[Any], point: LoaderSettings) -> LoaderSettings:
@@ -162,14 +174,19 @@ def build_stream(
             "and full measure it whole)"
         )
     settings = _known(given.recorded)
-    parts = ladder.LoaderParts(
-        collate_fn=getattr(given.loader, "collate_fn", None), extra=_extra(given.loader)
+    inner = wrapped_dataloader(given.loader)
+    holder = inner if inner is not None else given.loader
+    parts = ladder.LoaderParts(collate_fn=getattr(holder, "collate_fn", None), extra=_extra(holder))
+    staged = ladder.make_loader(
+        ladder.sample_dataset(rung, dataset), settings, batch_size, where, parts, timeout_s=timeout_s
     )
-    return ladder.LoaderStream(
-        ladder.make_loader(
-            ladder.sample_dataset(rung, dataset), settings, batch_size, where, parts, timeout_s=timeout_s
-        )
-    )
+    if inner is None:
+        return ladder.LoaderStream(staged)
+    # The wrapper's own per-batch work (timm's: to the device, uint8 to float, normalised) on
+    # the cached stage's batches: without it the step would get batches of another kind.
+    rewrapped = copy.copy(given.loader)
+    rewrapped.loader = staged  # type: ignore[attr-defined]
+    return IterStream(rewrapped, stock=settings.prefetch_factor or 0)
 
 
 def _known(recorded: LoaderSettings) -> LoaderSettings:

@@ -228,6 +228,7 @@ def window(
     stock: int = 0,
     seconds: float | None = None,
     max_seconds: float | None = None,
+    max_seconds_said: str | None = None,
     agree: Callable[[bool], bool] = _alone,
     largest: Callable[[int], int] = _alone_count,
     barrier: Callable[[], None] = lambda: None,
@@ -243,7 +244,9 @@ def window(
     turns this rank's "the stock is used up" into the ranks' common answer (all of them);
     `largest` turns this rank's delivery period into the ranks' largest (so that every rank
     measures as many steps). `seconds`: the window's least duration (None: `steps` decides).
-    `max_seconds`: an auto window's most (steps: auto; None: a window of fixed length).
+    `max_seconds`: an auto window's most (steps: auto; None: a window of fixed length);
+    `max_seconds_said`: where it came from, where not from the spec's measure.max_seconds
+    (steady.most_said: a tune profile window's quarter of it), for the line when it stops there.
     `mark` is told "warmup", "measure" and "end" as the loop crosses those boundaries.
     `count` gives the samples of a batch (as it came from the loader)."""
     if steps < 1:
@@ -261,7 +264,7 @@ def window(
     sync()
     region_end = clock()
     mark("end")
-    return _said(_times(warm, record, region_start, region_end), period, rse, max_seconds)
+    return _said(_times(warm, record, region_start, region_end), period, rse, (max_seconds, max_seconds_said))
 
 
 class Record:
@@ -350,11 +353,15 @@ class Record:
 _NOTHING: Any = object()
 
 
-def _said(times: LoopTimes, period: int, rse: float | None, max_seconds: float | None) -> LoopTimes:
+def _said(
+    times: LoopTimes, period: int, rse: float | None, most: tuple[float | None, str | None]
+) -> LoopTimes:
     """The window's times with what a user must read about them: an auto window's standard
-    error (and that it stopped at its most), a periodic delivery (and a window too short)."""
+    error (and that it stopped at its most: `most` is its seconds and where they came from),
+    a periodic delivery (and a window too short)."""
+    max_seconds, said = most
     if max_seconds:
-        times = replace(times, window_rse=rse, capped=steady.capped(rse, times.steps, max_seconds))
+        times = replace(times, window_rse=rse, capped=steady.capped(rse, times.steps, max_seconds, said))
         if times.capped:
             log.warning("%s", times.capped)
     if period < 2:

@@ -28,6 +28,7 @@ from harness.execution.loop import capacity_loop, drive, window
 from harness.execution.point import OpenPoint, PointOutcome, one_line, open_point
 from harness.execution.progress import Progress
 from harness.execution.record import RowMaker, now
+from harness.execution.steady import most_said
 from harness.execution.train_step import (
     TrainStep,
     choose_device,
@@ -248,6 +249,7 @@ def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, re
             steps=point.measure.steps,
             seconds=point.measure.seconds,
             max_seconds=point.measure.max_seconds,
+            max_seconds_said=most_said(point.adjustments),
             stock=stream.stock,
             sync=device_sync(rank.where.device),
             agree=rank.agree,

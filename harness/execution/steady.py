@@ -173,15 +173,32 @@ def block_rse(durations: Sequence[float]) -> float | None:
     return statistics.stdev(batches) / math.sqrt(count) / mean if mean > 0 else None
 
 
-def capped(rse: float | None, steps: int, max_seconds: float) -> str | None:
+def capped(rse: float | None, steps: int, max_seconds: float, said: str | None = None) -> str | None:
     """The one line a user reads when an auto window stopped at its most before its step rate
-    was known to AUTO_RSE; None when it was."""
+    was known to AUTO_RSE; None when it was. `said`: where the most came from where it is not
+    the spec's measure.max_seconds (the point's adjustment that changed it, `most_said`: a
+    tune profile window's quarter of it), so that the line names the limit the window had."""
     if rse is not None and rse <= AUTO_RSE:
         return None
     shown = "unknown" if rse is None else f"{rse:.1%}"
+    where = (
+        f"measure.max_seconds ({max_seconds:g} s, {steps} steps)"
+        if said is None
+        else f"its most, {said}, after {steps} steps,"
+    )
     return (
-        f"the auto window stopped at measure.max_seconds ({max_seconds:g} s, {steps} steps) with its "
+        f"the auto window stopped at {where} with its "
         f"step rate's relative standard error at {shown}, above the {AUTO_RSE:.0%} it aims for: the "
         "rate varies between blocks of the window (a noisy loader or a busy machine); raise "
         "measure.max_seconds, or compare with more repeats"
     )
+
+
+MOST = "measure.max_seconds"
+
+
+def most_said(adjustments: Sequence[str]) -> str | None:
+    """A point's adjustment of its auto window's most (one that starts with MOST and a space:
+    `harness tune`'s profile windows run a quarter of the spec's, harness/tune/rounds.py), or
+    None where the point keeps the spec's measure.max_seconds."""
+    return next((a for a in adjustments if a.startswith(f"{MOST} ")), None)

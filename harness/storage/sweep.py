@@ -85,6 +85,15 @@ def _not_made(e: OSError) -> OSError:
     return e
 
 
+def _notes(plan: Plan, world_size: int) -> list[str]:
+    """The plan's notes that hold for this sweep: the spec's ranks (slurm.world_size) are not
+    this backend's where it runs one rank a point (inline), so the note on a loader factory
+    that cannot split the data between ranks does not apply."""
+    from harness.workloads.loader_factory import is_ranks_note
+
+    return [n for n in plan.notes if world_size > 1 or not is_ranks_note(n)]
+
+
 def _write_sweep_files(plan: Plan, sweep_dir: Path, backend: str, world_size: int) -> None:
     atomic_write_text(sweep_dir / "spec.yaml", plan.spec.text)
     atomic_write_text(sweep_dir / "plan.csv", plan_csv(plan))
@@ -92,7 +101,7 @@ def _write_sweep_files(plan: Plan, sweep_dir: Path, backend: str, world_size: in
         sweep_dir / "plan.json",
         {
             "spec": plan.spec.name,
-            "notes": list(plan.notes),
+            "notes": _notes(plan, world_size),
             "points": [p.to_json() for p in plan.points],
         },
     )

@@ -20,6 +20,7 @@ from analysis.tune.model import (
 from analysis.tune.windows import PROFILE_SHARE, profile_steps
 from harness.backends.base import Backend
 from harness.config.plan import Plan, Point, point_id, resolve_loader
+from harness.execution.steady import MOST
 from harness.storage.sweep import create_sweep, plan_csv
 from harness_schema import layout
 from harness_schema.atomic import atomic_write_text
@@ -65,7 +66,9 @@ class Tuner:
         loader, adjustments = resolve_loader(requested)
         measure = replace(t.measure, repeats=repeats, loader_capacity=capacity)
         if profile:
-            measure = profile_measure(measure)
+            short = profile_measure(measure)
+            adjustments = (*adjustments, *profile_adjustments(measure, short))
+            measure = short
         pid = point_id(t.workload, loader, measure, rungs, t.sequence_step)
         index = next((p.index for p in self.measured if p.id == pid), len(self.measured))
         return replace(
@@ -120,6 +123,20 @@ def profile_measure(measure: Measure) -> Measure:
     seconds = measure.seconds / PROFILE_SHARE
     most = None if measure.max_seconds is None else max(seconds, measure.max_seconds / PROFILE_SHARE)
     return replace(measure, seconds=seconds, max_seconds=most)
+
+
+def profile_adjustments(spec: Measure, short: Measure) -> tuple[str, ...]:
+    """What a profile window changed from the spec's that a line of the run names: an auto
+    window's most (the loop's line when a window stops there says this, steady.most_said,
+    not the spec's measure.max_seconds it no longer had)."""
+    if short.max_seconds is None or spec.max_seconds is None or short.max_seconds == spec.max_seconds:
+        return ()
+    quarter = spec.max_seconds / PROFILE_SHARE
+    raised = "" if short.max_seconds == quarter else f", raised to its least, {short.seconds:g} s"
+    return (
+        f"{MOST} {short.max_seconds:g} s in harness tune's profile: a quarter of the spec's "
+        f"{spec.max_seconds:g} s{raised} (harness/tune/rounds.profile_measure)",
+    )
 
 
 def _write_plan(sweep_dir: Path, plan: Plan) -> None:

@@ -112,12 +112,22 @@ def ranks_note(name: str, factory: Callable[..., Any], ranks: int) -> str | None
         return None
     return (
         f"{name} takes neither rank nor world_size, and the spec runs {ranks} ranks "
-        "(slurm.nodes × slurm.tasks_per_node): unless its loader splits the data by rank itself (a "
+        f"(slurm.nodes × slurm.tasks_per_node{_RANKS_WHERE}): "
+        "unless its loader splits the data by rank itself (a "
         "DistributedSampler over the process group, a stream sharded by node), each rank reads the "
         f"whole data set, an epoch {ranks} times the training's; accept rank and world_size and "
         "split by them, or return a DataModule, whose loader the harness re-makes with a "
         "DistributedSampler as Lightning's Trainer does"
     )
+
+
+_RANKS_WHERE = ", on Slurm and with --backend local; an inline run has one"
+
+
+def is_ranks_note(note: str) -> bool:
+    """Whether a plan's note is ranks_note's: a sweep whose backend runs one rank per point
+    (inline) leaves it out of its plan.json, since no rank there reads another's share."""
+    return _RANKS_WHERE in note
 
 
 def _makes_datamodule(factory: Callable[..., Any]) -> bool:

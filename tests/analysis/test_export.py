@@ -114,14 +114,14 @@ def test_an_export_without_o_is_refused(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     assert main([str(real_sweep), "--format", fmt]) == 2
-    assert capsys.readouterr().err == f"analysis: --format {fmt} writes a file: give it with -o FILE\n"
+    assert capsys.readouterr().err == f"harness: --format {fmt} writes a file: give it with -o FILE\n"
     assert os.listdir(tmp_path) == []  # nothing written, and no binary on the terminal
 
 
 def test_no_rows_writes_nothing_and_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out.parquet"
     assert main([str(tmp_path / "empty"), "--format", "parquet", "-o", str(out)]) == 1
-    assert capsys.readouterr().err.endswith(f"analysis: no rows to export; {out} not written\n")
+    assert capsys.readouterr().err.endswith(f"harness: no rows to export; {out} not written\n")
     assert not out.exists()
 
 
@@ -137,6 +137,6 @@ def test_the_file_is_replaced_whole_or_not_at_all(
 
     monkeypatch.setattr(atomic.os, "replace", full_disk)
     assert main([str(real_sweep), "--format", "json", "-o", str(out)]) == 2
-    assert capsys.readouterr().err == f"analysis: cannot write {out}: No space left on device\n"
+    assert capsys.readouterr().err == f"harness: cannot write {out}: No space left on device\n"
     assert out.read_text() == "yesterday's export\n"
     assert os.listdir(tmp_path) == ["grid.json"]  # no temporary file left beside it

@@ -37,7 +37,7 @@ def test_an_unwritable_output_is_exit_2(
 ) -> None:
     (tmp_path / "file").write_text("")
     assert main([str(real_sweep), "-o", str(tmp_path / "file" / "report.txt")]) == 2
-    assert capsys.readouterr().err.startswith(f"analysis: cannot write {tmp_path / 'file' / 'report.txt'}: ")
+    assert capsys.readouterr().err.startswith(f"harness: cannot write {tmp_path / 'file' / 'report.txt'}: ")
 
 
 def test_no_rows_is_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

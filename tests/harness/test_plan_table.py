@@ -111,3 +111,25 @@ def test_the_plan_says_where_the_loss_is_the_models_own() -> None:
         == "loss: the model's own (output.loss or output['loss']) in 1 point(s) (loss: model)"
     )
     assert not any(line.startswith("loss:") for line in table_of(""))  # a built-in model: cross-entropy
+
+
+def test_a_setting_the_script_keeps_is_not_shown_as_pytorchs_default(tmp_path: Path) -> None:
+    """Session 11: a spec sweeping num_workers alone over a script showed prefetch_factor 2 for
+    the points with workers, where the script keeps its own (its prefetch_factor=4 runs). The
+    cell says so; without workers PyTorch's rule decides (no prefetch_factor)."""
+    script = tmp_path / "train.py"
+    script.write_text("")
+    text = (
+        f"name: s\nworkload: {{script: {script}}}\nmeasure: {{warmup_steps: 2, steps: 5, repeats: 1}}\n"
+        "loader: {num_workers: [0, 2]}\nrungs: [full]\n"
+    )
+    lines = plan_table(expand(parse_spec(text))).splitlines()
+    head = lines[1]
+    column = head.index("prefetch_factor")
+    assert lines[3][column : column + len("prefetch_factor")].strip() == ""
+    assert lines[4][column:].startswith("the script's")
+    # Named by the spec, it is the spec's value.
+    named = plan_table(
+        expand(parse_spec(text.replace("[0, 2]}", "[0, 2], prefetch_factor: 4}")))
+    ).splitlines()
+    assert named[4][named[1].index("prefetch_factor") :].split()[0] == "4"

@@ -284,6 +284,82 @@ def test_a_dataloader_subclass_is_measured_as_given_and_its_rows_say_so(harnesse
     )
 
 
+class VariableBatches:
+    """A batch sampler of the script's own that says no batch size (batches of 2, then 3)."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter([[0, 1], [2, 3, 4], [5, 6], [7, 8, 9]])
+
+    def __len__(self) -> int:
+        return 4
+
+
+@pytest.mark.parametrize(
+    ("batch_sampler", "recorded", "said"),
+    [
+        (
+            lambda: torch.utils.data.BatchSampler(torch.utils.data.SequentialSampler(range(10)), 3, False),
+            "3",
+            "3",
+        ),
+        (VariableBatches, "", "None"),
+    ],
+    ids=["torch-batch-sampler", "no-batch-size"],
+)
+def test_a_batch_samplers_batch_size_is_what_the_rows_and_the_log_say(  # type: ignore[no-untyped-def]
+    harnessed, capfd, batch_sampler, recorded: str, said: str
+) -> None:
+    """Session 11: a script's batch_sampler left batch_size 0 in the rows where its log line said
+    None. Now both say the batch sampler's own batch_size, and an empty cell (None) where it
+    says none."""
+    job = harnessed(script_point(loader="{num_workers: 0}", rungs="[host_batch, full]"))
+    loader = probe.loader(Numbers(), batch_size=None, batch_sampler=batch_sampler(), collate_fn=pairs)
+    list(probe.measure(loader, "cpu", keep_running=True))
+    assert {r["batch_size"] for r in rows_of(job)} == {recorded}
+    assert f"drop_last=False, batch_size={said}" in capfd.readouterr().err
+
+
+def test_accelerates_prepared_loader_is_measured_as_probe_loaders_and_says_its_length(
+    harnessed, capfd
+) -> None:  # type: ignore[no-untyped-def]
+    """Hugging Face Accelerate's `accelerator.prepare(probe.loader(...))` re-makes the loader (a
+    DataLoaderShard). It was measured as a loader of its own: its processed_sample rung failed
+    (KeyError: 0: its batch_size is None, its batch sampler's is the one), its rows had no
+    batch size, and its len() was not the batches the loop receives (Accelerate's scripts size
+    max_train_steps by it after prepare). Now it is measured as probe.loader's loader, and its
+    len() is the probe's number."""
+    accelerate = pytest.importorskip("accelerate", reason="the libs extra (pip install -e .[libs])")
+    job = harnessed(script_point(loader="{num_workers: 1}", rungs="[host_batch, processed_sample, full]"))
+    loader = probe.loader(Numbers(), batch_size=2, shuffle=True, num_workers=3, collate_fn=pairs)
+    prepared = accelerate.Accelerator(cpu=True).prepare(loader)
+    assert type(prepared).__name__ == "DataLoaderShard"
+    assert len(prepared) == len(loader)
+    served = list(probe.measure(prepared, "cpu", keep_running=True))
+    assert len(served) == len(loader)
+    rows = rows_of(job)
+    assert [(r["rung"], r["status"], r["samples"], r["batch_size"], r["num_workers"]) for r in rows] == [
+        ("host_batch", "ok", "6", "2", "1"),
+        ("processed_sample", "ok", "6", "2", "1"),
+        ("full", "ok", "6", "2", "1"),
+    ]
+    err = capfd.readouterr().err
+    assert "measured as given" not in err and "len(loader) says" not in err
+
+
+def test_a_prepared_loader_of_the_scripts_own_dataloader_is_measured_as_given(harnessed) -> None:  # type: ignore[no-untyped-def]
+    """`accelerator.prepare(DataLoader(...))`: a loader the probe did not make, measured as
+    given; its batch size is its batch sampler's (it failed with KeyError: 0 at processed_sample)."""
+    accelerate = pytest.importorskip("accelerate", reason="the libs extra (pip install -e .[libs])")
+    job = harnessed(script_point(loader="{num_workers: 0}", rungs="[processed_sample, full]"))
+    prepared = accelerate.Accelerator(cpu=True).prepare(DataLoader(Numbers(), batch_size=2, collate_fn=pairs))
+    list(probe.measure(prepared, "cpu", keep_running=True))
+    rows = rows_of(job)
+    assert [(r["rung"], r["status"], r["batch_size"], r["error"]) for r in rows] == [
+        ("processed_sample", "ok", "2", ""),
+        ("full", "ok", "2", ""),
+    ]
+
+
 class Batches:
     """A loader of its own (torchdata.nodes' Loader, a DALI iterator): an iterable of batches,
     no DataLoader, no .dataset."""

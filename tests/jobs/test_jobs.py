@@ -52,6 +52,9 @@ def shrunk(path: Path, tmp_path: Path) -> str:
     text = text.replace("/dev/shm/harness-data", str(tmp_path / "shm" / "harness-data"))
     text = text.replace("--data, data/course-images", f"--data, {tmp_path / 'course-images'}")
     text = text.replace("results/imagenet-checkpoints", str(tmp_path / "checkpoints"))
+    text = text.replace("--data_dir, data/accelerate-images", f"--data_dir, {tmp_path / 'accelerate-images'}")
+    text = text.replace("args: [data/timm-images", f"args: [{tmp_path / 'timm-images'}")
+    text = text.replace("args: [data/fabric-images", f"args: [{tmp_path / 'fabric-images'}")
     return text.replace("root: data/harness-data", f"root: {tmp_path / 'harness-data'}")
 
 
@@ -67,6 +70,15 @@ def test_cpu_variants_run_end_to_end(path: Path, tmp_path: Path) -> None:
         write_dataset(tmp_path / "harness-data" / "litdata", images=40, size=32)
     if "course_script" in path.stem:  # the script's own data set
         make_image_folder(tmp_path / "course-images", images=40, size=64)
+    if "accelerate_script" in path.stem:
+        pytest.importorskip("accelerate", reason="the libs extra (pip install -e .[libs])")
+        make_image_folder(tmp_path / "accelerate-images", images=40, size=64)
+    if "timm_script" in path.stem:
+        pytest.importorskip("timm", reason="the libs extra (pip install -e .[libs])")
+        make_image_folder(tmp_path / "timm-images", images=40, size=64)
+    if "fabric_script" in path.stem:
+        pytest.importorskip("lightning", reason="the libs extra (pip install -e .[libs])")
+        make_image_folder(tmp_path / "fabric-images", images=40, size=64)
     plan = expand(parse_spec(shrunk(path, tmp_path), file=str(path)))
     sweep = create_sweep(plan, tmp_path / "results")
     outcomes = run_inline(plan.points, sweep)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from harness.config.plan import Point, expand
@@ -54,6 +55,24 @@ def test_settings_a_factory_does_not_take_are_recorded_as_its_loader_has_them(tm
     p = point(f"loader: '{F}:fixed_workers', dataset: '{F}:squares'", rungs="[full]")
     (row,) = rows(tmp_path, p)
     assert (row["status"], row["num_workers"], row["prefetch_factor"]) == ("ok", "1", "2")
+
+
+def test_a_wrapper_around_a_dataloader_serves_the_sample_rungs_through_itself(tmp_path: Path) -> None:
+    """timm's PrefetchLoader shape: a loader of its own holding a DataLoader in `.loader`, which
+    makes uint8 batches that the wrapper normalises. The sample-level rungs fed the step the
+    DataLoader's uint8 batches (timm's script died: expected scalar type Byte but found Float),
+    and the rows had no settings (the wrapper has none). Now the cached stages pass through a
+    copy of the wrapper, and the settings are its DataLoader's."""
+    got = rows(tmp_path, point(f"loader: '{F}:prefetching'"))
+    assert [(r["rung"], r["status"]) for r in got] == [
+        ("host_batch", "ok"),
+        ("processed_sample", "ok"),
+        ("full", "ok"),
+    ]
+    # Its DataLoader's own (1 worker, drop_last), not the point's 0 that the factory did not take.
+    assert {(r["num_workers"], r["drop_last"], r["loader_given"]) for r in got} == {
+        ("1", "True", "tests.fixtures.loaders.Prefetching")
+    }
 
 
 def test_a_datamodule_is_asked_for_its_train_dataloader_and_the_sample_rungs_are_skipped(
@@ -147,9 +166,14 @@ def test_a_factory_without_rank_on_two_ranks_gives_each_the_whole_data_set_and_t
     plan = expand(spec)
     assert (
         f"note: {F}:dataloader takes neither rank nor world_size, and the spec runs 2 ranks "
-        "(slurm.nodes × slurm.tasks_per_node): unless its loader splits the data by rank itself"
+        "(slurm.nodes × slurm.tasks_per_node, on Slurm and with --backend local; an inline run has "
+        "one): unless its loader splits the data by rank itself"
     ) in plan_text(plan, [], tmp_path, "terminal")
+    # Session 11: an inline sweep of this spec (one rank a point) recorded the note too.
+    inline = create_sweep(plan, tmp_path / "inline", backend="inline", world_size=1)
+    assert not any("takes neither rank" in n for n in json.loads((inline / "plan.json").read_text())["notes"])
     sweep = create_sweep(plan, tmp_path / "results", backend="local", world_size=2)
+    assert any("takes neither rank" in n for n in json.loads((sweep / "plan.json").read_text())["notes"])
     assert run_local(plan.points, sweep, plan.spec.slurm) == []
     (only,) = plan.points
     got = [results.read_rows(layout.rank_file(layout.point_dir(sweep, only.id), k))[0] for k in (0, 1)]

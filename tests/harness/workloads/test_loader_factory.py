@@ -115,7 +115,7 @@ def test_the_plan_says_when_a_factory_cannot_split_the_data_between_ranks(
         return
     assert note == (
         "f takes neither rank nor world_size, and the spec runs 4 ranks (slurm.nodes × "
-        "slurm.tasks_per_node): unless its loader splits the data by rank itself (a DistributedSampler "
+        "slurm.tasks_per_node, on Slurm and with --backend local; an inline run has one): unless its loader splits the data by rank itself (a DistributedSampler "
         "over the process group, a stream sharded by node), each rank reads the whole data set, an "
         "epoch 4 times the training's; accept rank and world_size and split by them, or return a "
         "DataModule, whose loader the harness re-makes with a DistributedSampler as Lightning's "
