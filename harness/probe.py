@@ -60,7 +60,7 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler, SequentialSampler
 
 from harness.config.plan import Point, resolve_loader
-from harness.execution import batches, given_loader, ladder
+from harness.execution import batches, given_loader, ladder, termination
 from harness.execution.loop import Clocked, one_step
 from harness.execution.loop_length import CLOSING, batches_per_loop
 from harness.execution.script import ProbeJob
@@ -679,9 +679,12 @@ def _measured(
     point_batches = measure_point(rank)
     served = 0
     try:
-        for batch in point_batches:
-            served += 1
-            yield batch
+        # A SIGTERM (preemption, scancel) noted, the script's own handling kept: the death of
+        # a worker by it is the termination, not the loader's failed row (termination.py).
+        with termination.noted():
+            for batch in point_batches:
+                served += 1
+                yield batch
     except GeneratorExit:
         # The user's loop let go of the probe (a break, or its step raised): the rung in
         # progress is closed (its loader, the sampler, the timeline), and the job told how far

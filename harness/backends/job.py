@@ -101,7 +101,30 @@ class PassJob(submitit.helpers.Checkpointable):
             finally:
                 destroy_process_group()
             ended.append({"point_id": point.id, "rank": env.rank, "ok": outcome.ok, "failed": outcome.failed})
+            broke = outcome.group_broke() if env.distributed else ""
+            if broke:
+                say_broken(point.id, env.rank, broke, later=len(points_json) - n)
+                break
         return ended
+
+
+def say_broken(point_id: str, rank: int, error: str, *, later: int) -> None:
+    """The point's process group broke on this rank, which ends here (harness/backends/ranks.py):
+    said where, for the controller, which ends the other ranks, and for run_local, which runs
+    the `later` points in a fresh job."""
+    import submitit
+
+    from harness.backends.ranks import Broke, say_broke
+
+    job = submitit.JobEnvironment()
+    log.warning(
+        "point %s: its process group broke on rank %d (%s); the job ends here%s",
+        point_id,
+        rank,
+        error[:200],
+        f", and its {later} later point(s) run in a fresh job" if later else "",
+    )
+    say_broke(job.paths.folder, str(job.job_id), Broke(rank, point_id, error))
 
 
 def end_as_terminated() -> NoReturn:

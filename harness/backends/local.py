@@ -20,7 +20,7 @@ import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness.backends.base import BackendRefusal, no_announcement
 from harness.config.plan import Plan, Point
@@ -28,6 +28,9 @@ from harness.config.spec import SlurmConfig, Spec
 from harness_schema import layout
 from harness_schema.atomic import CannotWrite, named
 from harness_schema.rows import point_complete
+
+if TYPE_CHECKING:
+    from harness.backends.ranks import Broke
 
 log = logging.getLogger(__name__)
 
@@ -57,11 +60,24 @@ def run_local(points: Sequence[Point], sweep_dir: Path, cfg: SlurmConfig) -> lis
         ]
         if not failure and not left:
             break
-        point = left[0] if left else todo[-1]
-        if not _ended_well(job, failure, point, sweep_dir, cfg.tasks_per_node):
+        broke = _broke_first(job, todo)
+        point = next(p for p in todo if p.id == broke.point_id) if broke else left[0] if left else todo[-1]
+        if not _ended_well(job, failure, point, sweep_dir, cfg.tasks_per_node, broke):
             crashed.append(point.id)
-        todo = left[1:]
+        # A broken process group: the points the job left after it, in a fresh job (new ranks).
+        todo = [p for p in left if p.id != point.id] if broke else left[1:]
+        if broke and todo:
+            log.info("%d point(s) left run in a fresh job (new ranks, a new process group)", len(todo))
     return crashed
+
+
+def _broke_first(job: Any, todo: Sequence[Point]) -> Broke | None:
+    """Where the job's process group broke first (its ranks' broke files, ranks.py), if it did."""
+    from harness.backends.ranks import broken
+
+    order = {p.id: n for n, p in enumerate(todo)}
+    found = [b for b in broken(job.paths.folder, str(job.job_id)) if b.point_id in order]
+    return min(found, key=lambda b: (order[b.point_id], b.rank), default=None)
 
 
 def _submit(points: Sequence[Point], sweep_dir: Path, cfg: SlurmConfig, gpus: tuple[int, ...]) -> Any:
@@ -155,16 +171,20 @@ def end_job(controller: int) -> int:
     return len(tree)
 
 
-def _ended_well(job: Any, failure: str, point: Point, sweep_dir: Path, world_size: int) -> bool:
+def _ended_well(
+    job: Any, failure: str, point: Point, sweep_dir: Path, world_size: int, broke: Broke | None = None
+) -> bool:
     """False when a rank died outside run_point (killed: the OOM killer, kill -9) while the
     job measured `point`, after naming it on the console and in its rows
-    (harness/backends/ranks.py), or when the job failed otherwise."""
+    (harness/backends/ranks.py), or when the job failed otherwise. `broke`: the job ended as
+    `point`'s process group broke, which its rows say, with the ranks the job ended for it."""
     from harness.backends.ranks import ended_ranks, fail_dead_ranks
 
-    lines = fail_dead_ranks(point, sweep_dir, ended_ranks(job.paths.folder, str(job.job_id)), world_size)
+    ends = ended_ranks(job.paths.folder, str(job.job_id))
+    lines = fail_dead_ranks(point, sweep_dir, ends, world_size, broke)
     for line in lines:
         log.error("point %s: %s", point.id, line)
-    if failure and not lines:  # its rows say nothing of it
+    if failure and not lines and broke is None:  # its rows say nothing of it
         log.error("point %s: its job failed: %s", point.id, failure)
     return not (failure or lines)
 

@@ -9,11 +9,21 @@ the statuses to itself; `RankExecutor` is submitit's LocalExecutor with a contro
 beside the job's logs: each rank's exit status and how long after its start it ended.
 `run_local` reads it once the job is over (`ended_ranks`), and writes a failed row for every unit
 a dead rank has no row for (`fail_dead_ranks`), so that `status` calls the point failed.
+
+A rank whose point's process group broke (a collective that gave up on a rank stuck or
+lingering in user code, or lost it) cannot go on to the job's later points: the stuck rank is
+not there to join them, and each would fail after `limits.dist_timeout_s` of waiting (20
+points at the default 300 s: 100 min for nothing). It says where it broke (`broke_file`) and
+ends; the controller then ends the job's other ranks (their DataLoader workers with them),
+leaving each a result that says why (submitit's error pickle: the job's results are then read
+at once, where a rank without one costs submitit's 15 s wait for it), and `run_local` runs the
+points left in a fresh job: new rank processes, a new process group.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -42,12 +52,44 @@ class RankEnd:
     """The rank process's exit status, negative for the signal that killed it (Popen's)."""
     seconds: float
     """From the ranks' start to this rank's end."""
+    ended_after: int | None = None
+    """The rank whose process group broke, where the controller ended this one for it."""
 
     def cause(self) -> str:
         """ "was killed by SIGKILL (exit -9)", or "exited with status 3"."""
         from harness.execution.script import process_end
 
         return process_end(self.exit, "exit")
+
+
+@dataclass(frozen=True, slots=True)
+class Broke:
+    """Where a rank's process group broke: the point, and the rank's error there."""
+
+    rank: int
+    point_id: str
+    error: str
+
+
+def broke_file(folder: Path, job_id: str, rank: int) -> Path:
+    return submitit.core.utils.JobPaths(folder, job_id).folder / f"{job_id}_broke-rank{rank}.json"
+
+
+def say_broke(folder: Path, job_id: str, broke: Broke) -> None:
+    """Written by the rank before it ends (best-effort: without it, the job goes on as it
+    would have)."""
+    with contextlib.suppress(CannotWrite):
+        atomic_write_text(broke_file(folder, job_id, broke.rank), json.dumps(dataclasses.asdict(broke)))
+
+
+def broken(folder: Path, job_id: str) -> list[Broke]:
+    """Where the ranks of a finished local job said their process group broke."""
+    found = []
+    for path in sorted(broke_file(folder, job_id, 0).parent.glob(f"{job_id}_broke-rank*.json")):
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            data = json.loads(path.read_text())
+            found.append(Broke(int(data["rank"]), str(data["point_id"]), str(data["error"])))
+    return found
 
 
 def ranks_file(folder: Path, job_id: str) -> Path:
@@ -64,6 +106,7 @@ class RankController(submitit_local.Controller):
         timeout = freq * self.timeout_s
         almost_timeout = freq * (self.timeout_s - self.signal_delay_s)
         codes: list[int | None] = [t.poll() for t in self.tasks]
+        ended_after: dict[int, int] = {}
         for step in range(timeout):  # submitit's own loop (Controller.wait), timing each end
             codes = [t.poll() for t in self.tasks]
             for k, code in enumerate(codes):
@@ -71,15 +114,59 @@ class RankController(submitit_local.Controller):
                     ended[k] = time.monotonic() - started
             if all(code is not None for code in codes):
                 break
+            broke = self._broke(codes) if not ended_after else None
+            if broke is not None:
+                ended_after = {k: broke for k, code in enumerate(codes) if code is None}
+                self._end_tasks(list(ended_after), broke)
+                continue
             if step == almost_timeout:
                 self._forward_signal(submitit_local.LocalJobEnvironment._usr_sig())
             time.sleep(1.0 / freq)
-        self._record(codes, ended)
+        self._record(codes, ended, ended_after)
         return codes
 
-    def _record(self, codes: Sequence[int | None], ended: dict[int, float]) -> None:
+    def _broke(self, codes: Sequence[int | None]) -> int | None:
+        """A rank that ended as its process group broke (its broke file), while others run."""
+        if None not in codes:
+            return None
+        return next(
+            (
+                k
+                for k, code in enumerate(codes)
+                if code == 0 and broke_file(self.folder, self.pid, k).exists()
+            ),
+            None,
+        )
+
+    def _end_tasks(self, ranks: Sequence[int], broke: int) -> None:
+        """Kill these ranks and every process under them (a DataLoader worker stuck in
+        `__getitem__` would outlive its rank), each left a result saying why."""
+        import psutil
+
+        below = []
+        for k in ranks:
+            with contextlib.suppress(psutil.Error):
+                below += psutil.Process(self.tasks[k].pid).children(recursive=True)
+            with contextlib.suppress(OSError):
+                self.tasks[k].kill()
+        for process in below:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        for k in ranks:  # reaped by their Popen, which keeps their exit status (-9)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.tasks[k].wait(timeout=10)
+        psutil.wait_procs(below, timeout=10)
+        for k in ranks:
+            why = f"rank {k} was ended by its job: rank {broke}'s process group broke (ranks.py)"
+            with contextlib.suppress(OSError):
+                paths = submitit.core.utils.JobPaths(self.folder, self.pid, k)
+                submitit.core.utils.cloudpickle_dump(("error", why), paths.result_pickle)
+
+    def _record(
+        self, codes: Sequence[int | None], ended: dict[int, float], ended_after: dict[int, int]
+    ) -> None:
         entries = [
-            {"rank": k, "exit": code, "seconds": round(ended[k], 1)}
+            {"rank": k, "exit": code, "seconds": round(ended[k], 1), "ended_after": ended_after.get(k)}
             for k, code in enumerate(codes)
             if code is not None and k in ended
         ]
@@ -125,12 +212,17 @@ def ended_ranks(folder: Path, job_id: str) -> list[RankEnd]:
         entries = json.loads(ranks_file(folder, job_id).read_text())
     except (OSError, ValueError):
         return []
-    return [RankEnd(int(e["rank"]), int(e["exit"]), float(e["seconds"])) for e in entries]
+    return [
+        RankEnd(int(e["rank"]), int(e["exit"]), float(e["seconds"]), e.get("ended_after")) for e in entries
+    ]
 
 
-def fail_dead_ranks(point: Point, sweep_dir: Path, ends: Sequence[RankEnd], world_size: int) -> list[str]:
+def fail_dead_ranks(
+    point: Point, sweep_dir: Path, ends: Sequence[RankEnd], world_size: int, broke: Broke | None = None
+) -> list[str]:
     """For each rank that ended badly: a failed row for every unit it has no row for, saying
-    how it ended and in which rung; the lines said, one a rank."""
+    how it ended and in which rung; the lines said, one a rank. `broke`: where a rank's process
+    group broke (`point` is that point): the ranks the controller ended for it are named so."""
     from harness.execution.dist import DistEnv
     from harness.execution.point import open_point
 
@@ -143,7 +235,15 @@ def fail_dead_ranks(point: Point, sweep_dir: Path, ends: Sequence[RankEnd], worl
         mine = opened.written()
         missing = opened.missing(mine)
         where = f" in rung {missing[0][0]}" if missing else ""
-        line = f"its job failed: rank {end.rank} {end.cause()} after {end.seconds:.0f} s{where}"
+        if end.ended_after is not None and broke is not None:
+            if not missing:
+                continue  # it had finished the point: nothing of it is lost here
+            line = (
+                f"its job ended rank {end.rank}{where} after {end.seconds:.0f} s, stuck or lingering "
+                f"there: rank {broke.rank}'s process group broke ({broke.error[:200]})"
+            )
+        else:
+            line = f"its job failed: rank {end.rank} {end.cause()} after {end.seconds:.0f} s{where}"
         opened.fail_missing(line, mine)
         lines.append(line)
     return lines

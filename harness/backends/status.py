@@ -9,6 +9,7 @@ point with a live job is never run again by `harness resume`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -208,8 +209,13 @@ def _log_tail(sweep_dir: Path, job_id: str) -> str:
         lines = [line.strip() for line in log_file.read_text(errors="replace").splitlines() if line.strip()]
         meaningful = [line for line in lines if not line.startswith(("submitit ", "srun: "))]
         if meaningful:
-            return f"{meaningful[-1][:300]} (see {log_file})"
+            return f"{_LOG_PREFIX.sub('', meaningful[-1])[:300]} (see {log_file})"
     return ""
+
+
+_LOG_PREFIX = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [A-Z] ")
+"""A job's log line's time and level (job._job_logging): "2026-11-25 06:37:58,649 W "; the
+status's error column says what, the log file says when."""
 
 
 def to_resume(

@@ -42,6 +42,22 @@ class JoinTimeout(RuntimeError):
     """The point's ranks did not all join its process group within limits.dist_timeout_s."""
 
 
+GROUP_BROKE = (
+    "CollectiveTimeout:",
+    "JoinTimeout:",
+    "DistBackendError",
+    "DistNetworkError",
+    "DistStoreError",
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "NCCL",
+)
+"""What a failed row's error says where the point's process group broke: a collective that
+timed out waiting for a rank (harness.execution.waiting) or lost one (gloo's and NCCL's words,
+torch.distributed's errors), a join that timed out. Any other failure leaves the ranks able
+to meet again at the next point."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PointOutcome:
     point_id: str
@@ -58,6 +74,15 @@ class PointOutcome:
             failed=sum(r.status == "failed" for r in rows),
             skipped=sum(r.status == "skipped" for r in rows),
             rows=tuple(rows),
+        )
+
+    def group_broke(self) -> str:
+        """The error of this rank's first row that says the point's process group broke
+        (GROUP_BROKE), "" where none does: a rank stuck or gone may still be in this point
+        while the others go on to the next one of their job, where they cannot meet."""
+        return next(
+            (r.error for r in self.rows if r.status == "failed" and any(w in r.error for w in GROUP_BROKE)),
+            "",
         )
 
 

@@ -323,6 +323,12 @@ def run_script(point: Point, sweep_dir: Path, *, env: DistEnv, skip_done: bool =
             logs[0].with_suffix(".{out,err}"),
         )
         ended = run_process(command(point), script_environment(job), job.report_path, logs=logs)
+    if ended.returncode == -signal.SIGTERM:
+        # Preemption or scancel signal every process of the step: the script may end of it a
+        # moment before this rank takes its own, which then leaves its units to resume.
+        from harness.execution import termination
+
+        termination.await_own_signal()
     return account(point, sweep_dir, env, ended)
 
 
@@ -367,7 +373,7 @@ def run_process(
             returncode, timed_out = p.wait(), True
         except BaseException:
             # Interrupted (Ctrl-C, a job's signal): the script must not outlive its point.
-            p.terminate()
+            end_script(p)
             raise
         for reader in readers:
             reader.join(timeout=10)
@@ -386,6 +392,43 @@ def run_process(
         checked="checked" in words,
         timed_out=timed_out,
     )
+
+
+END_GRACE_S = 5.0
+"""How long an interrupted script has to end on its SIGTERM before it and its processes are
+killed."""
+
+
+def end_script(p: subprocess.Popen[bytes]) -> None:
+    """End the script and every process under it: SIGTERM to the script, then, after
+    END_GRACE_S, SIGKILL to what is left of it and its DataLoader workers. Its workers are
+    found before the script ends: once it has, they are init's, out of reach, and one stuck in
+    `__getitem__` would live on, holding the script's stdout and stderr open, and the readers of
+    this process with them (a local rank told to stop hung until the worker's read returned)."""
+    import psutil
+
+    def under() -> list[psutil.Process]:
+        try:
+            return psutil.Process(p.pid).children(recursive=True)
+        except psutil.Error:
+            return []
+
+    below = under()
+    p.terminate()
+    try:
+        p.wait(timeout=END_GRACE_S)
+    except subprocess.TimeoutExpired:
+        # Still going (a SIGTERM handler of its own): stopped, so that it starts no process
+        # more, and those it started since are ended with it.
+        with contextlib.suppress(OSError):
+            p.send_signal(signal.SIGSTOP)
+        below += [q for q in under() if q not in below]
+        p.kill()
+        p.wait()
+    for process in below:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(below, timeout=10)
 
 
 def _tee(stream: IO[bytes], console: IO[str] | None, file: IO[str] | None, tail: deque[str] | None) -> None:

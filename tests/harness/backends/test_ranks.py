@@ -11,6 +11,8 @@ from pathlib import Path
 
 from harness.backends.ranks import RankEnd
 from harness.backends.status import sweep_status
+from harness.config.plan import expand
+from harness.config.spec import parse_spec
 from harness_schema import layout
 from harness_schema import rows as results
 
@@ -65,3 +67,66 @@ def test_a_rank_killed_under_the_local_backend_is_named_in_the_console_and_the_r
     ]
     (status,) = sweep_status(sweep, {})  # a local sweep: no scheduler to ask
     assert status.progress == "failed"  # not "not run": it ran, and a rank died
+
+
+LINGER = """\
+name: linger
+workload:
+  dataset: tests.fixtures.workloads:lingering_dataset
+  dataset_args: {{size: 32, linger_s: 600, once: {once}}}
+  model: linear
+  batch_size: [4, 8, 16]
+  device: cpu
+measure: {{warmup_steps: 1, steps: 3}}
+rungs: [full]
+slurm: {{tasks_per_node: 2, gpus_per_node: 0}}
+limits: {{dist_timeout_s: 3}}
+"""
+
+
+def test_a_rank_stuck_in_one_point_costs_that_point_only_the_next_run_in_a_fresh_job(tmp_path: Path) -> None:
+    """Rank 1 lingers in user code (its data set's build) at the job's first point, far past
+    limits.dist_timeout_s: rank 0's collective gives up there, and the process group is
+    broken. Before, each later point of the job waited the timeout again and failed
+    (JoinTimeout: rank 1 was still in the first). Now the job ends the stuck rank, the first
+    point's rows say why, and the later points are measured in a fresh job."""
+    spec = LINGER.format(once=tmp_path / "lingered")
+    (tmp_path / "linger.yaml").write_text(spec)
+    env = {k: v for k, v in os.environ.items() if k != "HARNESS_DIST_TIMEOUT_S"}
+    run = subprocess.run(
+        [sys.executable, "-m", "harness", "run", "linger.yaml", "--backend", "local"],
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=300,  # rank 1 lingers 600 s: the run ends only if the job ended it
+    )
+    assert run.returncode == 1, run.stderr
+    (sweep,) = (tmp_path / "results" / "linger").iterdir()
+    first, *later = [p.id for p in expand(parse_spec(spec)).points]
+    rows = {
+        (point, rank): [
+            (r["status"], r["error"])
+            for r in results.read_rows(layout.rank_file(sweep / "points" / point, rank))
+        ]
+        for point in (first, *later)
+        for rank in (0, 1)
+    }
+    assert rows[first, 0] == [
+        (
+            "failed",
+            "CollectiveTimeout: rank 0 waited 3 s in DDP's set-up (its weights' broadcast) for rank 1, and gave up: "
+            "a rank that failed, left the loop or lingers (limits.dist_timeout_s in the spec sets the wait)",
+        )
+    ]
+    ((status, error),) = rows[first, 1]
+    assert status == "failed"
+    assert re.fullmatch(
+        r"its job ended rank 1 in rung full after \d+ s, stuck or lingering there: rank 0's process group "
+        r"broke \(CollectiveTimeout: rank 0 waited 3 s .*\)",
+        error,
+    )
+    assert error in run.stderr
+    for point in later:  # measured: no JoinTimeout waited for a rank still in the first point
+        assert rows[point, 0] == rows[point, 1] == [("ok", "")], rows
+    assert "2 point(s) left run in a fresh job (new ranks, a new process group)" in run.stderr
