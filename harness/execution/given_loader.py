@@ -201,10 +201,21 @@ def _known(recorded: LoaderSettings) -> LoaderSettings:
     return known
 
 
+KEPT_ARGUMENTS = ("worker_init_fn", "multiprocessing_context", "in_order")
+"""A DataLoader's other arguments that the sample-level rungs' loader keeps: what each worker
+is set up with (worker_init_fn), how the workers start (multiprocessing_context: a spawned
+worker pays its start-up and holds a pickled copy of the dataset, a forked one neither), and
+the order the batches are delivered in (in_order=False lets a fast batch pass a slow one).
+A rung that lost them would measure another pipeline than the loader its neighbours time:
+a script that spawns its workers (a dataset holding a handle that cannot be forked) would
+have them forked, and the drop between rungs would carry the difference."""
+
+
 def _extra(loader: Any) -> Mapping[str, Any]:
-    """A DataLoader's other arguments that shape its samples (its worker_init_fn)."""
-    init = getattr(loader, "worker_init_fn", None)
-    return {"worker_init_fn": init} if init is not None else {}
+    """The KEPT_ARGUMENTS a loader sets away from PyTorch's defaults."""
+    defaults = {"worker_init_fn": None, "multiprocessing_context": None, "in_order": True}
+    kept = {name: getattr(loader, name, defaults[name]) for name in KEPT_ARGUMENTS}
+    return {name: value for name, value in kept.items() if value is not defaults[name]}
 
 
 def from_factory(point: Point, where: ladder.Placement, dataset: Any) -> GivenLoader:

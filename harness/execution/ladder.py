@@ -9,7 +9,9 @@ worker process, during warmup.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
+import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -361,9 +363,6 @@ class RepeatStream:
         self.batch = None
 
 
-_EMPTY: Any = object()
-
-
 class CachedStage(Dataset[Any]):
     """Serve one cached intermediate sample, finishing the pipeline from it at every item.
 
@@ -377,7 +376,10 @@ class CachedStage(Dataset[Any]):
 
     def __init__(self, length: int, produce: Callable[[], Any], finish: Callable[[Any], Any] | None) -> None:
         self.length, self.produce, self.finish = length, produce, finish
-        self.cache: Any = _EMPTY
+        # A flag, not a sentinel object: a spawned worker gets a pickled copy of the stage, in
+        # which a module-level sentinel would be another object.
+        self.cache: Any = None
+        self.filled = False
         self.value_bytes = torch.full((1,), -1, dtype=torch.int64).share_memory_()
         """Bytes of the cached value (the caching what-if's size a sample), written by the
         process that produced it, a worker included (shared memory); -1 until then, or where
@@ -389,8 +391,8 @@ class CachedStage(Dataset[Any]):
         return self.length
 
     def __getitem__(self, index: int) -> Any:
-        if self.cache is _EMPTY:
-            self.cache = self.produce()
+        if not self.filled:
+            self.cache, self.filled = self.produce(), True
             size = batches.nbytes(self.cache)
             self.value_bytes[0] = -1 if size is None else size
         return self.cache if self.finish is None else self.finish(self.cache)
@@ -439,7 +441,7 @@ def sample_dataset(rung: str, dataset: Dataset[Any]) -> Dataset[Any]:
             return CachedStream(produce, finish)
 
         if rung == "processed_sample":
-            return stage(lambda: _first(iter(stream), stream), None)
+            return stage(functools.partial(_first_of, stream), None)
     else:
         length = len(dataset)  # type: ignore[arg-type]
 
@@ -447,7 +449,7 @@ def sample_dataset(rung: str, dataset: Dataset[Any]) -> Dataset[Any]:
             return CachedStage(length, produce, finish)
 
         if rung == "processed_sample":
-            return stage(lambda: dataset[0], None)
+            return stage(functools.partial(operator.getitem, dataset, 0), None)
     dataset = _selected(dataset)
     cut = _cut(rung, dataset)
     if rung == "raw_sample":
@@ -459,7 +461,7 @@ def sample_dataset(rung: str, dataset: Dataset[Any]) -> Dataset[Any]:
                 f"decode(bytes), map-style; {type_name(dataset)} has not"
             )
         decode, transform = cut.decode, cut.transform
-        return stage(cut.read, lambda data: transform(decode(data)) if transform else decode(data))
+        return stage(cut.read, decode if transform is None else _Chain(decode, transform))
     k = rung_names.transform_cut(rung)
     if k is None:
         raise RungUnavailable(f"unknown rung {rung!r}")
@@ -499,7 +501,7 @@ def _cut(rung: str, dataset: Any) -> _Cut:
             )
         split = dataset
         steps = _compose_steps(dataset.transform_sample)
-        return _Cut(lambda: _first(split.iter_raw(), split), dataset.transform_sample, steps, None, None)
+        return _Cut(functools.partial(_first_raw, split), dataset.transform_sample, steps, None, None)
     # a stock ImageFolder, a Hugging Face Dataset with_transform: split as they are
     dataset = folder_split(dataset) or hf_split(dataset) or dataset
     read = getattr(dataset, "read_bytes", None)
@@ -508,17 +510,21 @@ def _cut(rung: str, dataset: Any) -> _Cut:
         whole = dataset
         steps = _compose_steps(dataset.transform_sample)
         return _Cut(
-            lambda: whole.load_raw(0), whole.transform_sample, steps, read and (lambda: read(0)), decode
+            functools.partial(whole.load_raw, 0),
+            whole.transform_sample,
+            steps,
+            read and functools.partial(read, 0),
+            decode,
         )
     if isinstance(dataset, SplitDataset):
         pair, transform = dataset, dataset.transform
         inner = _compose_steps(transform)
         return _Cut(
-            lambda: pair.load_raw(0),
-            None if transform is None else _on_input(transform),
-            None if inner is None else [_on_input(step) for step in inner],
-            None if not isinstance(dataset, BytesDataset) else (lambda: pair.read_bytes(0)),  # type: ignore[attr-defined]
-            None if decode is None else _on_input(decode),
+            functools.partial(pair.load_raw, 0),
+            None if transform is None else _OnInput(transform),
+            None if inner is None else [_OnInput(step) for step in inner],
+            None if not isinstance(dataset, BytesDataset) else functools.partial(dataset.read_bytes, 0),
+            None if decode is None else _OnInput(decode),
         )
     raise RungUnavailable(
         f"rung {rung} needs a dataset with load_raw(index) and transform, or load_raw(index) and "
@@ -541,8 +547,14 @@ def _transform_cut(
             f"rung {rung}: the Compose has {len(steps)} transforms, so k must be in "
             f"1..{len(steps) - 1} (k={len(steps)} is processed_sample)"
         )
-    head, tail, load = _compose(steps[:k]), _compose(steps[k:]), cut.load
-    return (lambda: head(load())), tail
+    return _Chain(cut.load, _Compose(steps[:k])), _Compose(steps[k:])
+
+
+# The cached stages' parts are module-level functions, partials and small classes, never
+# lambdas or closures: a DataLoader whose workers are spawned (a script's
+# multiprocessing_context="spawn", and every DataLoader from Python 3.14 on, whose default start
+# method on Linux is forkserver) pickles its dataset to each worker, and a closure cannot be
+# pickled ("Can't pickle local object 'sample_dataset.<locals>.<lambda>'").
 
 
 def _first(iterator: Iterator[Any] | Iterable[Any], stream: Any) -> Any:
@@ -551,14 +563,48 @@ def _first(iterator: Iterator[Any] | Iterable[Any], stream: Any) -> Any:
     raise RuntimeError(f"the stream {type_name(stream)} yields no sample in this reader (rank or worker)")
 
 
-def _on_input(transform: Callable[[Any], Any]) -> Callable[[Any], Any]:
+def _first_of(stream: Any) -> Any:
+    """The stream's first sample in this reader (processed_sample of a stream)."""
+    return _first(iter(stream), stream)
+
+
+def _first_raw(split: Any) -> Any:
+    """The stream's first raw sample in this reader (its iter_raw)."""
+    return _first(split.iter_raw(), split)
+
+
+class _OnInput:
     """A transform of the input applied to an (input, target) pair."""
 
-    def run(pair: Any) -> Any:
-        value, target = pair
-        return transform(value), target
+    def __init__(self, transform: Callable[[Any], Any]) -> None:
+        self.transform = transform
 
-    return run
+    def __call__(self, pair: Any) -> Any:
+        value, target = pair
+        return self.transform(value), target
+
+
+class _Chain:
+    """then(first(...)): a stage's producer after a cut (first takes no argument there) or its
+    finisher after the decode (first takes the bytes)."""
+
+    def __init__(self, first: Callable[..., Any], then: Callable[[Any], Any]) -> None:
+        self.first, self.then = first, then
+
+    def __call__(self, *value: Any) -> Any:
+        return self.then(self.first(*value))
+
+
+class _Compose:
+    """Compose steps applied in turn (a slice of the dataset's Compose)."""
+
+    def __init__(self, steps: list[Callable[[Any], Any]]) -> None:
+        self.steps = steps
+
+    def __call__(self, x: Any) -> Any:
+        for step in self.steps:
+            x = step(x)
+        return x
 
 
 def _compose_steps(transform: Any) -> list[Callable[[Any], Any]] | None:
@@ -629,12 +675,3 @@ def on(parts: LoaderParts, dataset: Dataset[Any]) -> LoaderParts:
         if batch_sampler is None
         else (lambda _stage, where, size, last: batch_sampler(dataset, where, size, last)),
     )
-
-
-def _compose(steps: list[Callable[[Any], Any]]) -> Callable[[Any], Any]:
-    def run(x: Any) -> Any:
-        for step in steps:
-            x = step(x)
-        return x
-
-    return run

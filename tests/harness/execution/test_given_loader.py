@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
+
+import torch
 
 from harness.config.plan import Point, expand
 from harness.config.spec import parse_spec
 from harness.execution.dist import DistEnv
+from harness.execution.given_loader import build_stream, from_factory
+from harness.execution.ladder import LoaderStream, Placement
 from harness.execution.runner import run_point
 from harness_schema import layout
 from harness_schema import rows as results
 
 F = "tests.fixtures.loaders"
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def point(
@@ -73,6 +80,30 @@ def test_a_wrapper_around_a_dataloader_serves_the_sample_rungs_through_itself(tm
     assert {(r["num_workers"], r["drop_last"], r["loader_given"]) for r in got} == {
         ("1", "True", "tests.fixtures.loaders.Prefetching")
     }
+
+
+def test_the_sample_rungs_start_and_order_their_workers_as_the_given_loader_does(tmp_path: Path) -> None:
+    """The cached stages' DataLoader kept only the given one's worker_init_fn: a script's
+    spawned workers (a dataset that cannot be forked) were forked at the sample rungs, and its
+    out-of-order delivery made in order, so the drop between rungs carried the difference."""
+    p = point(f"loader: '{F}:spawning'", loader="{num_workers: 1}", rungs="[processed_sample]")
+    cpu = Placement(device=torch.device("cpu"))
+    given = from_factory(p, cpu, None)
+    stream = build_stream("processed_sample", given, 4, cpu)
+    assert isinstance(stream, LoaderStream)
+    assert stream.loader.multiprocessing_context.get_start_method() == "spawn"
+    assert stream.loader.in_order is False
+    # And the spawned workers unpickle the cached stage: the rung measures (in a process of its
+    # own: spawning starts multiprocessing's resource tracker, which would outlive the test).
+    code = (
+        "import sys; from pathlib import Path; from tests.harness.execution import test_given_loader as t\n"
+        "p = t.point(sys.argv[2], loader='{num_workers: 1}', rungs='[processed_sample]')\n"
+        "(row,) = t.rows(Path(sys.argv[1]), p)\n"
+        "print(row['rung'], row['status'], row['num_workers'])\n"
+    )
+    args = [sys.executable, "-c", code, str(tmp_path), f"loader: '{F}:spawning'"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.stdout.split() == ["processed_sample", "ok", "1"], done.stderr[-2000:]
 
 
 def test_a_datamodule_is_asked_for_its_train_dataloader_and_the_sample_rungs_are_skipped(
