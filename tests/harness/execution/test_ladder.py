@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
+import pickle
 import textwrap
 import time
 import types
@@ -584,3 +585,31 @@ def test_idle_workers_are_counted_by_the_loaders_own_collate() -> None:
         stream.close()
         assert all(len(b[1] if isinstance(b, list) else b["labels"]) == 4 for b in batches)
     assert idle == {"map-style": 0, "1 shard": 1, "no workers": None}
+
+
+@pytest.mark.parametrize("rung", ["processed_sample", "transform:1", "raw_sample", "raw_bytes"])
+def test_every_cached_stage_pickles_as_a_spawned_worker_receives_it(rung: str, tmp_path: Path) -> None:
+    """A spawned (or forkserver) worker gets the rung's dataset pickled: the stages were closures
+    (`Can't pickle local object 'sample_dataset.<locals>.<lambda>'`), so every sample rung
+    failed where the workers are not forked (a script's multiprocessing_context="spawn";
+    Python 3.14's default on Linux). The copy serves a sample of the stage's kind."""
+    make_image_folder(tmp_path, images=4, size=32)
+    pickled = 0
+    for dataset in (
+        FakeCIFAR(size=8),
+        ImageFolderDataset(root=str(tmp_path)),
+        pipelines.paired(8),
+        pipelines.token_stream(8),
+    ):
+        try:
+            stage = ladder.sample_dataset(rung, dataset)
+        except ladder.RungUnavailable:
+            continue  # a stage this dataset has not: the other tests say why
+        copy = pickle.loads(pickle.dumps(stage))
+        if isinstance(stage, torch.utils.data.IterableDataset):
+            original, copied = next(iter(stage)), next(iter(copy))
+        else:
+            original, copied = stage[0], copy[0]
+        assert type(copied) is type(original)
+        pickled += 1
+    assert pickled >= 1  # every rung here has a dataset that serves it
