@@ -12,6 +12,7 @@ import pytest
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
 from harness.workloads.make_data import make_image_folder
+from tests.jobs.scripts import measured_rows
 
 pytest.importorskip("lightning", reason="the libs extra (pip install -e .[libs]) has Lightning")
 
@@ -43,15 +44,9 @@ def test_a_cost_injected_into_fabrics_example_is_named_by_the_ladder(
     tmp_path: Path, injected: tuple[str, ...], named: list[str]
 ) -> None:
     from analysis.ladder.verdict import ladder_verdicts
-    from analysis.load import load_results
-    from harness.execution.dist import DistEnv
-    from harness.execution.runner import run_point
 
-    make_image_folder(tmp_path / "images", images=40, size=32)
-    (point,) = expand(parse_spec(spec_text(tmp_path / "images", *injected))).points
-    outcome = run_point(point, tmp_path / "sweep", env=DistEnv(hostname="node-a"))
-    assert outcome.failed == 0 and outcome.skipped == 0, [r.error for r in outcome.rows]
-    (verdict,) = ladder_verdicts(load_results([tmp_path / "sweep"]).rows)
+    rows = measured_rows(tmp_path, lambda images: spec_text(images, *injected))
+    (verdict,) = ladder_verdicts(rows)
     assert verdict.stages == named, verdict.sentence
 
 

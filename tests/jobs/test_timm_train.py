@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.config.plan import expand
-from harness.config.spec import parse_spec
-from harness.workloads.make_data import make_image_folder
+from tests.jobs.scripts import measured_rows
 
 pytest.importorskip("timm", reason="the libs extra (pip install -e .[libs]) has timm")
 
@@ -46,15 +44,8 @@ def test_a_cost_injected_into_timms_loader_is_named_by_the_ladder(
     tmp_path: Path, injected: tuple[str, ...], named: list[str]
 ) -> None:
     from analysis.ladder.verdict import ladder_verdicts
-    from analysis.load import load_results
-    from harness.execution.dist import DistEnv
-    from harness.execution.runner import run_point
 
-    make_image_folder(tmp_path / "images", images=40, size=32)
-    (point,) = expand(parse_spec(spec_text(tmp_path / "images", *injected))).points
-    outcome = run_point(point, tmp_path / "sweep", env=DistEnv(hostname="node-a"))
-    assert outcome.failed == 0 and outcome.skipped == 0, [r.error for r in outcome.rows]
-    rows = load_results([tmp_path / "sweep"]).rows
+    rows = measured_rows(tmp_path, lambda images: spec_text(images, *injected))
     # What create_loader was given (the point's --workers and -b, timm's drop_last for training).
     assert set(zip(rows["num_workers"], rows["batch_size"], rows["drop_last"], strict=True)) == {(0, 4, True)}
     assert (rows["samples"] == rows["steps"] * 4).all()
