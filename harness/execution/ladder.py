@@ -38,6 +38,7 @@ from harness.workloads.contract import (
     WholeSampleDataset,
     folder_split,
     hf_split,
+    memory_split,
 )
 from harness_schema import rungs as rung_names
 from harness_schema.settings import LoaderSettings
@@ -503,7 +504,7 @@ def _cut(rung: str, dataset: Any) -> _Cut:
         steps = _compose_steps(dataset.transform_sample)
         return _Cut(functools.partial(_first_raw, split), dataset.transform_sample, steps, None, None)
     # a stock ImageFolder, a Hugging Face Dataset with_transform: split as they are
-    dataset = folder_split(dataset) or hf_split(dataset) or dataset
+    dataset = folder_split(dataset) or memory_split(dataset) or hf_split(dataset) or dataset
     read = getattr(dataset, "read_bytes", None)
     decode = getattr(dataset, "decode", None)
     if isinstance(dataset, WholeSampleDataset):

@@ -18,7 +18,9 @@ Where `transform` or `transform_sample` is a Compose (`.transforms`, a list), th
 A stock torchvision `DatasetFolder` (`ImageFolder`, `ImageNet`: their `__getitem__` is
 `loader(path)` over `samples`, then `transform` and `target_transform`, all public) is read in
 the (input, target) form as it is (`folder_split`), with the stored bytes too where its loader
-is torchvision's PIL one: the user adds nothing. So is a Hugging Face `datasets.Dataset` whose
+is torchvision's PIL one: the user adds nothing. So are torchvision's data sets held in memory
+(`CIFAR10`, the MNIST family, SVHN, STL10: `memory_split`), whose raw sample is the PIL image
+their `__getitem__` makes of the array. So is a Hugging Face `datasets.Dataset` whose
 format is a transform of the user's (`with_transform`/`set_transform`, on every column:
 `hf_split`): its row as Python values (the Arrow read and the features' decoding: an `Image`
 column's PIL image) is the raw sample, and the transform, on that row as a batch of one, is
@@ -27,6 +29,7 @@ column's PIL image) is the raw sample, and the transform, on that row as a batch
 
 from __future__ import annotations
 
+import copy
 import io
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, runtime_checkable
@@ -93,6 +96,31 @@ def folder_split(dataset: Any) -> SplitDataset | None:
     return _Folder(dataset)
 
 
+IN_MEMORY = ("CIFAR10", "CIFAR100", "MNIST", "FashionMNIST", "KMNIST", "QMNIST", "EMNIST", "SVHN", "STL10")
+"""torchvision's data sets held in memory as arrays: their `__getitem__` makes a PIL image of
+the sample's array, then applies `transform` to it and `target_transform` to the target (the
+datasets' own code, torchvision 0.29: cifar.py, mnist.py, svhn.py, stl10.py)."""
+
+
+def memory_split(dataset: Any) -> SplitDataset | None:
+    """A stock torchvision data set held in memory (IN_MEMORY: CIFAR10, the course labs' and the
+    tutorials' data set) in the (input, target) form: its raw sample is what its own
+    `__getitem__` gives without `transform` (the PIL image, the target mapped), and `transform`
+    is its own. None for any other data set, and for a subclass with its own `__getitem__` or
+    `load_raw` (only it can say how to cut its pipeline)."""
+    try:
+        from torchvision import datasets
+    except ImportError:  # no torchvision: no torchvision data set either
+        return None
+    stock: tuple[type, ...] = tuple(getattr(datasets, name) for name in IN_MEMORY if hasattr(datasets, name))
+    if hasattr(dataset, "load_raw") or not isinstance(dataset, stock):
+        return None
+    own = getattr(type(dataset), "__getitem__", None)
+    if own not in {getattr(kind, "__getitem__", None) for kind in stock}:
+        return None
+    return _InMemory(dataset)
+
+
 def hf_split(dataset: Any) -> WholeSampleDataset | None:
     """A Hugging Face `datasets.Dataset` formatted by a transform of the user's
     (`with_transform(f)`, `set_transform(f)`), in the whole-sample form; None for any other
@@ -155,6 +183,23 @@ class _Folder:
     def load_raw(self, index: int) -> tuple[Any, Any]:
         path, target = self._target(index)
         return self.folder.loader(path), target
+
+
+class _InMemory:
+    """An IN_MEMORY data set's `__getitem__`, split: `load_raw` is its own `__getitem__` on a
+    shallow copy without `transform` (the arrays shared, not copied), `transform` is its own."""
+
+    def __init__(self, dataset: Any) -> None:
+        self.raw = copy.copy(dataset)
+        self.raw.transform = None
+        self.transform: Callable[[Any], Any] | None = dataset.transform
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    def load_raw(self, index: int) -> tuple[Any, Any]:
+        image, target = self.raw[index]
+        return image, target
 
 
 class _PilFolder(_Folder):

@@ -613,3 +613,54 @@ def test_every_cached_stage_pickles_as_a_spawned_worker_receives_it(rung: str, t
         assert type(copied) is type(original)
         pickled += 1
     assert pickled >= 1  # every rung here has a dataset that serves it
+
+
+def test_a_stock_torchvision_cifar10_gets_every_sample_rung_as_it_is() -> None:
+    """CIFAR10 (the course's cifar10.py, the tutorials') holds its images in memory and makes a
+    PIL image of each in its own __getitem__, then transforms it: raw_sample caches that PIL
+    image and runs the transforms at every item, as a stock ImageFolder is cut. Before, it
+    had no sample rung below processed_sample (no load_raw)."""
+    cifar = pipelines.cifar10(8)
+    assert ladder.transform_names(cifar) == "RandomHorizontalFlip,RandomCrop,SleepSample,ToTensor"
+    for rung in ("raw_sample", "transform:2"):
+        image, target = ladder.sample_dataset(rung, cifar)[5]  # the cached sample 0, finished
+        assert image.shape == (3, 32, 32) and image.dtype == torch.float32
+        assert target == cifar[0][1]
+    assert cifar.transform is not None  # the split's copy lost its transform, not the data set
+    with pytest.raises(ladder.RungUnavailable, match=r"rung raw_bytes needs a file-backed dataset"):
+        ladder.sample_dataset("raw_bytes", cifar)
+
+
+def test_a_cifar10_with_its_own_getitem_is_not_cut_behind_its_back() -> None:
+    from torchvision.datasets import CIFAR10
+
+    class Mine(CIFAR10):
+        def __getitem__(self, index: int) -> Any:
+            return super().__getitem__(index)
+
+    mine = pipelines.cifar10(4)
+    mine.__class__ = Mine
+    with pytest.raises(
+        ladder.RungUnavailable, match=r"rung raw_sample needs a dataset with load_raw.*Mine has not"
+    ):
+        ladder.sample_dataset("raw_sample", mine)
+
+
+@pytest.mark.parametrize(("delay", "named"), [(0.05, ["transforms"]), (0.0, [])], ids=["slow", "nothing"])
+def test_a_slow_cifar10_transform_is_named_and_nothing_where_none_is(
+    tmp_path: Path, delay: float, named: list[str]
+) -> None:
+    """50 ms of sleep in CIFAR10's Compose a sample (100 ms a batch of 2) against a 20 ms
+    emulated step: the drop from processed_sample to raw_sample is the transforms, and the
+    in-memory read is not named; with nothing injected, nothing is."""
+    spec = parse_spec(
+        f"name: cifar\nworkload: {{dataset: {P}:cifar10, dataset_args: {{size: 64, transform_delay: {delay}}}, "
+        "model: emulated, model_args: {step_ms: 20}, batch_size: 2, device: cpu}\n"
+        "measure: {warmup_steps: 1, steps: 6, repeats: 2}\n"
+        "rungs: [host_batch, processed_sample, raw_sample, full]\n"
+    )
+    (point,) = expand(spec).points
+    outcome = run_point(point, tmp_path)
+    assert outcome.failed == 0 and outcome.skipped == 0, [r.error for r in outcome.rows]
+    (verdict,) = ladder_verdicts(load_results([tmp_path]).rows)
+    assert verdict.stages == named, verdict.sentence
