@@ -41,7 +41,7 @@ from harness.exits import (
 from harness.extras import MissingExtra
 from harness.storage.lock import SweepHeld
 from harness.text_tables import TABLE_FORMATS
-from harness_schema.atomic import CannotWrite
+from harness_schema.atomic import CannotWrite, named
 from harness_schema.reading import UnreadableFile
 
 log = logging.getLogger("harness")
@@ -473,6 +473,15 @@ def cmd_make_data(args: argparse.Namespace) -> int:
             layout = "one file each (dataset: image_folder)"
     except ValueError as e:
         raise UsageError(f"make-data: {e}") from e
+    except OSError as e:  # a full, read-only or forbidden disk: the CLI's one line, and what is left
+        fault = named(Path(e.filename or args.root), e)
+        if not isinstance(fault, CannotWrite):
+            raise
+        fault.outcome = (
+            f"the data set under {args.root} is incomplete: free space, or choose another folder, "
+            "and run make-data again"
+        )
+        raise fault from None
     print(f"{args.images} images, {total / 1e6:.1f} MB, {layout}, in {args.root}")
     return EXIT_OK
 

@@ -4,6 +4,7 @@ from the same images for the same seed, so that the layouts can be compared on e
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -14,7 +15,7 @@ import numpy as np
 from PIL import Image
 
 from harness.workloads.image_shards import INDEX
-from harness_schema.atomic import atomic_write_text
+from harness_schema.atomic import atomic_write_text, named
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,27 @@ def encoded_images(images: int, *, size: int, image_format: str, quality: int, s
         buffer = io.BytesIO()
         img.save(buffer, format="JPEG" if image_format == "jpg" else "PNG", quality=quality)
         yield buffer.getvalue()
+
+
+@contextlib.contextmanager
+def _writing(path: Path) -> Iterator[Path]:
+    """The temporary file to write `path` through, renamed into place at the end: a reader
+    never sees a torn image or shard. Where the write fails the temporary file is removed,
+    and a fault of the file system (a full disk, a read-only or forbidden folder) is a
+    CannotWrite naming `path`, which the CLI says in one line, not a traceback."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        yield tmp
+        tmp.replace(path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        fault = named(path, e)
+        if fault is e:
+            raise
+        raise fault from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _check(images: int, classes: int, size: int, image_format: str, shards: int = 1) -> None:
@@ -59,9 +81,8 @@ def make_image_folder(
     stream = encoded_images(images, size=size, image_format=image_format, quality=quality, seed=seed)
     for i, data in enumerate(stream):
         path = root / f"class{i % classes:03d}" / f"img{i:07d}.{image_format}"
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)
+        with _writing(path) as tmp:
+            tmp.write_bytes(data)
         total += len(data)
     log.info("wrote %d images (%.1f MB) under %s", images, total / 1e6, root)
     return total
@@ -82,15 +103,12 @@ def make_image_shards(
     entries: list[dict[str, int]] = []
     total = 0
     for k, members in _shards(root, images, shards, classes, size, image_format, quality, seed):
-        path = root / f"shard-{k:05d}.bin"
-        tmp = path.with_name(path.name + ".tmp")
         offset = 0
-        with tmp.open("wb") as f:
+        with _writing(root / f"shard-{k:05d}.bin") as tmp, tmp.open("wb") as f:
             for i, data in members:
                 f.write(data)
                 entries.append({"shard": k, "offset": offset, "length": len(data), "label": i % classes})
                 offset += len(data)
-        tmp.replace(path)
         total += offset
     atomic_write_text(root / INDEX, json.dumps(entries))
     log.info("wrote %d images (%.1f MB) in %d shard(s) under %s", images, total / 1e6, shards, root)
@@ -115,13 +133,10 @@ def make_webdataset_shards(
 
     total = 0
     for k, members in _shards(root, images, shards, classes, size, image_format, quality, seed):
-        path = root / f"shard-{k:05d}.tar"
-        tmp = path.with_name(path.name + ".tmp")
-        with wds.TarWriter(str(tmp)) as writer:
+        with _writing(root / f"shard-{k:05d}.tar") as tmp, wds.TarWriter(str(tmp)) as writer:
             for i, data in members:
                 writer.write({"__key__": f"{i:07d}", image_format: data, "cls": i % classes})
                 total += len(data)
-        tmp.replace(path)
     log.info("wrote %d images (%.1f MB) in %d tar shard(s) under %s", images, total / 1e6, shards, root)
     return total
 

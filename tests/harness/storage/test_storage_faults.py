@@ -5,6 +5,7 @@ sweep resumed once the disk is back."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 from harness_schema import rows as results
@@ -159,3 +160,28 @@ def test_a_reports_plots_on_a_read_only_disk_are_one_line_with_no_resume_to_run(
     line = _harness_line(report.stderr)
     assert line.startswith(f"harness: cannot write {sweep}/plots/")
     assert line.endswith(".png: Read-only file system")
+
+
+def test_make_data_on_a_full_or_read_only_disk_is_one_line_and_leaves_no_torn_file(
+    tmpfs: Path, tmp_path: Path
+) -> None:
+    """`harness make-data` into a 1 MiB disk: before, a traceback ending in `OSError: [Errno 28]
+    No space left on device`, and the half-written image left as a .tmp file."""
+    for layout in ([], ["--shards", "2"], ["--shards", "2", "--webdataset"]):
+        root = tmpfs / f"data{len(layout)}"
+        out = harness("make-data", str(root), "--images", "400", *layout, cwd=tmp_path)
+        assert out.returncode == 1
+        line = _harness_line(out.stderr)
+        assert line.startswith(f"harness: cannot write {root}/"), line
+        assert line.endswith(
+            f": No space left on device; the data set under {root} is incomplete: free space, or "
+            "choose another folder, and run make-data again"
+        )
+        assert not list(tmpfs.rglob("*.tmp"))
+        subprocess.run(["rm", "-rf", str(root)], check=True)
+    remount_read_only(tmpfs)
+    out = harness("make-data", str(tmpfs / "ro"), "--images", "4", cwd=tmp_path)
+    assert out.returncode == 1
+    assert _harness_line(out.stderr).startswith(
+        f"harness: cannot write {tmpfs / 'ro'}: Read-only file system;"
+    )
