@@ -292,7 +292,7 @@ def _refusal(spec: Spec, field: str, message: str) -> SpecError:
     """The field's line in the spec file, where the spec is the file as written (an override
     has no line)."""
     line = None
-    if spec.path is not None and spec.path.is_file() and spec.path.read_text() == spec.text:
+    if spec.path is not None and spec.path.is_file() and spec.path.read_text("utf-8-sig") == spec.text:
         line = load_yaml_with_lines(spec.text).line_of(field)
     file = str(spec.path) if spec.path is not None else None
     return SpecError(message, file=file, line=line, field=field)

@@ -230,12 +230,30 @@ def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> Spec:
     (harness/config/overrides.py); the Spec's text is then the merged spec."""
     p = Path(path)
     try:
-        text = p.read_text()
+        data = p.read_bytes()
     except OSError as e:
         raise SpecError(f"cannot read spec: {e.strerror}", file=str(path)) from e
+    text = _spec_text(data, str(path))
     if not overrides:
         return parse_spec(text, file=str(path), path=p)
     return _with_overrides(text, str(path), p, overrides)
+
+
+def _spec_text(data: bytes, file: str) -> str:
+    """The spec's bytes as text: UTF-8 (YAML's own encoding), whatever the machine's locale (a
+    compute node's may be C or Latin-1), a byte order mark allowed (Windows editors write
+    one). Anything else, a comment saved in Latin-1 (`# réglages`), is one line naming the
+    line and the byte, not a UnicodeDecodeError's traceback."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise SpecError(
+            f"not UTF-8 text (byte 0x{data[e.start]:02x} at column {column}): save the spec as UTF-8",
+            file=file,
+            line=line,
+        ) from None
 
 
 def _with_overrides(text: str, file: str, path: Path, given: Sequence[str]) -> Spec:

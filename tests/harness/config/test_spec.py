@@ -197,6 +197,21 @@ def test_load_spec_on_missing_file(tmp_path: Path) -> None:
         load_spec(tmp_path / "nope.yaml")
 
 
+def test_a_spec_not_in_utf8_is_one_line_naming_its_line_and_byte(tmp_path: Path) -> None:
+    """A comment saved in Latin-1 (a French course's `# réglages`): before, a traceback ending
+    in UnicodeDecodeError. A byte order mark (Windows editors) is read as UTF-8's."""
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes("name: x\n# réglages\nworkload: {dataset: fake_cifar}\n".encode("latin-1"))
+    with pytest.raises(SpecError) as raised:
+        load_spec(latin)
+    assert str(raised.value) == f"{latin}:2: not UTF-8 text (byte 0xe9 at column 4): save the spec as UTF-8"
+    bom = tmp_path / "bom.yaml"
+    bom.write_bytes(
+        "name: bom\n# réglages\nworkload: {dataset: fake_cifar, model: linear}\n".encode("utf-8-sig")
+    )
+    assert load_spec(bom).name == "bom"
+
+
 def test_gpu_normalize_needs_a_dataset_that_can_yield_uint8() -> None:
     workload = TINY_WORKLOAD.replace("fake_cifar", "starved").replace(
         "{size: 48, image_size: 8, resize: null}", "{size: 4, input_size: 16, crop: 8}"
