@@ -106,12 +106,17 @@ def test_tune_writes_a_sweep_that_report_reads(tuned: tuple[Path, dict]) -> None
 
 def test_the_caching_what_if_finds_that_caching_the_reads_frees_the_workers(tuned: tuple[Path, dict]) -> None:
     """The raw samples cached, the 80 ms of reads a batch are gone: the step's 60 ms bounds
-    with at most one worker (two were needed), at the step's 133 samples/s."""
+    with at most one worker (two were needed), at the step's 133 samples/s. The step is the
+    profile's reading of it: 60 ms of sleep and the emulated head's compute, which a loaded
+    machine slows, with the hand-off of each batch (beside a test run and two other jobs on 2
+    cores: a 63 ms step, and the what-if said 117 samples/s, 93 % of that step's 127)."""
     _, summary = tuned
     (entry,) = summary["caching"]
     assert entry["rung"] == "raw_sample"
     assert Config.of(entry["choice"]).num_workers <= 1
-    assert entry["samples_per_s"] >= 0.9 * BATCH / STEP_S
+    step_s = summary["profile"]["step_s"]
+    assert STEP_S <= step_s < 1.5 * STEP_S
+    assert entry["samples_per_s"] >= 0.9 * BATCH / step_s
     assert entry["samples"] == 400 and entry["sample_bytes"] > 0
     assert "what if: caching the raw samples (decoded, before the transforms), as raw_sample measured it" in (
         render(summary)
