@@ -87,13 +87,20 @@ def reported(loader: Any, point: LoaderSettings, applied: Iterable[str]) -> Load
 
 
 def wrapped_dataloader(loader: Any) -> DataLoader[Any] | None:
-    """The torch DataLoader a loader of its own wraps in `.loader` (timm's PrefetchLoader, which
-    moves each batch to the device and normalises it there), else None: its settings are the
-    wrapper's, and the sample-level rungs are read through a copy of the wrapper."""
-    inner = getattr(loader, "loader", None)
-    if isinstance(loader, DataLoader) or not isinstance(inner, DataLoader):
+    """The torch DataLoader a loader of its own wraps, else None: its settings are the
+    wrapper's. Two shapes: in `.loader` (timm's PrefetchLoader, which moves each batch to the
+    device and normalises it there; the sample-level rungs are read through a copy of it), or
+    as the first stage of its `.pipeline` (webdataset's WebLoader, a DataPipeline that iterates
+    its DataLoader and runs its own stages on what it yields, in the main process)."""
+    if isinstance(loader, DataLoader):
         return None
-    return inner
+    inner = getattr(loader, "loader", None)
+    if isinstance(inner, DataLoader):
+        return inner
+    stages = getattr(loader, "pipeline", None)
+    if isinstance(stages, list) and stages and isinstance(stages[0], DataLoader):
+        return stages[0]
+    return None
 
 
 def own_settings(loader: DataLoader[Any], point: LoaderSettings) -> LoaderSettings:
@@ -168,11 +175,7 @@ def build_stream(
         return loop_stream(given, timeout_s)
     dataset = given.dataset
     if dataset is None:
-        raise ladder.RungUnavailable(
-            f"rung {rung} needs the loader's map-style dataset (.dataset, as a torch DataLoader has); "
-            f"{given.name} exposes none: the harness cannot cut its pipeline (device_batch, host_batch "
-            "and full measure it whole)"
-        )
+        raise ladder.RungUnavailable(_no_samples(rung, given))
     settings = _known(given.recorded)
     inner = wrapped_dataloader(given.loader)
     holder = inner if inner is not None else given.loader
@@ -187,6 +190,25 @@ def build_stream(
     rewrapped = copy.copy(given.loader)
     rewrapped.loader = staged  # type: ignore[attr-defined]
     return IterStream(rewrapped, stock=settings.prefetch_factor or 0)
+
+
+def _no_samples(rung: str, given: GivenLoader) -> str:
+    """Why a sample-level rung cannot be read from a given loader: it exposes no dataset, or
+    its DataLoader reads a stream (an IterableDataset: webdataset's pipeline, batched in the
+    workers as OpenCLIP does), whose samples cannot be taken by index to be cached."""
+    whole = "the harness cannot cut its pipeline (device_batch, host_batch and full measure it whole)"
+    inner = wrapped_dataloader(given.loader)
+    stream = getattr(inner if inner is not None else given.loader, "dataset", None)
+    if isinstance(stream, IterableDataset):
+        reader = given.name if inner is None else f"{given.name}'s DataLoader"
+        return (
+            f"rung {rung} needs a map-style dataset, whose samples it caches by index; {reader} reads "
+            f"a stream ({type_name(stream)}, an IterableDataset): {whole}"
+        )
+    return (
+        f"rung {rung} needs the loader's map-style dataset (.dataset, as a torch DataLoader has); "
+        f"{given.name} exposes none: {whole}"
+    )
 
 
 def _known(recorded: LoaderSettings) -> LoaderSettings:
