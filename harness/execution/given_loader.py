@@ -103,6 +103,53 @@ def wrapped_dataloader(loader: Any) -> DataLoader[Any] | None:
     return None
 
 
+def batch_size(loader: Any) -> int | None:
+    """The batch size of a loader measured as given, as it says it: its own (or its batch
+    sampler's: timm's PrefetchLoader gives its DataLoader's); for webdataset's WebLoader, the last
+    `batched(n)` stage after its DataLoader (a re-batching: `.unbatched().shuffle(k).batched(n)`),
+    else its DataLoader's batch_size, else the last `batched(n)` of the pipeline its DataLoader
+    reads (OpenCLIP's: the workers make the batches, and the DataLoader's batch_size is None).
+    None where nothing says a number."""
+    inner = wrapped_dataloader(loader)
+    after = _stages(loader)[1:] if inner is not None else []
+    inside = _stages(getattr(inner, "dataset", None))
+    for found in (said_batch_size(loader), _batched(after), said_batch_size(inner), _batched(inside)):
+        if found is not None:
+            return found
+    return None
+
+
+def said_batch_size(loader: Any) -> int | None:
+    """A loader's batch size (or a batch sampler's): its own `batch_size`, else its batch
+    sampler's (a DataLoader given a batch_sampler, Accelerate's DataLoaderShard, says None: the
+    batch sampler knows); None where neither says a number (a batch sampler of variable sizes)."""
+    for holder in (loader, getattr(loader, "batch_sampler", None)):
+        size = _size(getattr(holder, "batch_size", None))
+        if size is not None:
+            return size
+    return None
+
+
+def _stages(holder: Any) -> list[Any]:
+    """A webdataset DataPipeline's stages (`.pipeline`), else none."""
+    stages = getattr(holder, "pipeline", None)
+    return stages if isinstance(stages, list) else []
+
+
+def _batched(stages: list[Any]) -> int | None:
+    """n of the last of webdataset's `batched(n)` stages among `stages`: `wds.batched(n)` and
+    `.batched(n)` are a FilterFunction of webdataset.filters._batched, its size the first argument."""
+    for stage in reversed(stages):
+        if getattr(getattr(stage, "f", None), "__name__", None) == "_batched":
+            args, kw = getattr(stage, "args", ()), getattr(stage, "kw", {})
+            return _size(args[0] if args else kw.get("batchsize"))
+    return None
+
+
+def _size(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def own_settings(loader: DataLoader[Any], point: LoaderSettings) -> LoaderSettings:
     """A DataLoader's own settings (a subclass measured as given)."""
     return reported(loader, point, ())
