@@ -580,14 +580,27 @@ def _harnessed(
             loader=replace(given.recorded, non_blocking=point.loader.non_blocking),
         )
     announced = batches_per_loop(point, _done(job))
-    if made is None and _length(source) != announced:
+    if made is None:
+        _say_length(_length(source), announced)
+    return _Batches(_point_batches(job, recorded, point, how, count, announced, given), lambda: announced)
+
+
+def _say_length(length: int | None, announced: int) -> None:
+    """Where the loader's own len() is not the batches the probe yields, say so (a script that
+    sizes a schedule or "the last batch" by it would count otherwise)."""
+    if length is None:
         log.warning(
-            "harness.probe: len(loader) says %s batches where the probe yields %d to this loop; "
-            "build the loader with probe.loader(...) for len() to say so",
-            _length(source),
+            "harness.probe: the loader has no len() (a stream); the probe yields %d batches to this "
+            "loop, whatever number of batches the script expects an epoch to hold",
             announced,
         )
-    return _Batches(_point_batches(job, recorded, point, how, count, announced, given), lambda: announced)
+    elif length != announced:
+        log.warning(
+            "harness.probe: len(loader) says %d batches where the probe yields %d to this loop; "
+            "build the loader with probe.loader(...) for len() to say so",
+            length,
+            announced,
+        )
 
 
 def _given(source: Any, job: ProbeJob) -> given_loader.GivenLoader | None:
@@ -610,7 +623,7 @@ def _from_given(given: given_loader.GivenLoader) -> _Recorded:
     """A given loader as the probe records it: its own batch size (None where it does not say)."""
     return _Recorded(
         dataset=given.dataset,
-        batch_size=_loader_batch_size(given.loader),
+        batch_size=given_loader.batch_size(given.loader),
         parts=ladder.LoaderParts(),
         given={},
     )
@@ -810,21 +823,10 @@ def _record(dataset: Any, batch_size: int | None, kwargs: dict[str, Any]) -> _Re
     )
     return _Recorded(
         dataset=dataset,
-        batch_size=_loader_batch_size(batch_sampler) if batch_sampler is not None else batch_size,
+        batch_size=given_loader.said_batch_size(batch_sampler) if batch_sampler is not None else batch_size,
         parts=parts,
         given={k: kwargs[k] for k in _POINT_OWNS if k in kwargs},
     )
-
-
-def _loader_batch_size(loader: Any) -> int | None:
-    """A loader's batch size (or a batch sampler's): its own `batch_size`, else its batch
-    sampler's (a DataLoader given a batch_sampler, Accelerate's DataLoaderShard, says None: the
-    batch sampler knows); None where neither says a number (a batch sampler of variable sizes)."""
-    for holder in (loader, getattr(loader, "batch_sampler", None)):
-        size = getattr(holder, "batch_size", None)
-        if isinstance(size, int) and not isinstance(size, bool) and size > 0:
-            return size
-    return None
 
 
 def _from_dataloader(source: Any) -> _Recorded:

@@ -87,13 +87,67 @@ def reported(loader: Any, point: LoaderSettings, applied: Iterable[str]) -> Load
 
 
 def wrapped_dataloader(loader: Any) -> DataLoader[Any] | None:
-    """The torch DataLoader a loader of its own wraps in `.loader` (timm's PrefetchLoader, which
-    moves each batch to the device and normalises it there), else None: its settings are the
-    wrapper's, and the sample-level rungs are read through a copy of the wrapper."""
-    inner = getattr(loader, "loader", None)
-    if isinstance(loader, DataLoader) or not isinstance(inner, DataLoader):
+    """The torch DataLoader a loader of its own wraps, else None: its settings are the
+    wrapper's. Two shapes: in `.loader` (timm's PrefetchLoader, which moves each batch to the
+    device and normalises it there; the sample-level rungs are read through a copy of it), or
+    as the first stage of its `.pipeline` (webdataset's WebLoader, a DataPipeline that iterates
+    its DataLoader and runs its own stages on what it yields, in the main process)."""
+    if isinstance(loader, DataLoader):
         return None
-    return inner
+    inner = getattr(loader, "loader", None)
+    if isinstance(inner, DataLoader):
+        return inner
+    stages = getattr(loader, "pipeline", None)
+    if isinstance(stages, list) and stages and isinstance(stages[0], DataLoader):
+        return stages[0]
+    return None
+
+
+def batch_size(loader: Any) -> int | None:
+    """The batch size of a loader measured as given, as it says it: its own (or its batch
+    sampler's: timm's PrefetchLoader gives its DataLoader's); for webdataset's WebLoader, the last
+    `batched(n)` stage after its DataLoader (a re-batching: `.unbatched().shuffle(k).batched(n)`),
+    else its DataLoader's batch_size, else the last `batched(n)` of the pipeline its DataLoader
+    reads (OpenCLIP's: the workers make the batches, and the DataLoader's batch_size is None).
+    None where nothing says a number."""
+    inner = wrapped_dataloader(loader)
+    after = _stages(loader)[1:] if inner is not None else []
+    inside = _stages(getattr(inner, "dataset", None))
+    for found in (said_batch_size(loader), _batched(after), said_batch_size(inner), _batched(inside)):
+        if found is not None:
+            return found
+    return None
+
+
+def said_batch_size(loader: Any) -> int | None:
+    """A loader's batch size (or a batch sampler's): its own `batch_size`, else its batch
+    sampler's (a DataLoader given a batch_sampler, Accelerate's DataLoaderShard, says None: the
+    batch sampler knows); None where neither says a number (a batch sampler of variable sizes)."""
+    for holder in (loader, getattr(loader, "batch_sampler", None)):
+        size = _size(getattr(holder, "batch_size", None))
+        if size is not None:
+            return size
+    return None
+
+
+def _stages(holder: Any) -> list[Any]:
+    """A webdataset DataPipeline's stages (`.pipeline`), else none."""
+    stages = getattr(holder, "pipeline", None)
+    return stages if isinstance(stages, list) else []
+
+
+def _batched(stages: list[Any]) -> int | None:
+    """n of the last of webdataset's `batched(n)` stages among `stages`: `wds.batched(n)` and
+    `.batched(n)` are a FilterFunction of webdataset.filters._batched, its size the first argument."""
+    for stage in reversed(stages):
+        if getattr(getattr(stage, "f", None), "__name__", None) == "_batched":
+            args, kw = getattr(stage, "args", ()), getattr(stage, "kw", {})
+            return _size(args[0] if args else kw.get("batchsize"))
+    return None
+
+
+def _size(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def own_settings(loader: DataLoader[Any], point: LoaderSettings) -> LoaderSettings:
@@ -168,11 +222,7 @@ def build_stream(
         return loop_stream(given, timeout_s)
     dataset = given.dataset
     if dataset is None:
-        raise ladder.RungUnavailable(
-            f"rung {rung} needs the loader's map-style dataset (.dataset, as a torch DataLoader has); "
-            f"{given.name} exposes none: the harness cannot cut its pipeline (device_batch, host_batch "
-            "and full measure it whole)"
-        )
+        raise ladder.RungUnavailable(_no_samples(rung, given))
     settings = _known(given.recorded)
     inner = wrapped_dataloader(given.loader)
     holder = inner if inner is not None else given.loader
@@ -187,6 +237,25 @@ def build_stream(
     rewrapped = copy.copy(given.loader)
     rewrapped.loader = staged  # type: ignore[attr-defined]
     return IterStream(rewrapped, stock=settings.prefetch_factor or 0)
+
+
+def _no_samples(rung: str, given: GivenLoader) -> str:
+    """Why a sample-level rung cannot be read from a given loader: it exposes no dataset, or
+    its DataLoader reads a stream (an IterableDataset: webdataset's pipeline, batched in the
+    workers as OpenCLIP does), whose samples cannot be taken by index to be cached."""
+    whole = "the harness cannot cut its pipeline (device_batch, host_batch and full measure it whole)"
+    inner = wrapped_dataloader(given.loader)
+    stream = getattr(inner if inner is not None else given.loader, "dataset", None)
+    if isinstance(stream, IterableDataset):
+        reader = given.name if inner is None else f"{given.name}'s DataLoader"
+        return (
+            f"rung {rung} needs a map-style dataset, whose samples it caches by index; {reader} reads "
+            f"a stream ({type_name(stream)}, an IterableDataset): {whole}"
+        )
+    return (
+        f"rung {rung} needs the loader's map-style dataset (.dataset, as a torch DataLoader has); "
+        f"{given.name} exposes none: {whole}"
+    )
 
 
 def _known(recorded: LoaderSettings) -> LoaderSettings:

@@ -407,6 +407,36 @@ def test_a_loader_of_its_own_or_a_datamodule_is_measured_whole(harnessed, kind: 
         assert module.calls == ["prepare_data", "setup:fit", "train_dataloader"]
 
 
+def test_a_webloader_is_measured_as_given_with_its_dataloaders_settings_and_batch_size(  # type: ignore[no-untyped-def]
+    harnessed, capfd, caplog
+) -> None:
+    """OpenCLIP's loop reads a webdataset WebLoader (a DataPipeline whose first stage is the
+    DataLoader; its workers batch, so the DataLoader's batch_size is None): its rows and its log
+    line said num_workers=None and batch_size=None, and the probe said "len(loader) says None
+    batches". Now they are its DataLoader's settings and its pipeline's batch size, and the
+    missing len() is said as such."""
+    from tests.fixtures.loaders import web_loader
+
+    job = harnessed(script_point(loader="{num_workers: 0}", rungs="[host_batch, processed_sample, full]"))
+    served = list(probe.measure(web_loader(batch_size=4, workers=1), "cpu", keep_running=True))
+    assert served and {len(y) for _, y in served} == {4}
+    rows = rows_of(job)
+    assert [(r["rung"], r["status"]) for r in rows] == [
+        ("host_batch", "ok"),
+        ("processed_sample", "skipped"),
+        ("full", "ok"),
+    ]
+    assert {(r["num_workers"], r["persistent_workers"], r["batch_size"]) for r in rows} == {
+        ("1", "True", "4")
+    }
+    assert {r["samples"] for r in rows if r["status"] == "ok"} == {"12"}  # 3 steps of 4
+    err = capfd.readouterr().err
+    assert "num_workers=1, persistent_workers=True, " in err
+    assert "batch_size=4 (measured as given: webdataset.compat.WebLoader is not torch's DataLoader" in err
+    said = [r.getMessage() for r in caplog.records]
+    assert any("the loader has no len() (a stream); the probe yields" in m for m in said), said
+
+
 def test_a_loop_that_breaks_tells_the_job_how_far_it_got(harnessed) -> None:  # type: ignore[no-untyped-def]
     job = harnessed(script_point(rungs="[host_batch, full]"))
     loader = probe.loader(Numbers(), batch_size=2)

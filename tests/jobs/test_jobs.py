@@ -55,6 +55,7 @@ def shrunk(path: Path, tmp_path: Path) -> str:
     text = text.replace("--data_dir, data/accelerate-images", f"--data_dir, {tmp_path / 'accelerate-images'}")
     text = text.replace("args: [data/timm-images", f"args: [{tmp_path / 'timm-images'}")
     text = text.replace("args: [data/fabric-images", f"args: [{tmp_path / 'fabric-images'}")
+    text = text.replace('"data/openclip-wds/', f'"{tmp_path / "openclip-wds"}/')
     return text.replace("root: data/harness-data", f"root: {tmp_path / 'harness-data'}")
 
 
@@ -79,6 +80,8 @@ def test_cpu_variants_run_end_to_end(path: Path, tmp_path: Path) -> None:
     if "fabric_script" in path.stem:
         pytest.importorskip("lightning", reason="the libs extra (pip install -e .[libs])")
         make_image_folder(tmp_path / "fabric-images", images=40, size=64)
+    if "openclip_wds_script" in path.stem:
+        make_webdataset_shards(tmp_path / "openclip-wds", images=40, shards=4, size=64)
     plan = expand(parse_spec(shrunk(path, tmp_path), file=str(path)))
     sweep = create_sweep(plan, tmp_path / "results")
     outcomes = run_inline(plan.points, sweep)
