@@ -165,18 +165,31 @@ def _own_set_epoch(loader: Any, epoch: int) -> None:
 class IterStream:
     """Batches from any iterable, epoch after epoch: a new iter() at each end."""
 
-    def __init__(self, loader: Iterable[Any], stock: int = 0) -> None:
+    def __init__(self, loader: Iterable[Any], stock: int = 0, inner: DataLoader[Any] | None = None) -> None:
         self.loader = loader
         self.iterator: Iterator[Any] | None = None
         self.epoch = 0
         self.epoch_steps: int | None = _length(loader)
         self.stock = stock
         """Batches the loader may hold ready (its prefetch, where the point set it)."""
+        self.inner = inner
+        """The DataLoader the loader wraps (wrapped_dataloader), whose timeout bounds its wait."""
 
     def next(self) -> Any:
-        return ladder.next_across_epochs(
-            self, _own_set_epoch, lambda loader: f"the loader {type_name(loader)} yields no batch"
-        )
+        try:
+            return ladder.next_across_epochs(
+                self, _own_set_epoch, lambda loader: f"the loader {type_name(loader)} yields no batch"
+            )
+        except RuntimeError as e:
+            if self.inner is None or not ladder.is_timeout(e):
+                raise
+            # The wrapper's iterator holds its DataLoader's: closing it shuts the stuck workers
+            # down (torch's shutdown terminates those that do not stop).
+            close = getattr(self.iterator, "close", None)
+            if callable(close):
+                close()
+            self.close()
+            raise ladder.timed_out(self.inner) from None
 
     def ready(self) -> int | None:
         return None  # a loader of its own: its queues are not ours to read
@@ -200,11 +213,20 @@ def loop_stream(given: GivenLoader, timeout_s: float = 0) -> ladder.LoaderStream
     a worker stuck in `__getitem__` is then a LoaderTimeout within it, as in the harness's own
     loaders, not a wait to the point's limit (an hour inline). The timeout changes no batch."""
     if isinstance(given.loader, DataLoader):
-        if given.loader.num_workers > 0 and not given.loader.timeout and timeout_s > 0:
-            given.loader.timeout = timeout_s
+        _bound(given.loader, timeout_s)
         return ladder.LoaderStream(given.loader)  # its close() drops the stream's hold only
     settings = given.recorded
-    return IterStream(given.loader, stock=settings.prefetch_factor or 0)
+    inner = wrapped_dataloader(given.loader)
+    if inner is not None:  # timm's PrefetchLoader, webdataset's WebLoader: their DataLoader
+        _bound(inner, timeout_s)
+    return IterStream(given.loader, stock=settings.prefetch_factor or 0, inner=inner)
+
+
+def _bound(loader: DataLoader[Any], timeout_s: float) -> None:
+    """`timeout_s` as the wait for each batch of a DataLoader with workers and no timeout of
+    its own."""
+    if loader.num_workers > 0 and not loader.timeout and timeout_s > 0:
+        loader.timeout = timeout_s
 
 
 def build_stream(

@@ -212,16 +212,12 @@ class LoaderStream:
         try:
             return self._next()
         except RuntimeError as e:
-            if not str(e).startswith(_TORCH_TIMEOUT):
+            if not is_timeout(e):
                 raise
-            seconds = self.loader.timeout
             # The stuck worker would outlive the rung (and, after a kill -9 of the harness,
             # the harness itself, reparented to init): end them all now.
             end_workers(self.iterator)
-            raise LoaderTimeout(
-                f"no batch from the DataLoader for {seconds:g} s: {_stuck_where(self.loader.dataset)} "
-                f"{TIMEOUT_SETTING} in the spec sets the wait, 0 for none)"
-            ) from None
+            raise timed_out(self.loader) from None
 
     def _next(self) -> Any:
         return next_across_epochs(self, _set_epoch, _no_batch)
@@ -256,6 +252,19 @@ class LoaderStream:
         self.iterator = None
         self.loader = None  # type: ignore[assignment]
         gc.collect()
+
+
+def is_timeout(e: BaseException) -> bool:
+    """Whether `e` is torch's error for a DataLoader's `timeout` passed without a batch."""
+    return isinstance(e, RuntimeError) and str(e).startswith(_TORCH_TIMEOUT)
+
+
+def timed_out(loader: DataLoader[Any]) -> LoaderTimeout:
+    """The rung's error where `loader`'s workers delivered no batch within its timeout."""
+    return LoaderTimeout(
+        f"no batch from the DataLoader for {loader.timeout:g} s: {_stuck_where(loader.dataset)} "
+        f"{TIMEOUT_SETTING} in the spec sets the wait, 0 for none)"
+    )
 
 
 def _stuck_where(dataset: Any) -> str:

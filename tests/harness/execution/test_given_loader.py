@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from harness.config.plan import Point, expand
@@ -192,16 +193,21 @@ def test_a_factorys_workers_are_not_counted_so_its_rows_leave_idle_workers_empty
     assert (row["status"], row["num_workers"], row["idle_workers"]) == ("ok", "2", "")
 
 
-def test_a_worker_stuck_in_a_factorys_own_dataloader_is_a_loader_timeout_and_ends(tmp_path: Path) -> None:
+@pytest.mark.parametrize("factory", ["stuck_loader", "stuck_wrapped_loader"])
+def test_a_worker_stuck_in_a_factorys_own_dataloader_is_a_loader_timeout_and_ends(
+    tmp_path: Path, factory: str
+) -> None:
     """The factory's DataLoader has no timeout of its own: limits.batch_timeout_s bounds each
     wait for its workers as it bounds the harness's own loaders (before: the rank waited to the
-    point's limit, an hour inline, and the row said PointTimeout, not where it was stuck)."""
+    point's limit, an hour inline, and the row said PointTimeout, not where it was stuck). A
+    DataLoader inside a loader of its own (timm's PrefetchLoader, webdataset's WebLoader) too:
+    before, it still waited to the point's limit."""
     import psutil
 
     from harness.backends.limit import point_limit, run_limited
 
     spec = parse_spec(
-        "name: g\nworkload: {loader: 'tests.fixtures.hanging:stuck_loader', model: linear, device: cpu,"
+        f"name: g\nworkload: {{loader: 'tests.fixtures.hanging:{factory}', model: linear, device: cpu,"
         " batch_size: 4}\nmeasure: {warmup_steps: 1, steps: 3}\nrungs: [host_batch, full]\n"
         "limits: {batch_timeout_s: 2, point_minutes: 0.5}\n"
     )
