@@ -132,6 +132,8 @@ def main() -> None:
         n_embd=script_args.n_embd,
         n_layer=script_args.n_layer,
         n_head=2,
+        bos_token_id=script_args.vocab_size - 1,  # GPT-2's 50256 is outside a small vocabulary
+        eos_token_id=script_args.vocab_size - 1,
     )
     model = GPT2LMHeadModel(config)
     if script_args.step_ms > 0:  # a GPU's step: the thread waits, no core used
