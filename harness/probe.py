@@ -244,6 +244,45 @@ def _probe_record(source: Any) -> _Recorded | None:
     return found if isinstance(found, _Recorded) else None
 
 
+def _sharded_as_prepared(recorded: _Recorded, source: Any) -> _Recorded:
+    """probe.loader's record, its own sampler or batch sampler sharded as the prepared loader
+    shards it: each rung reads this rank's share of the batches.
+
+    Why: `accelerator.prepare` wraps the loader's batch sampler in a BatchSamplerShard (each rank
+    its own batches) whatever sampler the script gave; transformers' Trainer gives a
+    RandomSampler of its own and relies on it. The rungs rebuild the loader from the record,
+    and a sampler of the script's is used as it is (LoaderParts: it shards itself), so every
+    rank read the whole data set. Without a sampler of the script's, the rungs' own sampler is
+    a DistributedSampler already: the record is left as it is, as on one rank."""
+    shard = getattr(source, "batch_sampler", None)
+    accelerate_loaders = sys.modules.get("accelerate.data_loader")  # imported where prepared
+    parts = recorded.parts
+    if (
+        accelerate_loaders is None
+        or not isinstance(shard, accelerate_loaders.BatchSamplerShard)
+        or shard.num_processes <= 1
+        or (parts.sampler is None and parts.batch_sampler is None)
+    ):
+        return recorded
+    sampler, batch_sampler = parts.sampler, parts.batch_sampler
+
+    def sharded(dataset: Any, where: ladder.Placement, batch_size: int, drop_last: bool) -> Any:
+        if batch_sampler is not None:
+            inner = batch_sampler(dataset, where, batch_size, drop_last)
+        else:
+            assert sampler is not None
+            inner = BatchSampler(sampler(dataset, where), batch_size, drop_last)
+        return accelerate_loaders.BatchSamplerShard(
+            inner,
+            num_processes=shard.num_processes,
+            process_index=shard.process_index,
+            split_batches=shard.split_batches,
+            even_batches=shard.even_batches,
+        )
+
+    return replace(recorded, parts=replace(parts, sampler=None, batch_sampler=sharded))
+
+
 def measure(
     source: Iterable[Any],
     device: torch.device | str,
@@ -569,6 +608,8 @@ def _harnessed(
         return _Batches(iter(()), lambda: 0)
     _measured_here = True
     made = _probe_record(source)  # probe.loader's loader, or Accelerate's prepared one of it
+    if made is not None:
+        made = _sharded_as_prepared(made, source)
     given = None if made is not None else _given(source, job)
     recorded = made or (_from_given(given) if given else _from_dataloader(source))
     point = _effective_point(job, recorded, non_blocking)

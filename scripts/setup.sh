@@ -28,6 +28,6 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         "$VENV/bin/pip" install $TORCH_SPEC
         "$VENV/bin/pip" install -e ".[run,dev,libs]"
     } > "$log" 2>&1 || { tail -30 "$log" >&2; echo "setup: pip failed; see $log" >&2; exit 1; }
-    "$VENV/bin/python" -c "import torch, torchvision, scipy, pyarrow, mkdocs, datasets, litdata, torchdata.nodes, lightning, accelerate, timm, harness" # fail here, not later
+    "$VENV/bin/python" -c "import torch, torchvision, scipy, pyarrow, mkdocs, datasets, litdata, torchdata.nodes, lightning, accelerate, timm, transformers, harness" # fail here, not later
     printf '%s' "$want" > "$stamp"
 fi

@@ -346,6 +346,40 @@ def test_accelerates_prepared_loader_is_measured_as_probe_loaders_and_says_its_l
     assert "measured as given" not in err and "len(loader) says" not in err
 
 
+@pytest.mark.parametrize("own", ["sampler", "batch_sampler"])
+def test_a_prepared_loader_with_the_scripts_own_sampler_reads_the_ranks_share(harnessed, own: str) -> None:  # type: ignore[no-untyped-def]
+    """`accelerator.prepare` shards the loader's batches between the ranks (its
+    BatchSamplerShard) whatever sampler the script gave (transformers' Trainer gives a
+    RandomSampler of its own). The rungs rebuilt the loader with the script's sampler as it was,
+    so every rank read the whole data set under the harness (an epoch of 5 batches, not 3, on
+    each of 2 ranks). Now each rung reads the share the prepared loader gives this rank. The
+    shard is made here as on rank 1 of 2 (the job itself is one process)."""
+    accelerate = pytest.importorskip("accelerate", reason="the libs extra (pip install -e .[libs])")
+    from accelerate.data_loader import prepare_data_loader
+    from torch.utils.data import BatchSampler, SequentialSampler
+
+    job = harnessed(script_point(loader="{num_workers: 0}", rungs="[processed_sample, full]"))
+    ordered = SequentialSampler(range(10))
+    mine: dict[str, Any] = (
+        {"batch_size": 2, "sampler": ordered}
+        if own == "sampler"
+        else {"batch_size": None, "batch_sampler": BatchSampler(ordered, 2, drop_last=False)}
+    )
+    loader = probe.loader(Numbers(), collate_fn=pairs, **mine)
+    accelerate.PartialState(cpu=True)
+    prepared = prepare_data_loader(loader, num_processes=2, process_index=1, put_on_device=False)
+    served = list(probe.measure(prepared, "cpu", keep_running=True))
+    rows = rows_of(job)
+    assert [(r["rung"], r["status"], r["epoch_steps"]) for r in rows] == [
+        ("processed_sample", "ok", "3"),
+        ("full", "ok", "3"),
+    ]
+    # Of the batches [0, 1] [2, 3] [4, 5] [6, 7] [8, 9], rank 1 reads the 2nd and the 4th, then
+    # the 1st again (Accelerate's even_batches evens the shares): never rank 0's [4, 5], [8, 9].
+    read = {tuple(b["y"].tolist()) for b in served}
+    assert {(2, 3), (6, 7)} <= read and not {(4, 5), (8, 9)} & read
+
+
 def test_a_prepared_loader_of_the_scripts_own_dataloader_is_measured_as_given(harnessed) -> None:  # type: ignore[no-untyped-def]
     """`accelerator.prepare(DataLoader(...))`: a loader the probe did not make, measured as
     given; its batch size is its batch sampler's (it failed with KeyError: 0 at processed_sample)."""
