@@ -292,11 +292,16 @@ def _known(recorded: LoaderSettings) -> LoaderSettings:
     return known
 
 
-KEPT_ARGUMENTS = ("worker_init_fn", "multiprocessing_context", "in_order")
-"""A DataLoader's other arguments that the sample-level rungs' loader keeps: what each worker
-is set up with (worker_init_fn), how the workers start (multiprocessing_context: a spawned
-worker pays its start-up and holds a pickled copy of the dataset, a forked one neither), and
-the order the batches are delivered in (in_order=False lets a fast batch pass a slow one).
+KEPT_ARGUMENTS: Mapping[str, Any] = {
+    "worker_init_fn": None,
+    "multiprocessing_context": None,
+    "in_order": True,
+}
+"""A DataLoader's other arguments (with PyTorch's defaults) that the sample-level rungs' loader
+keeps: what each worker is set up with (worker_init_fn), how the workers start
+(multiprocessing_context: a spawned worker pays its start-up and holds a pickled copy of the
+dataset, a forked one neither), and the order the batches are delivered in (in_order=False
+lets a fast batch pass a slow one).
 A rung that lost them would measure another pipeline than the loader its neighbours time:
 a script that spawns its workers (a dataset holding a handle that cannot be forked) would
 have them forked, and the drop between rungs would carry the difference."""
@@ -304,9 +309,8 @@ have them forked, and the drop between rungs would carry the difference."""
 
 def _extra(loader: Any) -> Mapping[str, Any]:
     """The KEPT_ARGUMENTS a loader sets away from PyTorch's defaults."""
-    defaults = {"worker_init_fn": None, "multiprocessing_context": None, "in_order": True}
-    kept = {name: getattr(loader, name, defaults[name]) for name in KEPT_ARGUMENTS}
-    return {name: value for name, value in kept.items() if value is not defaults[name]}
+    kept = {name: getattr(loader, name, default) for name, default in KEPT_ARGUMENTS.items()}
+    return {name: value for name, value in kept.items() if value is not KEPT_ARGUMENTS[name]}
 
 
 def from_factory(point: Point, where: ladder.Placement, dataset: Any) -> GivenLoader:

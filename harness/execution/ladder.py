@@ -509,28 +509,26 @@ def _cut(rung: str, dataset: Any) -> _Cut:
                 f"rung {rung} needs a stream with iter_raw() and transform_sample(raw) (see "
                 f"docs/guides/own-workload.md); {name} has not"
             )
-        split = dataset
         steps = _compose_steps(dataset.transform_sample)
-        return _Cut(functools.partial(_first_raw, split), dataset.transform_sample, steps, None, None)
+        return _Cut(functools.partial(_first_raw, dataset), dataset.transform_sample, steps, None, None)
     # a stock ImageFolder, a Hugging Face Dataset with_transform: split as they are
     dataset = folder_split(dataset) or memory_split(dataset) or hf_split(dataset) or dataset
     read = getattr(dataset, "read_bytes", None)
     decode = getattr(dataset, "decode", None)
     if isinstance(dataset, WholeSampleDataset):
-        whole = dataset
         steps = _compose_steps(dataset.transform_sample)
         return _Cut(
-            functools.partial(whole.load_raw, 0),
-            whole.transform_sample,
+            functools.partial(dataset.load_raw, 0),
+            dataset.transform_sample,
             steps,
             read and functools.partial(read, 0),
             decode,
         )
     if isinstance(dataset, SplitDataset):
-        pair, transform = dataset, dataset.transform
+        transform = dataset.transform
         inner = _compose_steps(transform)
         return _Cut(
-            functools.partial(pair.load_raw, 0),
+            functools.partial(dataset.load_raw, 0),
             None if transform is None else _OnInput(transform),
             None if inner is None else [_OnInput(step) for step in inner],
             None if not isinstance(dataset, BytesDataset) else functools.partial(dataset.read_bytes, 0),
