@@ -182,3 +182,51 @@ def test_tune_on_slurm_imports_no_torch(base_venv: Path) -> None:
     code = f"import sys, {modules}; assert 'torch' not in sys.modules, 'torch imported'"
     done = subprocess.run([str(base_venv / "bin" / "python"), "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+# The import names of the `libs` extra's packages (pyproject.toml), and of the `profile` extra's
+# HolisticTraceAnalysis: a GPU machine's own PyTorch (scripts/gpu_suite.sh) often has none of them.
+OPTIONAL_MODULES = (
+    "datasets",
+    "litdata",
+    "torchdata",
+    "lightning",
+    "accelerate",
+    "timm",
+    "transformers",
+    "hta",
+)
+
+_COLLECT_WITHOUT = """
+import importlib.abc, sys
+
+class Missing(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {blocked!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+
+sys.meta_path.insert(0, Missing())
+import pytest
+sys.exit(pytest.main(["--collect-only", "-q", "-m", "gpu", "-p", "no:cacheprovider", "tests"]))
+"""
+
+
+def test_every_optional_library_is_named_here() -> None:
+    libs = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["libs"]
+    assert len(libs) == len(OPTIONAL_MODULES) - 1, (
+        f"the libs extra has {len(libs)} packages and OPTIONAL_MODULES names {len(OPTIONAL_MODULES) - 1}: "
+        "add the new library's import name, so that the collection test below hides it"
+    )
+
+
+def test_the_suite_collects_without_the_optional_libraries() -> None:
+    """`pytest -m gpu` with the `run` extra alone (the GPU suite on a machine's own PyTorch): a
+    test module that imports an optional library at its top must skip, saying so, not stop the
+    collection of every other module."""
+    code = _COLLECT_WITHOUT.format(blocked=set(OPTIONAL_MODULES))
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=600)
+    errors = [line for line in done.stdout.splitlines() if line.startswith("ERROR ")]
+    assert not errors, done.stdout[-3000:]
+    assert done.returncode in (0, 5), done.stdout[-3000:]  # 5: every test deselected, none in error
+    assert "is not installed" in done.stdout  # the modules that need one say so

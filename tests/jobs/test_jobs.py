@@ -14,7 +14,6 @@ from harness.backends.inline import run_inline
 from harness.backends.local import run_local
 from harness.config.plan import expand
 from harness.config.spec import load_spec, parse_spec
-from harness.examples.litdata_images import write_dataset
 from harness.storage.sweep import create_sweep
 from harness.workloads.make_data import make_image_folder, make_image_shards, make_webdataset_shards
 from harness_schema import layout
@@ -69,6 +68,9 @@ def test_cpu_variants_run_end_to_end(path: Path, tmp_path: Path) -> None:
     if "shards_stream" in path.stem:
         make_webdataset_shards(tmp_path / "harness-data" / "wds", images=40, shards=4, size=64)
     if "litdata" in path.stem:
+        pytest.importorskip("litdata", reason="the libs extra (pip install -e .[libs])")
+        from harness.examples.litdata_images import write_dataset
+
         write_dataset(tmp_path / "harness-data" / "litdata", images=40, size=32)
     if "course_script" in path.stem:  # the script's own data set
         make_image_folder(tmp_path / "course-images", images=40, size=64)

@@ -7,14 +7,15 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-import datasets
 import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from harness.examples.hf_text import HFTexts, HFTextStream, make_bare, make_dataset, make_stream
-from harness.examples.text import make_collate
-from tests.fixtures.ladder_runs import SPLIT_LADDER, ladder_run, ladder_verdict
+datasets = pytest.importorskip("datasets", reason="the optional extra `libs` (datasets) is not installed")
+
+from harness.examples.hf_text import HFTexts, HFTextStream, make_bare, make_dataset, make_stream  # noqa: E402
+from harness.examples.text import make_collate  # noqa: E402
+from tests.fixtures.ladder_runs import SPLIT_LADDER, ladder_run, ladder_verdict  # noqa: E402
 
 SIZE = 64
 

@@ -13,6 +13,9 @@ from torch.utils.data import DataLoader, IterableDataset
 from torchvision import tv_tensors
 
 from analysis.load import load_results
+
+pytest.importorskip("litdata", reason="the optional extra `libs` (litdata) is not installed")
+
 from harness.examples.litdata_images import LitImages, make_dataset, write_dataset
 from tests.fixtures.ladder_runs import JOBS, ladder_verdict
 
