@@ -162,6 +162,34 @@ def test_under_the_harness_the_scripts_loop_runs_every_rung_with_the_points_load
     assert list(probe.measure(loader, "cpu", keep_running=True)) == []
 
 
+class ManyNumbers(Numbers):
+    """An epoch of 200 samples: 100 batches of 2, more than a short window yields."""
+
+    def __len__(self) -> int:
+        return 200
+
+
+def test_len_of_the_loader_is_the_scripts_epoch_where_that_is_more_than_the_probe_yields(harnessed) -> None:  # type: ignore[no-untyped-def]
+    """The contract (probe.loop_length): a print every len(loader) // 10 batches sees the
+    epoch's 100 batches (10), not the 13 the loop receives (1: a print at every batch, and 0
+    under a 2 + 6 window of one rung, the course's ZeroDivisionError); the loop still gets
+    at most len() batches, so a schedule sized by it never steps past its end."""
+    job = harnessed(script_point())
+    loader = probe.loader(ManyNumbers(), batch_size=2, collate_fn=pairs)
+    assert len(loader) == 100
+    measured = probe.measure(loader, "cpu", keep_running=True)
+    assert len(measured) == 100
+    served = list(measured)
+    assert len(served) == batches_per_loop(job.point) == 3 * 4 + 1 < len(loader)
+    assert [r["status"] for r in rows_of(job)] == ["ok"] * 3
+
+
+def test_the_loop_length_is_the_longer_of_the_epoch_and_the_batches_yielded() -> None:
+    assert probe.loop_length(13, 100) == 100
+    assert probe.loop_length(13, 5) == 13  # a tiny data set: the closing batch is the loop's last
+    assert probe.loop_length(13, None) == 13  # a stream without len()
+
+
 def test_settings_the_spec_does_not_name_keep_the_scripts_values(harnessed) -> None:  # type: ignore[no-untyped-def]
     # The spec sweeps num_workers only: the script's drop_last, persistent_workers and
     # prefetch_factor stay as the script has them, and the rows record what ran.
