@@ -45,4 +45,18 @@ if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ] && ! command -v chromium >/d
         >/tmp/harness-chromium-install.log 2>&1 ||
         echo "chromium could not be installed (see the log): the browser test will be skipped"
 fi
-exec "$py" -m pytest "$@"
+# The suite. With arguments, pytest runs them as given. Without: the independent tests in
+# parallel (pytest-xdist: HARNESS_TEST_WORKERS processes, 3 by default, since most tests wait on
+# sleeps and subprocesses more than they compute), then the tests marked `serial` alone (the
+# Slurm tests, and those that judge a measured figure: tests/conftest.py). Every run lists its
+# 30 slowest tests. A developer's quick pass: bash scripts/test.sh -m "not slow"
+durations=(--durations=30)
+if [ "$#" -gt 0 ] || ! has xdist; then
+    exec "$py" -m pytest "${durations[@]}" "$@"
+fi
+parallel=0
+"$py" -m pytest -n "${HARNESS_TEST_WORKERS:-3}" --dist loadgroup -m "not serial" "${durations[@]}" || parallel=$?
+serial=0
+"$py" -m pytest -p no:xdist -m serial "${durations[@]}" || serial=$?
+echo "test.sh: parallel pass exit status $parallel, serial pass $serial"
+exit $((parallel != 0 || serial != 0))

@@ -722,6 +722,7 @@ def test_ddp_ranks_get_as_many_batches_each_and_stop_together(tmp_path: Path) ->
 # --- known costs injected into such a script: the ladder's verdict names them --------------------
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize(
     ("injected", "rungs", "named"),
     [

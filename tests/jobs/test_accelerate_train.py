@@ -29,6 +29,7 @@ def spec_text(data: Path, *args: str, loader: str = "{num_workers: 0}", repeats:
     )
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize(
     ("injected", "named"),
     [

@@ -39,6 +39,7 @@ def spec_text(out: Path, *args: str, loader: str = "{num_workers: 0}", repeats: 
     )
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize(
     ("injected", "named"),
     [

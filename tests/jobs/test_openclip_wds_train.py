@@ -46,6 +46,7 @@ def spec_text(data: Path, *args: str, rungs: str = "[host_batch, full]") -> str:
     )
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize(
     ("injected", "named"),
     [

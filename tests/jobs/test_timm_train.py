@@ -26,6 +26,7 @@ def spec_text(data: Path, *args: str, loader: str = "{num_workers: 0}") -> str:
     )
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize(
     ("injected", "named"),
     [

@@ -78,6 +78,7 @@ def test_bad_arguments_are_refused_with_the_values() -> None:
 
 # 4 images a batch, 50 ms a sample where a cost is put: 200 ms a batch against a 100 ms step.
 # Small images (64 px) keep the real decode and transforms at a few % of the step.
+@pytest.mark.serial
 @pytest.mark.parametrize(
     ("injected", "named"),
     [("transform_ms: 50", ["transforms"]), ("read_ms: 0", [])],

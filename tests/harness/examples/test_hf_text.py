@@ -144,6 +144,7 @@ def test_a_bare_dataset_with_transform_is_split_at_its_transform() -> None:
     assert hf_split(bare.with_format("torch")) is None
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize(
     ("injected", "named"), [("transform_ms: 50", ["transforms"]), ("transform_ms: 0", [])]
 )

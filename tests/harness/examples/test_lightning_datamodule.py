@@ -50,6 +50,7 @@ def test_each_rank_reads_its_own_share_of_the_training_split() -> None:
     assert not labels[0] & labels[1] and len(labels[0] | labels[1]) == 32
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize(
     ("injected", "named"),
     [

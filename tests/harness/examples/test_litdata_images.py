@@ -131,6 +131,7 @@ def test_two_local_ranks_each_read_their_own_share_of_the_chunks(tmp_path: Path)
         assert Counter(mine + theirs) == Counter(range(IMAGES)), epoch  # disjoint, none missing
 
 
+@pytest.mark.serial
 def test_the_caching_what_if_of_a_litdata_stream_is_sized_from_its_length(root: Path, tmp_path: Path) -> None:
     """LitData's StreamingDataset has a length: the what-if sizes the cache of decoded samples
     (48 samples × the bytes the worker that decoded one measured), never reading the stream in

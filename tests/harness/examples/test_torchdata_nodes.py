@@ -29,6 +29,7 @@ def test_the_loader_gives_each_rank_its_share_in_batches() -> None:
     assert len(shares[0] | shares[1]) == 16  # every sample once across the two ranks
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize(
     ("loader_args", "named"),
     [

@@ -646,6 +646,7 @@ def test_a_cifar10_with_its_own_getitem_is_not_cut_behind_its_back() -> None:
         ladder.sample_dataset("raw_sample", mine)
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize(("delay", "named"), [(0.05, ["transforms"]), (0.0, [])], ids=["slow", "nothing"])
 def test_a_slow_cifar10_transform_is_named_and_nothing_where_none_is(
     tmp_path: Path, delay: float, named: list[str]
