@@ -250,7 +250,12 @@ def build_stream(
     holder = inner if inner is not None else given.loader
     parts = ladder.LoaderParts(collate_fn=getattr(holder, "collate_fn", None), extra=_extra(holder))
     staged = ladder.make_loader(
-        ladder.sample_dataset(rung, dataset), settings, batch_size, where, parts, timeout_s=timeout_s
+        ladder.sample_dataset(rung, dataset, batch_size or 1),
+        settings,
+        batch_size,
+        where,
+        parts,
+        timeout_s=timeout_s,
     )
     if inner is None:
         return ladder.LoaderStream(staged)

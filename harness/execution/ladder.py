@@ -8,9 +8,12 @@ worker process, during warmup.
 
 from __future__ import annotations
 
+import copy as copying
 import dataclasses
 import functools
 import gc
+import itertools
+import logging
 import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -42,6 +45,8 @@ from harness.workloads.contract import (
 )
 from harness_schema import rungs as rung_names
 from harness_schema.settings import LoaderSettings
+
+log = logging.getLogger(__name__)
 
 
 class RungUnavailable(Exception):
@@ -377,19 +382,34 @@ class CachedStage(Dataset[Any]):
     """Serve one cached intermediate sample, finishing the pipeline from it at every item.
 
     `produce()` gives the cached value once per process; `finish(value)` runs the stages that
-    are not cached and returns the sample (None: the value is the sample). The cached value is
-    handed to `finish` as is, as the caching article does: a copy per item would charge a memcpy
-    of the whole sample to the stages under test (seen: +15 ms per batch of 16 3×512² samples).
-    A transform that works in place (the article's RandomMask does) therefore also changes the cache;
-    that changes values, not the work done, and the ladder measures work.
+    are not cached and returns the sample (None: the value is the sample).
+
+    The value is served as `distinct` objects in turn (copies made once, with the value, in
+    the process that produced it: inside the warmup, never in a measured window), so that the
+    samples of one batch are distinct objects, as a real read makes them. Served as one object,
+    a batch of 8 held 8 references to one sample, and a collate that keeps per-sample tensors
+    (torchvision's detection recipe: `tuple(zip(*batch))`) sent that sample between processes
+    once where training sends it 8 times: the rung read collation and worker IPC too low (367
+    batches/s against 21), and the stage below was charged with the difference (issue 41).
+    No copy is made per item either: that would charge a memcpy of the whole sample to the
+    stages under test (seen: +15 ms per batch of 16 3×512² samples). A transform that works in
+    place (the article's RandomMask does) changes a copy each time; that changes values, not
+    the work done, and the ladder measures work.
     """
 
-    def __init__(self, length: int, produce: Callable[[], Any], finish: Callable[[Any], Any] | None) -> None:
+    def __init__(
+        self,
+        length: int,
+        produce: Callable[[], Any],
+        finish: Callable[[Any], Any] | None,
+        distinct: int = 1,
+    ) -> None:
         self.length, self.produce, self.finish = length, produce, finish
-        # A flag, not a sentinel object: a spawned worker gets a pickled copy of the stage, in
-        # which a module-level sentinel would be another object.
-        self.cache: Any = None
-        self.filled = False
+        self.distinct = max(1, distinct)
+        # Filled in the process that serves (a spawned worker gets a pickled copy of the stage
+        # before anything is produced): the value and its copies, and the items served.
+        self.values: list[Any] = []
+        self.served = 0
         self.value_bytes = torch.full((1,), -1, dtype=torch.int64).share_memory_()
         """Bytes of the cached value (the caching what-if's size a sample), written by the
         process that produced it, a worker included (shared memory); -1 until then, or where
@@ -401,30 +421,51 @@ class CachedStage(Dataset[Any]):
         return self.length
 
     def __getitem__(self, index: int) -> Any:
-        if not self.filled:
-            self.cache, self.filled = self.produce(), True
-            size = batches.nbytes(self.cache)
+        if not self.values:
+            value = self.produce()
+            self.values = distinct_copies(value, self.distinct)
+            size = batches.nbytes(value)
             self.value_bytes[0] = -1 if size is None else size
-        return self.cache if self.finish is None else self.finish(self.cache)
+        value = self.values[self.served % len(self.values)]
+        self.served += 1
+        return value if self.finish is None else self.finish(value)
 
 
 class CachedStream(IterableDataset[Any]):
     """CachedStage for a stream: each reader (a worker, or the rank without workers) produces
-    its value from its own share of the stream, then yields finish(value) endlessly. Endless,
-    as a cached rung of a stream never ends an epoch, where `full` may (the row's
-    epoch_restarts says so). The reader that made the value sizes it, as CachedStage does
-    (`value_bytes`, shared memory): the what-if of a stream that has a length (LitData's)."""
+    its value from its own share of the stream, then yields finish(value) endlessly, its
+    `distinct` copies in turn (CachedStage says why). Endless, as a cached rung of a stream
+    never ends an epoch, where `full` may (the row's epoch_restarts says so). The reader that
+    made the value sizes it, as CachedStage does (`value_bytes`, shared memory): the what-if of
+    a stream that has a length (LitData's)."""
 
-    def __init__(self, produce: Callable[[], Any], finish: Callable[[Any], Any] | None) -> None:
+    def __init__(
+        self, produce: Callable[[], Any], finish: Callable[[Any], Any] | None, distinct: int = 1
+    ) -> None:
         self.produce, self.finish = produce, finish
+        self.distinct = max(1, distinct)
         self.value_bytes = torch.full((1,), -1, dtype=torch.int64).share_memory_()
 
     def __iter__(self) -> Iterator[Any]:
         value = self.produce()
+        values = distinct_copies(value, self.distinct)
         size = batches.nbytes(value)
         self.value_bytes[0] = -1 if size is None else size
-        while True:
+        for served in itertools.count():
+            value = values[served % len(values)]
             yield value if self.finish is None else self.finish(value)
+
+
+def distinct_copies(value: Any, n: int) -> list[Any]:
+    """`value` and n - 1 deep copies of it; the value alone where it cannot be copied (a
+    sample holding a lock or a file handle), which the rung then serves as one object."""
+    copies = [value]
+    try:
+        copies += [copying.deepcopy(value) for _ in range(n - 1)]
+    except Exception as e:  # deepcopy raises whatever a __deepcopy__ or __reduce__ raises
+        log.warning("the cached sample cannot be copied (%s): a batch holds it %d times", e, n)
+        return [value]
+    return copies
 
 
 @dataclass(frozen=True, slots=True)
@@ -440,15 +481,16 @@ class _Cut:
     decode: Callable[[Any], Any] | None
 
 
-def sample_dataset(rung: str, dataset: Dataset[Any]) -> Dataset[Any]:
-    """The dataset a sample-level rung reads from (the full dataset for `full`)."""
+def sample_dataset(rung: str, dataset: Dataset[Any], distinct: int = 1) -> Dataset[Any]:
+    """The dataset a sample-level rung reads from (the full dataset for `full`); a cached
+    stage serves its value as `distinct` objects in turn (the batch size: CachedStage)."""
     if rung == "full":
         return dataset
     if isinstance(dataset, IterableDataset):
         stream = dataset
 
         def stage(produce: Callable[[], Any], finish: Callable[[Any], Any] | None) -> Dataset[Any]:
-            return CachedStream(produce, finish)
+            return CachedStream(produce, finish, distinct)
 
         if rung == "processed_sample":
             return stage(functools.partial(_first_of, stream), None)
@@ -456,7 +498,7 @@ def sample_dataset(rung: str, dataset: Dataset[Any]) -> Dataset[Any]:
         length = len(dataset)  # type: ignore[arg-type]
 
         def stage(produce: Callable[[], Any], finish: Callable[[Any], Any] | None) -> Dataset[Any]:
-            return CachedStage(length, produce, finish)
+            return CachedStage(length, produce, finish, distinct)
 
         if rung == "processed_sample":
             return stage(functools.partial(operator.getitem, dataset, 0), None)
@@ -665,7 +707,12 @@ def build_stream(
         return cached_batch(source, rung, where)
     return LoaderStream(
         make_loader(
-            sample_dataset(rung, dataset), loader, batch_size, where, on(parts, dataset), timeout_s=timeout_s
+            sample_dataset(rung, dataset, batch_size),
+            loader,
+            batch_size,
+            where,
+            on(parts, dataset),
+            timeout_s=timeout_s,
         )
     )
 

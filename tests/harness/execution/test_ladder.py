@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import torch
-from torch.utils.data import DistributedSampler
+from torch.utils.data import DataLoader, DistributedSampler
 
 from analysis.ladder.verdict import Verdict, ladder_verdicts
 from analysis.load import load_results
@@ -24,6 +24,7 @@ from harness.workloads.image_folder import ImageFolderDataset
 from harness.workloads.make_data import make_image_folder
 from harness_schema import rows as results
 from tests.fixtures import pipelines
+from tests.fixtures.pipelines import FreeDetection, keep_samples
 from tests.fixtures.workloads import AddOne, Sleep, StagedDataset, ToTensor, plain_dataset
 
 CPU = ladder.Placement(device=torch.device("cpu"))
@@ -666,3 +667,42 @@ def test_a_slow_cifar10_transform_is_named_and_nothing_where_none_is(
     assert outcome.failed == 0 and outcome.skipped == 0, [r.error for r in outcome.rows]
     (verdict,) = ladder_verdicts(load_results([tmp_path]).rows)
     assert verdict.stages == named, verdict.sentence
+
+
+def test_a_cached_stage_serves_its_value_as_distinct_objects_in_turn() -> None:
+    """A batch of a cached rung holds distinct samples, as a real read makes them: served as one
+    object, a per-sample collate sent it between processes once a batch (issue 41)."""
+    stage = ladder.sample_dataset("processed_sample", FreeDetection(size=10), distinct=4)
+    served = [stage[i] for i in range(5)]
+    assert len({id(image) for image, _ in served[:4]}) == 4
+    assert served[4] is served[0]  # in turn: the copies are made once, not per item
+    assert all(torch.equal(image, served[0][0]) for image, _ in served)
+    # Through a DataLoader with torchvision's detection collate: 4 distinct images a batch.
+    (images, targets) = next(iter(DataLoader(stage, batch_size=4, collate_fn=keep_samples())))
+    assert len({image.data_ptr() for image in images}) == 4
+    assert len({id(target["boxes"]) for target in targets}) == 4
+
+
+@pytest.mark.serial
+@pytest.mark.parametrize("collate", ["keep_samples", "stack_images"])
+def test_when_worker_ipc_is_the_only_cost_the_ladder_names_it(tmp_path: Path, collate: str) -> None:
+    """Issue 41's known answer: a detection-shaped data set whose read and transform are free
+    (a deep copy of a premade sample, the identity), one worker, 16 samples a batch: what the
+    loader pays is collation and moving 16 images and 32 target tensors between processes. The
+    costliest stage is collation and worker IPC, and caching a sample-level stage (which keeps
+    that cost) promises nothing above the processed_sample rung's capacity."""
+    spec = parse_spec(
+        f"name: ipc\nworkload: {{dataset: {P}:free_detection, dataset_args: {{size: 256}}, "
+        f"collate: {P}:{collate}, model: emulated, model_args: {{step_ms: 5}}, batch_size: 16, device: cpu}}\n"
+        "measure: {warmup_steps: 2, steps: 12, repeats: 3}\n"
+        "rungs: [host_batch, processed_sample, raw_sample, full]\nloader: {num_workers: 1}\n"
+    )
+    (point,) = expand(spec).points
+    outcome = run_point(point, tmp_path)
+    assert outcome.failed == 0 and outcome.skipped == 0, [r.error for r in outcome.rows]
+    (verdict,) = ladder_verdicts(load_results([tmp_path]).rows)
+    assert verdict.stages[:1] == ["collation and worker IPC"], verdict.sentence
+    # Every sample-level rung pays the IPC, so caching one gives about what full does: the
+    # one-object cache promised 8 times full's capacity (174 batches/s against 21).
+    capacity = verdict.table.set_index("rung")["capacity"]
+    assert verdict.what_if is None or verdict.what_if.capacity < 2 * float(capacity["full"]), verdict.what_if
