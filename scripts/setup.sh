@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create .venv (once) and install everything: the harness with its `run` extra (what a job
+# Create .venv (once) and install the harness with the extras HARNESS_EXTRAS names (all, by default): its `run` extra (what a job
 # needs: torch, torchvision, NVML, scipy), its `dev` extra (the test tools and the docs site)
 # and its `libs` extra (the data libraries of the shipped examples, Hugging Face datasets,
 # LitData, torchdata and Lightning, and the training libraries of the shipped scripts, Hugging
@@ -12,12 +12,21 @@ cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 VENV="${HARNESS_VENV:-.venv}"
 TORCH_SPEC="${HARNESS_TORCH:-torch==2.14.1 torchvision==0.29.1}"
+# The extras to install: all of them for the tests (scripts/test.sh); the quick start needs
+# `run` alone (scripts/quickstart.sh), which spares a first-time user minutes of installing
+# the examples' libraries, the test tools and the documentation site.
+EXTRAS="${HARNESS_EXTRAS:-run,dev,libs}"
 
 if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -m venv "$VENV"
 fi
 stamp="$VENV/.harness-installed"
-want="$(cat pyproject.toml; echo "$TORCH_SPEC")"
+want="$(cat pyproject.toml; echo "$TORCH_SPEC"; echo "$EXTRAS")"
+# A venv set up with every extra serves the quick start as it is.
+everything="$(cat pyproject.toml; echo "$TORCH_SPEC"; echo "run,dev,libs")"
+if [ -f "$stamp" ] && [ "$EXTRAS" = run ] && [ "$(cat "$stamp")" = "$everything" ]; then
+    exit 0
+fi
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     # pip's chatter goes to a log, so that the commands' output stays the tables.
     log="$VENV/setup.log"
@@ -26,8 +35,13 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         "$VENV/bin/pip" install --upgrade pip
         # shellcheck disable=SC2086
         "$VENV/bin/pip" install $TORCH_SPEC
-        "$VENV/bin/pip" install -e ".[run,dev,libs]"
+        "$VENV/bin/pip" install -e ".[$EXTRAS]"
     } > "$log" 2>&1 || { tail -30 "$log" >&2; echo "setup: pip failed; see $log" >&2; exit 1; }
-    "$VENV/bin/python" -c "import torch, torchvision, scipy, pyarrow, mkdocs, datasets, litdata, torchdata.nodes, lightning, accelerate, timm, transformers, harness" # fail here, not later
+    # fail here, not later
+    if [ "$EXTRAS" = run ]; then
+        "$VENV/bin/python" -c "import torch, torchvision, scipy, pyarrow, harness"
+    else
+        "$VENV/bin/python" -c "import torch, torchvision, scipy, pyarrow, mkdocs, xdist, datasets, litdata, torchdata.nodes, lightning, accelerate, timm, transformers, harness"
+    fi
     printf '%s' "$want" > "$stamp"
 fi
