@@ -9,8 +9,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness.config import rung_support, stream_shards
@@ -79,36 +79,52 @@ class Point:
     run_pass: RunPass | None = None
     """The pass this run of the point belongs to, where its repeats are interleaved with
     other points' (None: its repeats run back to back); not part of the id."""
+    _settings: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
+    """settings(), made at its first call and kept: the plan's table, its varying settings and
+    plan.csv each ask every point (issue #36). Not an argument (init=False), so that a point
+    made by dataclasses.replace, whose workload or loader may differ, makes its own."""
 
     def settings(self) -> dict[str, Any]:
-        """Flat field -> value, the columns of plan.csv and of every row."""
-        return {**asdict(self.workload), **asdict(self.loader)}
+        """Flat field -> value, the columns of plan.csv and of every row. A new dict each call;
+        its mappings and lists are the point's own, to read, not to change."""
+        return dict(self._flat_settings())
+
+    def _flat_settings(self) -> dict[str, Any]:
+        """settings() without the copy, for the plan's own passes over every point."""
+        flat = self._settings
+        if flat is None:
+            flat = {**settings.values(self.workload), **settings.values(self.loader)}
+            object.__setattr__(self, "_settings", flat)  # frozen: set once, as __init__ would
+        return flat
 
     def flag_args(self) -> list[str]:
         """With a script workload, its own flags for the settings the spec names
         (workload.flags; harness_schema/script_flags.py): what follows its `args`."""
         w = self.workload
-        values = {k: v for k, v in asdict(self.loader).items() if k not in self.script_keeps}
+        values = {k: v for k, v in settings.values(self.loader).items() if k not in self.script_keeps}
         if w.batch_size is not None:
             values["batch_size"] = w.batch_size
         return script_flags.arguments(w.flags, values)
 
     def to_json(self) -> dict[str, Any]:
+        """The point as plan.json and a job's argument hold it. Its sections' mappings and lists
+        are the point's own (settings.values, not asdict's deep copies: `harness submit` writes
+        every point twice), to write or pickle, not to change."""
         # run_pass only where there is one: the sweep's points.json stays as it was.
-        run_pass = {"run_pass": asdict(self.run_pass)} if self.run_pass else {}
+        run_pass = {"run_pass": settings.values(self.run_pass)} if self.run_pass else {}
         return {
             "index": self.index,
             "id": self.id,
             "sequence_step": self.sequence_step,
-            "workload": asdict(self.workload),
-            "loader": asdict(self.loader),
-            "measure": asdict(self.measure),
+            "workload": settings.values(self.workload),
+            "loader": settings.values(self.loader),
+            "measure": settings.values(self.measure),
             "rungs": list(self.rungs),
             "adjustments": list(self.adjustments),
-            "sampler": asdict(self.sampler),
-            "profile": asdict(self.profile) if self.profile else None,
+            "sampler": settings.values(self.sampler),
+            "profile": settings.values(self.profile) if self.profile else None,
             "script_keeps": list(self.script_keeps),
-            "limits": asdict(self.limits),
+            "limits": settings.values(self.limits),
             **run_pass,
         }
 
@@ -139,11 +155,12 @@ class Plan:
     notes: tuple[str, ...] = field(default=())
 
     def varying_settings(self) -> list[str]:
-        """Short names of the fields that vary between points (for compact displays)."""
+        """Short names of the fields that vary between points (for compact displays): two
+        values differ where their canonical JSON does (1 and true, 1 and 1.0 differ)."""
         if not self.points:
             return []
-        rows = [p.settings() for p in self.points]
-        return [k for k in rows[0] if len({_canonical(r[k]) for r in rows}) > 1]
+        rows = [p._flat_settings() for p in self.points]
+        return [name for name in rows[0] if _varies([r[name] for r in rows])]
 
 
 def point_id(
@@ -345,3 +362,30 @@ def _matches(chosen: Mapping[str, Any], rule: Mapping[str, Any]) -> bool:
 
 def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _varies(column: Sequence[Any]) -> bool:
+    """Whether a setting's values over the points differ once written as JSON (_canonical).
+    Most settings are the very same object in every point (the spec's value, or the field's
+    default), seen at once; the others are compared by _same_json's key, and the first
+    difference ends the look. Writing each value (34,000 json.dumps for 1,000 points) took
+    more than the plan itself (issue #36)."""
+    first = column[0]
+    others = [v for v in column if v is not first]
+    if not others:
+        return False
+    key = _same_json(first)
+    return any(_same_json(v) != key for v in others)
+
+
+_PLAIN = (str, int, bool, type(None))
+"""Types whose values JSON writes one way each, apart from each other: their type and value
+are their JSON's key (true is not 1). A float is not among them: 0.0 == -0.0, written apart."""
+
+
+def _same_json(value: Any) -> Any:
+    """A key equal for two values exactly where their _canonical text is: cheap for the plain
+    types, the text itself for the rest (mappings, lists, floats). A str's key and another
+    value's text never meet: the settings hold no object that JSON writes as a string."""
+    kind = type(value)
+    return (kind, value) if kind in _PLAIN else _canonical(value)
