@@ -189,16 +189,6 @@ def test_a_plan_writes_and_hashes_each_point_once_not_each_setting() -> None:
     assert calls == {"asdict": 0, "dumps": 24, "sha1": 24}
 
 
-def test_a_point_made_from_another_has_its_own_settings() -> None:
-    """A point's settings are kept once read; one made by dataclasses.replace with another
-    loader (the tune's rounds, a pass) reads its own."""
-    point = plan_of("loader: {num_workers: 2}\n").points[0]
-    assert point.settings()["num_workers"] == 2
-    other = dataclasses.replace(point, loader=dataclasses.replace(point.loader, num_workers=4))
-    assert other.settings()["num_workers"] == 4 and point.settings()["num_workers"] == 2
-    assert other != point and dataclasses.replace(point) == point
-
-
 def test_varying_settings_compare_values_as_json_writes_them() -> None:
     """Equal mappings in two points do not vary, whether or not they are one object; 8 and
     8.0, or 1 and true, are written apart and vary (as plan.csv shows them)."""
