@@ -46,11 +46,10 @@ def plan_table(plan: Plan, fmt: str = "terminal") -> str:
     costs = [point_cost(p) for p in plan.points]  # once: the warmup column and the sweep's lines
     rows: list[dict[str, Any]] = []
     for p, cost in zip(plan.points, costs, strict=True):
-        settings = p.settings()
         row: dict[str, Any] = {"#": p.index, "id": p.id}
         if p.sequence_step:
             row["step"] = p.sequence_step
-        row.update({k: _setting_cell(p, k, settings[k]) for k in varying})
+        row.update({k: _setting_cell(p, k, p.setting(k)) for k in varying})
         row["rungs"] = " ".join(p.rungs)
         row["warmup"] = warmup_cell(cost)
         if p.workload.script is not None:

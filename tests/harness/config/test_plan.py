@@ -228,6 +228,11 @@ def test_varying_settings_lists_only_what_varies() -> None:
     assert plan.varying_settings() == ["num_workers"]
 
 
+def test_a_setting_is_read_alone_as_settings_give_it() -> None:
+    point = plan_of("loader: {num_workers: 2}\n").points[0]
+    assert {name: point.setting(name) for name in point.settings()} == point.settings()
+
+
 def test_a_script_keeps_the_loader_settings_the_spec_does_not_name(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text("")
