@@ -320,10 +320,12 @@ def _ms(seconds: float | None) -> str:
     return f"{seconds / 1e-9:.3g} ns"
 
 
-def sweep_lines(plan: Plan) -> list[str]:
+def sweep_lines(plan: Plan, costs: Sequence[PointCost] | None = None) -> list[str]:
     """What `harness plan` says under its table: the steps in all, and the duration, known or
-    not (and the per-step time a point's limit would need)."""
-    costs = [point_cost(p) for p in plan.points]
+    not (and the per-step time a point's limit would need). `costs`: the points' costs where
+    the caller has them (the plan's table), in the points' order."""
+    if costs is None:
+        costs = [point_cost(p) for p in plan.points]
     least = sum(c.steps[0] for c in costs)
     highs = [c.steps[1] for c in costs]
     most = None if any(h is None for h in highs) else sum(h or 0 for h in highs)

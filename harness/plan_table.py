@@ -43,15 +43,15 @@ def plan_table(plan: Plan, fmt: str = "terminal") -> str:
     """The head line, the table of points in `fmt` (harness/text_tables.py), the sweep's cost."""
     varying = plan.varying_settings()
     adjusted = any(q.adjustments for q in plan.points)
+    costs = [point_cost(p) for p in plan.points]  # once: the warmup column and the sweep's lines
     rows: list[dict[str, Any]] = []
-    for p in plan.points:
-        settings = p.settings()
+    for p, cost in zip(plan.points, costs, strict=True):
         row: dict[str, Any] = {"#": p.index, "id": p.id}
         if p.sequence_step:
             row["step"] = p.sequence_step
-        row.update({k: _setting_cell(p, k, settings[k]) for k in varying})
+        row.update({k: _setting_cell(p, k, p.setting(k)) for k in varying})
         row["rungs"] = " ".join(p.rungs)
-        row["warmup"] = warmup_cell(point_cost(p))
+        row["warmup"] = warmup_cell(cost)
         if p.workload.script is not None:
             row["len(loader)"] = _loop_length(p)
         if adjusted:
@@ -73,7 +73,7 @@ def plan_table(plan: Plan, fmt: str = "terminal") -> str:
         f"{spec.name}: {len(plan.points)} point(s) × {len(spec.rungs)} rung(s) × "
         f"{repeats}, {window} after a warmup (its column)"
     )
-    return "\n".join([head, render(rows, fmt), *sweep_lines(plan), *_loss_lines(plan)])
+    return "\n".join([head, render(rows, fmt), *sweep_lines(plan, costs), *_loss_lines(plan)])
 
 
 def _loss_lines(plan: Plan) -> list[str]:

@@ -3,13 +3,17 @@ with the settings that vary, its rungs, and what was adjusted for PyTorch."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 
-from harness.config.plan import expand
+from harness import plan_cost
+from harness.config.plan import Point, expand
 from harness.config.spec import parse_spec
 from harness.execution.loop_length import batches_per_loop
 from harness.plan_table import plan_table
 from tests.conftest import TINY_WORKLOAD
+from tests.fixtures.calls import counted
 
 
 def table_of(extra: str, name: str = "grid") -> list[str]:
@@ -133,3 +137,21 @@ def test_a_setting_the_script_keeps_is_not_shown_as_pytorchs_default(tmp_path: P
         expand(parse_spec(text.replace("[0, 2]}", "[0, 2], prefetch_factor: 4}")))
     ).splitlines()
     assert named[4][named[1].index("prefetch_factor") :].split()[0] == "4"
+
+
+def test_the_table_costs_each_point_once_and_writes_no_setting() -> None:
+    """Issue #36: the table of 1,000 points wrote every setting of every point as JSON to find
+    those that vary, made every point's settings twice, and costed each point twice (its
+    warmup cell, the sweep's lines)."""
+    plan = expand(
+        parse_spec(
+            "name: grid\n" + TINY_WORKLOAD + "loader: {num_workers: [1, 2, 3], prefetch_factor: [1, 2]}\n"
+        )
+    )
+    with counted(
+        asdict=dataclasses.asdict, dumps=json.dumps, point_cost=plan_cost.point_cost, settings=Point.settings
+    ) as calls:
+        lines = plan_table(plan).splitlines()
+    assert len(lines) == 1 + 2 + 6 + 2  # the head, the table's header and rule, its rows, the sweep's lines
+    # A point's settings made whole once, for their names; the cells read the few that vary.
+    assert calls == {"asdict": 0, "dumps": 0, "point_cost": 6, "settings": 1}
