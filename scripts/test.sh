@@ -55,7 +55,11 @@ if [ "$#" -gt 0 ] || ! has xdist; then
     exec "$py" -m pytest "${durations[@]}" "$@"
 fi
 parallel=0
-"$py" -m pytest -n "${HARNESS_TEST_WORKERS:-3}" --dist loadgroup -m "not serial" "${durations[@]}" || parallel=$?
+# One intra-op thread a test process (and the ranks and scripts it starts): 3 processes of 2
+# threads each on 2 cores oversubscribe them, and OpenMP's threads then wait on each other
+# (a mobilenet step on 8 small images took 5-11 s so, 0.08-0.25 s with one thread).
+OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" \
+    "$py" -m pytest -n "${HARNESS_TEST_WORKERS:-3}" --dist loadgroup -m "not serial" "${durations[@]}" || parallel=$?
 serial=0
 "$py" -m pytest -p no:xdist -m serial "${durations[@]}" || serial=$?
 echo "test.sh: parallel pass exit status $parallel, serial pass $serial"
