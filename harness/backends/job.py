@@ -101,7 +101,9 @@ class PassJob(submitit.helpers.Checkpointable):
             finally:
                 destroy_process_group()
             ended.append({"point_id": point.id, "rank": env.rank, "ok": outcome.ok, "failed": outcome.failed})
-            broke = outcome.group_broke() if env.distributed else ""
+            # A rung failed: the others may wait for this rank in a collective, which only its
+            # connections closing ends (harness.execution.peer_failure): the job ends here.
+            broke = (outcome.group_broke() or outcome.first_failure()) if env.distributed else ""
             if broke:
                 say_broken(point.id, env.rank, broke, later=len(points_json) - n)
                 break

@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from harness.config.plan import Point
 from harness.config.stream_shards import declared_shards_of
-from harness.execution import given_loader, ladder, termination, worker_deaths
+from harness.execution import given_loader, ladder, peer_failure, termination, worker_deaths
 from harness.execution.batches import count_samples
 from harness.execution.dist import DistEnv, agreement, barrier, largest
 from harness.execution.loop import capacity_loop, drive, window
@@ -226,6 +226,8 @@ def _run_rungs(rank: Rank, rows: list[results.RungRow], progress: Progress) -> G
                 if row.status == "failed" and env.distributed:
                     # The other ranks may be inside a collective this rank left: the process
                     # group is no longer in step, so no further rung of this point can be.
+                    # Told in the store: a peer's row says the first rank's error.
+                    row.error = peer_failure.told(point.id, env.rank, row.error)
                     stop_reason = f"not run: {rung} failed on rank {env.rank} of a distributed point"
             opened.writer.append(row)
             rows.append(row)

@@ -1,0 +1,59 @@
+"""A rank that fails tells the others at once, beside the collectives: in the process group's
+store (`told`), and by ending its job's rank processes (backends/job.py).
+
+Why: a rank whose rung failed leaves the point's collectives, and the others wait in the next
+one (the warmup's all-reduce, the gradients' under DDP) until limits.dist_timeout_s or the
+point's limit, 5 minutes and more, with nothing said (issue 37). Under the local backend its
+process went on to the job's next point, and its gloo connections with it: DDP keeps the
+point's process group alive past destroy_process_group, so the peers never saw it go. Now the
+failing rank writes its error under `failed/<point>` in the group's store, and its job ends
+(`say_broken`): its connections close, the peers' collective raises at once, and each peer's
+row says the first rank's error, read from the store.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+KEY = "harness/failed/{}"
+
+FAILED_FIRST = "failed first: "
+"""In a peer's row: `rank 1 failed first: ValueError: ...`."""
+
+
+def told(point_id: str, rank: int, error: str) -> str:
+    """This rank's rung of a distributed point failed with `error`: said in the store unless a
+    rank said its own first. The error this rank's row keeps: its own where it was first, else
+    the first rank's (`rank K failed first: <its error>`)."""
+    store = _store()
+    if store is None:
+        return error
+    mine = f"rank {rank}: {error}"
+    try:
+        first = store.compare_set(KEY.format(point_id), "", mine)
+    except Exception as e:  # the store's host (rank 0) gone: this rank's own error stands
+        log.debug("cannot tell the other ranks of the failure: %s", e)
+        return error
+    first = first.decode() if isinstance(first, bytes) else str(first)
+    if first == mine or not first.startswith("rank "):
+        return error
+    who, _, theirs = first.partition(": ")
+    return f"{who} {FAILED_FIRST}{theirs}"
+
+
+def _store() -> Any:
+    """The point's process group's store (private: torch's default group's own), None where
+    there is none."""
+    try:
+        import torch.distributed as dist
+        from torch.distributed import distributed_c10d
+
+        if not dist.is_initialized():
+            return None
+        return distributed_c10d._get_default_store()
+    except Exception as e:
+        log.debug("no store to tell the other ranks in: %s", e)
+        return None
