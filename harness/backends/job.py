@@ -117,11 +117,14 @@ def say_broken(point_id: str, rank: int, error: str, *, later: int) -> None:
     import submitit
 
     from harness.backends.ranks import Broke, say_broke
+    from harness.execution.point import GROUP_BROKE
 
     job = submitit.JobEnvironment()
+    what = "its process group broke on" if any(w in error for w in GROUP_BROKE) else "failed first on"
     log.warning(
-        "point %s: its process group broke on rank %d (%s); the job ends here%s",
+        "point %s: %s rank %d (%s); the job ends here%s",
         point_id,
+        what,
         rank,
         error[:200],
         f", and its {later} later point(s) run in a fresh job" if later else "",

@@ -4,7 +4,9 @@ the gradients' all-reduce until the point's limit, 5 minutes, saying nothing; is
 
 from __future__ import annotations
 
+import re
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -43,13 +45,22 @@ def test_a_step_that_raises_on_one_rank_fails_the_point_on_every_rank_at_once(tm
     # Two points, each a job of two ranks started afresh: far under the 300 s a rank waited.
     assert time.monotonic() - started < 120
     for point in plan.points:
-        errors = {}
-        for rank in (0, 1):
-            (row,) = results.read_rows(layout.point_dir(sweep, point.id) / f"rank{rank}.csv")
-            assert row["status"] == "failed"
-            errors[rank] = row["error"]
-        assert errors[1] == "ValueError: loss is NaN at step 3 on this rank"
-        assert "loss is NaN at step 3" in errors[0] and "rank 1" in errors[0], errors[0]
+        rows = {
+            rank: results.read_rows(layout.point_dir(sweep, point.id) / f"rank{rank}.csv")[0]
+            for rank in (0, 1)
+        }
+        assert [rows[rank]["status"] for rank in (0, 1)] == ["failed", "failed"]
+        assert rows[1]["error"] == "ValueError: loss is NaN at step 3 on this rank"
+        # Rank 0's own row where it wrote one (its collective lost rank 1), else its job's
+        # controller's, which ended it waiting.
+        assert re.fullmatch(
+            r"(rank 1 failed first: |its job ended rank 0 in rung full after \d+ s, waiting there for "
+            r"rank 1, which failed first: )ValueError: loss is NaN at step 3 on this rank",
+            rows[0]["error"],
+        ), rows[0]["error"]
+        # The waiting rank failed within 30 s of the failing one (before: limits.dist_timeout_s).
+        ended = [datetime.fromisoformat(rows[rank]["finished_at"]) for rank in (0, 1)]
+        assert abs((ended[0] - ended[1]).total_seconds()) < 30, ended
 
 
 def test_the_first_rank_to_fail_is_the_one_every_row_names(monkeypatch: pytest.MonkeyPatch) -> None:
