@@ -14,11 +14,17 @@ row says the first rank's error, read from the store.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 log = logging.getLogger(__name__)
 
 KEY = "harness/failed/{}"
+RANK_KEY = "harness/failed/{}/rank{}"
+"""Set by each rank that failed a rung of the point."""
+EVERY_RANK_WAIT_S = 2.0
+"""How long a rank that failed waits, after its point, for the other ranks to say a failure
+of their own (a data set broken on every rank fails them all within a step of each other)."""
 
 FAILED_FIRST = "failed first: "
 """In a peer's row: `rank 1 failed first: ValueError: ...`."""
@@ -33,6 +39,7 @@ def told(point_id: str, rank: int, error: str) -> str:
         return error
     mine = f"rank {rank}: {error}"
     try:
+        store.set(RANK_KEY.format(point_id, rank), "1")
         first = store.compare_set(KEY.format(point_id), "", mine)
     except Exception as e:  # the store's host (rank 0) gone: this rank's own error stands
         log.debug("cannot tell the other ranks of the failure: %s", e)
@@ -42,6 +49,26 @@ def told(point_id: str, rank: int, error: str) -> str:
         return error
     who, _, theirs = first.partition(": ")
     return f"{who} {FAILED_FIRST}{theirs}"
+
+
+def every_rank_failed(point_id: str, world_size: int, wait_s: float = EVERY_RANK_WAIT_S) -> bool:
+    """Whether every rank of the point has said a failure of its own (`told`), waiting up to
+    `wait_s` for the last ones: then none waits in a collective for another. False where the
+    store cannot say."""
+    store = _store()
+    if store is None:
+        return False
+    keys = [RANK_KEY.format(point_id, rank) for rank in range(world_size)]
+    deadline = time.monotonic() + wait_s
+    try:
+        while not store.check(keys):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+    except Exception as e:
+        log.debug("cannot read the other ranks' failures: %s", e)
+        return False
+    return True
 
 
 def _store() -> Any:

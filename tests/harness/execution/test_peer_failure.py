@@ -15,7 +15,7 @@ from harness.backends.local import run_local
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
 from harness.execution import peer_failure
-from harness.storage.sweep import create_sweep
+from harness.storage.sweep import create_sweep, latest_jobs
 from harness_schema import layout
 from harness_schema import rows as results
 
@@ -63,10 +63,37 @@ def test_a_step_that_raises_on_one_rank_fails_the_point_on_every_rank_at_once(tm
         assert abs((ended[0] - ended[1]).total_seconds()) < 30, ended
 
 
+def test_points_that_fail_on_every_rank_go_on_in_the_same_job(tmp_path: Path) -> None:
+    """A data set broken on every rank: no rank waits for another, so the job is not ended
+    for it (each point would pay a fresh job's start)."""
+    spec = parse_spec(
+        SPEC.replace("plain_dataset", "raising_dataset")
+        .replace("{size: 64}", "{size: 16}")
+        .replace("tests.fixtures.workloads:failing_on_rank\n  model_args: {after: 3}", "linear")
+    )
+    plan = expand(spec)
+    sweep = create_sweep(plan, tmp_path, backend="local", world_size=2)
+    run_local(plan.points, sweep, spec.slurm)
+    jobs = latest_jobs(sweep)
+    assert len({jobs[p.id] for p in plan.points}) == 1
+    for point in plan.points:
+        for rank in (0, 1):
+            (row,) = results.read_rows(layout.point_dir(sweep, point.id) / f"rank{rank}.csv")
+            assert row["error"].startswith("OSError: Caught OSError in DataLoader worker") or (
+                "disk on fire" in row["error"]
+            ), row["error"]
+
+
 def test_the_first_rank_to_fail_is_the_one_every_row_names(monkeypatch: pytest.MonkeyPatch) -> None:
     class Store:
         def __init__(self) -> None:
             self.values: dict[str, bytes] = {}
+
+        def set(self, key: str, value: str) -> None:
+            self.values[key] = value.encode()
+
+        def check(self, keys: list[str]) -> bool:
+            return all(k in self.values for k in keys)
 
         def compare_set(self, key: str, expected: str, desired: str) -> bytes:
             current = self.values.get(key)
@@ -81,3 +108,5 @@ def test_the_first_rank_to_fail_is_the_one_every_row_names(monkeypatch: pytest.M
         "rank 1 failed first: ValueError: nan"
     )
     assert peer_failure.told("p2", 0, "OSError: disk") == "OSError: disk"  # a key a point
+    assert peer_failure.every_rank_failed("p1", 2, wait_s=0)
+    assert not peer_failure.every_rank_failed("p2", 2, wait_s=0)  # rank 1 may wait for rank 0
