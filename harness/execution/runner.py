@@ -246,7 +246,7 @@ def _rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, results.Ru
     started = now()
     phases = _Phases(rank.sampler, f"{rung}/{repeat}")
     stream: ladder.LoaderStream | ladder.RepeatStream | given_loader.IterStream | None = None
-    failure: Exception | None = None
+    died = False
     rank.on_rung()
     try:
         stream = _stream(rank, rung)
@@ -278,11 +278,16 @@ def _rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, results.Ru
         return rank.rows.row(rung, repeat, status="skipped", error=str(e), started=started)
     except Exception as e:
         failure = worker_deaths.cause(e)
-        return _failed(rank, rung, repeat, failure, started)
+        died = worker_deaths.is_death(failure)
+        try:
+            return _failed(rank, rung, repeat, failure, started)
+        finally:
+            # Its traceback holds this generator's frame: kept, the cycle would keep the frames
+            # of the loader's iterator, and so its workers, alive until a garbage collection.
+            del failure
     finally:
         phases.close()
-        died = worker_deaths.seen() or (failure is not None and worker_deaths.is_death(failure))
-        if died and isinstance(stream, ladder.LoaderStream):
+        if (died or worker_deaths.seen()) and isinstance(stream, ladder.LoaderStream):
             # A worker that died as it sent may hold the result queue's lock: the others then
             # cannot exit, and torch's shutdown waits 5 s on each before it terminates them.
             ladder.kill_workers(stream.iterator)
