@@ -8,7 +8,9 @@ process went on to the job's next point, and its gloo connections with it: DDP k
 point's process group alive past destroy_process_group, so the peers never saw it go. Now the
 failing rank writes its error under `failed/<point>` in the group's store, and its job ends
 (`say_broken`): its connections close, the peers' collective raises at once, and each peer's
-row says the first rank's error, read from the store.
+row says the first rank's error, read from the store (or its job's controller ends it, with
+the same error: backends/ranks.py). Where every rank failed on its own (`every_rank_failed`),
+none waits for another, and the job goes on.
 """
 
 from __future__ import annotations
