@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from harness_schema.layout import ROW_FILE
@@ -145,16 +146,32 @@ def load_results(paths: Iterable[str | Path]) -> Loaded:
 MEASURED_COLUMNS = ("training_time", "samples")
 """What every ok row holds: a row without one (a blank or torn cell) measured nothing usable."""
 
+LEAST = {"training_time": 1e-6, "samples": 1}
+"""The least each of MEASURED_COLUMNS can truly be, finite: a window is at least one step,
+timed by two clock reads (microseconds apart at best), of at least one sample. A row below
+(0, 1e-300, a negative time or count) or infinite was not measured: it would be the fastest
+setting (inf samples/s) or break the ratios (independent_ratio needs positive values)."""
+
 
 def _measured(rows: pd.DataFrame, problems: list[str]) -> pd.DataFrame:
-    """The rows, less the ok rows that lack one of MEASURED_COLUMNS (each file said once)."""
+    """The rows, less the ok rows that lack one of MEASURED_COLUMNS or hold a value that cannot
+    be true (LEAST), each file said once a column: left out of every judgement."""
     ok = rows["status"].eq("ok")
     bad = pd.Series(False, index=rows.index)
     for column in MEASURED_COLUMNS:
-        blank = ok & rows[column].isna()
+        values = rows[column]
+        blank = ok & values.isna()
         for source in rows.loc[blank & ~bad, "source"].unique():
             problems.append(f"{source}: a row with status ok has no {column}; row skipped")
         bad |= blank
+        untrue = ok & ~bad & ~(values.between(LEAST[column], np.inf, inclusive="left"))
+        for source in rows.loc[untrue, "source"].unique():
+            value = rows.loc[untrue & rows["source"].eq(source), column].iloc[0]
+            problems.append(
+                f"{source}: a row with status ok has {column} {value:g}, which cannot be measured "
+                f"(at least {LEAST[column]:g}, finite); row skipped"
+            )
+        bad |= untrue
     return rows[~bad].reset_index(drop=True) if bad.any() else rows
 
 

@@ -63,7 +63,7 @@ from harness.config.plan import Point, resolve_loader
 from harness.execution import batches, given_loader, ladder, termination
 from harness.execution.loop import Clocked, one_step
 from harness.execution.loop_length import CLOSING, batches_per_loop
-from harness.execution.script import ProbeJob
+from harness.execution.script import ProbeEnvironmentError, ProbeJob
 from harness.naming import type_name
 from harness.workloads.loader_factory import one_shot, train_loader
 from harness_schema.settings import LOADER_COLUMNS, LoaderSettings
@@ -156,7 +156,7 @@ so that a script's epoch loop around `measure` ends on its own."""
 
 def under_harness() -> bool:
     """Whether this process is a rank of a harness point (HARNESS_PROBE is set)."""
-    return ProbeJob.from_environ() is not None
+    return _environ_job() is not None
 
 
 def loader(dataset: Any, batch_size: int | None = 1, **kwargs: Any) -> DataLoader[Any]:
@@ -559,7 +559,7 @@ def _job() -> ProbeJob | None:
     """This process's job (None alone). A process the harness did not start as the point's
     rank is refused (_own_ranks). `harness plan`'s check run goes on through the loaders and
     stops at `measure` (_checked)."""
-    job = ProbeJob.from_environ()
+    job = _environ_job()
     if job is None:
         return None
     refused = _own_ranks(job)
@@ -947,10 +947,20 @@ def _checked(job: ProbeJob) -> None:
     os._exit(0)
 
 
+def _environ_job() -> ProbeJob | None:
+    """The job HARNESS_PROBE names (None alone); one that cannot be read is one line on stderr
+    and exit status 2, never a traceback (the variable decides where the probe writes)."""
+    try:
+        return ProbeJob.from_environ()
+    except ProbeEnvironmentError as e:
+        print(f"harness.probe: {e}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+
+
 def _say_imported() -> None:
     """Under the harness, tell the job that the script imports the probe: a script that ends
     without reaching it is then told apart from one that lacks the probe's lines."""
-    job = ProbeJob.from_environ()
+    job = _environ_job()
     if job is not None:
         job.report("imported")
 

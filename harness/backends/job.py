@@ -96,16 +96,34 @@ class PassJob(submitit.helpers.Checkpointable):
             )
             try:
                 outcome = run_limited(point, sweep_dir, env, job_limit(point, sweep_dir), timer=True)
+                broke = _out_of_step(outcome, point.id, env) if env.distributed else ""
             except Terminated:
                 end_as_terminated()  # the points after it too are measured again on resume
             finally:
                 destroy_process_group()
             ended.append({"point_id": point.id, "rank": env.rank, "ok": outcome.ok, "failed": outcome.failed})
-            broke = outcome.group_broke() if env.distributed else ""
             if broke:
                 say_broken(point.id, env.rank, broke, later=len(points_json) - n)
                 break
         return ended
+
+
+def _out_of_step(outcome: Any, point_id: str, env: Any) -> str:
+    """Why the job's ranks cannot go on together to its next point, "" where they can: the
+    point's process group broke, or a rung failed here while another rank may still wait for
+    this one in a collective, which only this rank's connections closing ends
+    (harness.execution.peer_failure). Where every rank failed (a data set broken on all), none
+    waits: the job goes on. Asked before the group is left: the store is the group's."""
+    from harness.execution import peer_failure
+
+    broke: str = outcome.group_broke()
+    if broke:
+        return broke
+    failure: str = outcome.first_failure()
+    if not failure:
+        return ""
+    peer_failure.told(point_id, env.rank, failure)  # marks this rank (again: idempotent)
+    return "" if peer_failure.every_rank_failed(point_id, env.world_size) else failure
 
 
 def say_broken(point_id: str, rank: int, error: str, *, later: int) -> None:
@@ -115,11 +133,14 @@ def say_broken(point_id: str, rank: int, error: str, *, later: int) -> None:
     import submitit
 
     from harness.backends.ranks import Broke, say_broke
+    from harness.execution.point import GROUP_BROKE
 
     job = submitit.JobEnvironment()
+    what = "its process group broke on" if any(w in error for w in GROUP_BROKE) else "failed first on"
     log.warning(
-        "point %s: its process group broke on rank %d (%s); the job ends here%s",
+        "point %s: %s rank %d (%s); the job ends here%s",
         point_id,
+        what,
         rank,
         error[:200],
         f", and its {later} later point(s) run in a fresh job" if later else "",

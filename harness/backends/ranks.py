@@ -224,7 +224,7 @@ def fail_dead_ranks(
     how it ended and in which rung; the lines said, one a rank. `broke`: where a rank's process
     group broke (`point` is that point): the ranks the controller ended for it are named so."""
     from harness.execution.dist import DistEnv
-    from harness.execution.point import open_point
+    from harness.execution.point import GROUP_BROKE, open_point
 
     lines = []
     for end in ends:
@@ -242,6 +242,11 @@ def fail_dead_ranks(
                 f"its job ended rank {end.rank}{where} after {end.seconds:.0f} s, stuck or lingering "
                 f"there: rank {broke.rank}'s process group broke ({broke.error[:200]})"
             )
+            if not any(words in broke.error for words in GROUP_BROKE):  # the rank's own failure
+                line = (
+                    f"its job ended rank {end.rank}{where} after {end.seconds:.0f} s, waiting there "
+                    f"for rank {broke.rank}, which failed first: {broke.error[:200]}"
+                )
         else:
             line = f"its job failed: rank {end.rank} {end.cause()} after {end.seconds:.0f} s{where}"
         opened.fail_missing(line, mine)

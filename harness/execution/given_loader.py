@@ -24,7 +24,7 @@ from typing import Any
 from torch.utils.data import DataLoader, IterableDataset
 
 from harness.config.plan import Point
-from harness.execution import ladder, trainer_sampler
+from harness.execution import ladder, trainer_sampler, worker_deaths
 from harness.naming import type_name
 from harness.workloads import loader_factory, registry
 from harness.workloads.loader_factory import LOADER_SETTINGS
@@ -177,8 +177,10 @@ class IterStream:
 
     def next(self) -> Any:
         try:
-            return ladder.next_across_epochs(
-                self, _own_set_epoch, lambda loader: f"the loader {type_name(loader)} yields no batch"
+            return worker_deaths.asked(
+                lambda: ladder.next_across_epochs(
+                    self, _own_set_epoch, lambda loader: f"the loader {type_name(loader)} yields no batch"
+                )
             )
         except RuntimeError as e:
             if self.inner is None or not ladder.is_timeout(e):

@@ -32,7 +32,7 @@ from torch.utils.data import (
     get_worker_info,
 )
 
-from harness.execution import batches
+from harness.execution import batches, worker_deaths
 from harness.naming import type_name
 from harness.workloads.contract import (
     BytesDataset,
@@ -215,7 +215,7 @@ class LoaderStream:
 
     def next(self) -> Any:
         try:
-            return self._next()
+            return worker_deaths.asked(self._next)
         except RuntimeError as e:
             if not is_timeout(e):
                 raise
@@ -293,6 +293,15 @@ def end_workers(iterator: Any) -> None:
     shutdown = getattr(iterator, "_shutdown_workers", None)
     if callable(shutdown):
         shutdown()
+    for worker in getattr(iterator, "_workers", None) or ():
+        if worker.is_alive():
+            worker.kill()
+            worker.join(timeout=5)
+
+
+def kill_workers(iterator: Any) -> None:
+    """SIGKILL a multi-process iterator's live workers, for a rung that has failed: nothing they
+    hold is wanted. Its shutdown then finds them gone (`end_workers` asks them first)."""
     for worker in getattr(iterator, "_workers", None) or ():
         if worker.is_alive():
             worker.kill()

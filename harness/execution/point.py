@@ -76,6 +76,12 @@ class PointOutcome:
             rows=tuple(rows),
         )
 
+    def first_failure(self) -> str:
+        """The error of this rank's first failed row, "" where none failed. On a distributed
+        point the group is then out of step: the other ranks wait in a collective this rank
+        left (harness.execution.peer_failure)."""
+        return next((r.error for r in self.rows if r.status == "failed"), "")
+
     def group_broke(self) -> str:
         """The error of this rank's first row that says the point's process group broke
         (GROUP_BROKE), "" where none does: a rank stuck or gone may still be in this point

@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from harness.config.plan import Point
 from harness.config.stream_shards import declared_shards_of
-from harness.execution import given_loader, ladder, termination
+from harness.execution import given_loader, ladder, peer_failure, termination, worker_deaths
 from harness.execution.batches import count_samples
 from harness.execution.dist import DistEnv, agreement, barrier, largest
 from harness.execution.loop import capacity_loop, drive, window
@@ -226,6 +226,8 @@ def _run_rungs(rank: Rank, rows: list[results.RungRow], progress: Progress) -> G
                 if row.status == "failed" and env.distributed:
                     # The other ranks may be inside a collective this rank left: the process
                     # group is no longer in step, so no further rung of this point can be.
+                    # Told in the store: a peer's row says the first rank's error.
+                    row.error = peer_failure.told(point.id, env.rank, row.error)
                     stop_reason = f"not run: {rung} failed on rank {env.rank} of a distributed point"
             opened.writer.append(row)
             rows.append(row)
@@ -233,10 +235,18 @@ def _run_rungs(rank: Rank, rows: list[results.RungRow], progress: Progress) -> G
 
 
 def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, results.RungRow]:
+    """The rung's row. A DataLoader worker's death raises only where the rung asks its loader
+    for a batch (worker_deaths): never in the failure's handling below, nor in the close."""
+    with worker_deaths.watched():
+        return (yield from _rung(rank, rung, repeat))
+
+
+def _rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, results.RungRow]:
     point = rank.point
     started = now()
     phases = _Phases(rank.sampler, f"{rung}/{repeat}")
     stream: ladder.LoaderStream | ladder.RepeatStream | given_loader.IterStream | None = None
+    died = False
     rank.on_rung()
     try:
         stream = _stream(rank, rung)
@@ -267,9 +277,20 @@ def _measure_rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, re
         log.warning("point %s, rung %s skipped: %s", point.id, rung, e)
         return rank.rows.row(rung, repeat, status="skipped", error=str(e), started=started)
     except Exception as e:
-        return _failed(rank, rung, repeat, e, started)
+        failure = worker_deaths.cause(e)
+        died = worker_deaths.is_death(failure)
+        try:
+            return _failed(rank, rung, repeat, failure, started)
+        finally:
+            # Its traceback holds this generator's frame: kept, the cycle would keep the frames
+            # of the loader's iterator, and so its workers, alive until a garbage collection.
+            del failure
     finally:
         phases.close()
+        if (died or worker_deaths.seen()) and isinstance(stream, ladder.LoaderStream):
+            # A worker that died as it sent may hold the result queue's lock: the others then
+            # cannot exit, and torch's shutdown waits 5 s on each before it terminates them.
+            ladder.kill_workers(stream.iterator)
         if stream is not None:
             stream.close()
     row = rank.rows.measured(rung, repeat, times, started=started)
@@ -417,18 +438,19 @@ def _profile(point: Point, dataset: Any, step: TrainStep, rank: Rank, out_dir: P
     assert point.profile is not None
     config = ProfileConfig(**asdict(point.profile))
     stream = None
-    try:
-        stream = _stream(rank, config.rung)
-        with TraceCapture(config, out_dir, rank=rank.opened.env.rank) as capture:
-            for _ in range(config.steps):
-                step(stream.next())
-                capture.step()
-        device_sync(rank.where.device)()
-    except Exception as e:
-        log.warning("point %s: profiling %s failed: %s", point.id, config.rung, one_line(e))
-    finally:
-        if stream is not None:
-            stream.close()
+    with worker_deaths.watched():
+        try:
+            stream = _stream(rank, config.rung)
+            with TraceCapture(config, out_dir, rank=rank.opened.env.rank) as capture:
+                for _ in range(config.steps):
+                    step(stream.next())
+                    capture.step()
+            device_sync(rank.where.device)()
+        except Exception as e:
+            log.warning("point %s: profiling %s failed: %s", point.id, config.rung, one_line(e))
+        finally:
+            if stream is not None:
+                stream.close()
 
 
 class _Phases:

@@ -61,6 +61,10 @@ CHECK_TIMEOUT_S = 60
 its loop; a script still going after this long is stopped."""
 
 
+class ProbeEnvironmentError(ValueError):
+    """HARNESS_PROBE holds something the harness did not write there."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ProbeJob:
     """What the harness tells the script's process: the point, where its results go, the rank."""
@@ -95,16 +99,23 @@ class ProbeJob:
         text = (os.environ if environ is None else environ).get(PROBE_VARIABLE)
         if not text:
             return None
-        data = json.loads(text)
-        return ProbeJob(
-            sweep_dir=Path(data["sweep_dir"]),
-            point=Point.from_json(data["point"]),
-            env=DistEnv(**data["env"]),
-            skip_done=bool(data["skip_done"]),
-            script=Path(data["script"]),
-            report_path=Path(data["report_path"]) if data.get("report_path") else None,
-            check=bool(data.get("check", False)),
-        )
+        try:
+            data = json.loads(text)
+            return ProbeJob(
+                sweep_dir=Path(data["sweep_dir"]),
+                point=Point.from_json(data["point"]),
+                env=DistEnv(**data["env"]),
+                skip_done=bool(data["skip_done"]),
+                script=Path(data["script"]),
+                report_path=Path(data["report_path"]) if data.get("report_path") else None,
+                check=bool(data.get("check", False)),
+            )
+        except Exception as e:  # torn, hand-set or of another version: never a traceback
+            raise ProbeEnvironmentError(
+                f"{PROBE_VARIABLE} is set but is not a point the harness gave this process "
+                f"({type(e).__name__}: {' '.join(str(e).split())[:120]}); the harness sets it for "
+                f"a script it runs: unset it to run the script alone"
+            ) from None
 
     def report(self, word: str) -> None:
         """Say a milestone ("imported", "reached", "done", "left:N") once, for run_script's

@@ -10,6 +10,7 @@ process too, so that a point whose job outlived a killed `harness run` counts as
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -60,13 +61,34 @@ def create_sweep(
     try:
         aside.mkdir()
         _write_sweep_files(plan, aside, backend, world_size)
-        aside.rename(sweep_dir)  # fails onto a folder that is not empty: never two sweeps in one
+        sweep_dir = _renamed_in(aside, sweep_dir, spec_root, given=sweep_id is not None)
     except BaseException as e:
         shutil.rmtree(aside, ignore_errors=True)
         fault = _named_in_place(e, aside, sweep_dir)
         if fault is e:
             raise
         raise fault from None
+    return sweep_dir
+
+
+TAKEN = (errno.ENOTEMPTY, errno.EEXIST)
+"""rename()'s errors onto a folder that is not empty (Linux says the one, macOS the other)."""
+
+
+def _renamed_in(aside: Path, sweep_dir: Path, spec_root: Path, *, given: bool) -> Path:
+    """`aside` renamed to `sweep_dir`, or, where another sweep of the spec started in the same
+    second took that id first, to the next free one (20261128-202327-2: ids stay sortable).
+    The rename is the claim: it fails onto a folder that is not empty, so two sweeps never
+    share one. An id the caller gave is never changed."""
+    for _ in range(1000):
+        try:
+            aside.rename(sweep_dir)
+            return sweep_dir
+        except OSError as e:
+            if given or e.errno not in TAKEN:
+                raise
+        sweep_dir = spec_root / layout.new_sweep_id(spec_root)
+    aside.rename(sweep_dir)  # raises: a thousand sweeps of the spec in one second
     return sweep_dir
 
 

@@ -32,10 +32,12 @@ from __future__ import annotations
 import copy
 import io
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import torch
 from torch.utils.data import Dataset
+
+T = TypeVar("T")
 
 
 @runtime_checkable
@@ -182,7 +184,7 @@ class _Folder:
 
     def load_raw(self, index: int) -> tuple[Any, Any]:
         path, target = self._target(index)
-        return self.folder.loader(path), target
+        return sample_read(index, lambda: str(path), lambda: self.folder.loader(path)), target
 
 
 class _InMemory:
@@ -208,13 +210,31 @@ class _PilFolder(_Folder):
 
     def read_bytes(self, index: int) -> tuple[bytes, Any]:
         path, target = self._target(index)
-        with open(path, "rb") as f:
-            return f.read(), target
+
+        def read() -> bytes:
+            with open(path, "rb") as f:
+                return f.read()
+
+        return sample_read(index, lambda: str(path), read), target
 
     def decode(self, data: bytes) -> Any:
         from PIL import Image
 
         return Image.open(io.BytesIO(data)).convert("RGB")
+
+
+class UnreadableSample(Exception):
+    """A sample of a file-backed data set that could not be read or decoded, naming its file:
+    PIL's own words name a stream of bytes (`cannot identify image file <_io.BytesIO ...>`)."""
+
+
+def sample_read(index: int, where: Callable[[], str], read: Callable[[], T]) -> T:
+    """`read()`, whose failure is raised again as UnreadableSample naming `where()`, the data
+    set's file for sample `index`."""
+    try:
+        return read()
+    except Exception as e:
+        raise UnreadableSample(f"cannot read sample {index} ({where()}): {type(e).__name__}: {e}") from e
 
 
 class PipelineDataset(Dataset[tuple[Any, int]]):

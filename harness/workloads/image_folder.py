@@ -11,7 +11,7 @@ from pathlib import Path
 import torchvision.transforms as T
 from PIL import Image
 
-from harness.workloads.contract import Normalization, PipelineDataset
+from harness.workloads.contract import Normalization, PipelineDataset, sample_read
 
 EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".bmp")
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # ImageNet's, as torchvision's references
@@ -49,8 +49,12 @@ class EncodedImages(PipelineDataset):
             return img.convert("RGB")
 
     def load_raw(self, index: int) -> tuple[Image.Image, int]:
-        data, label = self.read_bytes(index)
-        return self.decode(data), label
+        data, label = sample_read(index, lambda: self.sample_path(index), lambda: self.read_bytes(index))
+        return sample_read(index, lambda: self.sample_path(index), lambda: self.decode(data)), label
+
+    def sample_path(self, index: int) -> str:
+        """The file that holds sample `index` (a failed read names it)."""
+        raise NotImplementedError
 
     def drop_from_page_cache(self, fd: int, offset: int = 0, length: int = 0) -> None:
         """With page_cache: cold, ask the kernel to forget what was just read, so the next read
@@ -88,6 +92,9 @@ class ImageFolderDataset(EncodedImages):
 
     def __len__(self) -> int:
         return len(self.files)
+
+    def sample_path(self, index: int) -> str:
+        return str(self.files[index][0])
 
     def read_bytes(self, index: int) -> tuple[bytes, int]:
         path, label = self.files[index]

@@ -49,6 +49,11 @@ class ImageShardsDataset(EncodedImages):
         state["_fds"] = {}  # file descriptors do not cross a process boundary
         return state
 
+    def sample_path(self, index: int) -> str:
+        e = self.entries[index]
+        shard = self.root / f"shard-{e['shard']:05d}.bin"
+        return f"{shard}, bytes {e['offset']}-{e['offset'] + e['length']}"
+
     def read_bytes(self, index: int) -> tuple[bytes, int]:
         e = self.entries[index]
         fd = self._fds.get(e["shard"])

@@ -97,6 +97,35 @@ def test_each_kind_of_bad_file_is_named_with_what_is_wrong(
     assert len(loaded.rows) == 6
 
 
+@pytest.mark.parametrize(
+    ("cells", "said"),
+    [
+        ("0,8", "training_time 0"),
+        ("1e-300,8", "training_time 1e-300"),
+        ("inf,8", "training_time inf"),
+        ("-0.5,8", "training_time -0.5"),
+        ("0.5,-8", "samples -8"),
+        ("0.5,inf", "samples inf"),
+    ],
+)
+def test_a_row_whose_measure_cannot_be_true_is_left_out_with_a_line_naming_its_file(
+    real_sweep: Path, tmp_path: Path, cells: str, said: str
+) -> None:
+    """Before: 0 or 1e-300 s was the recommendation (inf samples/s); inf or a negative value
+    ended the report with a traceback (independent_ratio)."""
+    bad = tmp_path / "points" / "x" / "rank0.csv"
+    bad.parent.mkdir(parents=True)
+    bad.write_text(f"point_id,point_index,rung,repeat,status,training_time,samples\nx,0,full,0,ok,{cells}\n")
+    column = said.split()[0]
+    least = {"training_time": "1e-06", "samples": "1"}[column]
+    loaded = load_results([real_sweep, tmp_path])
+    assert loaded.problems == [
+        f"{bad}: a row with status ok has {said}, which cannot be measured (at least {least}, finite); "
+        "row skipped"
+    ]
+    assert len(loaded.rows) == 6 and "x" not in set(loaded.rows["point_id"])
+
+
 def test_files_of_an_older_harness_with_fewer_columns_load_with_the_rest(tmp_path: Path) -> None:
     """A sweep written before a column existed still reads; the column is empty there."""
     write_rows(tmp_path / "new", synthetic_row(point_id="new", gpu_util=80.0))

@@ -837,3 +837,23 @@ def test_under_the_harness_a_generator_around_the_loader_is_refused_in_one_line(
     assert [(r["rung"], r["status"], r["error"]) for r in rows_of(job)] == [
         (rung, "failed", line) for rung in ("device_batch", "host_batch", "full")
     ]
+
+
+@pytest.mark.parametrize("value", ['{"sweep_dir": "/tmp/x", "poi', '{"sweep_dir": "/tmp/x"}', "[1, 2]"])
+def test_a_torn_harness_probe_variable_is_one_line_and_exit_2_never_a_traceback(value: str) -> None:
+    """The variable decides where the probe writes: one that is not the harness's (torn,
+    hand-set) is said in one line, where a JSONDecodeError's traceback was."""
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", "import harness.probe"],
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(repo), PROBE_VARIABLE: value},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(
+        "harness.probe: HARNESS_PROBE is set but is not a point the harness gave this process ("
+    )
+    assert line.endswith("the harness sets it for a script it runs: unset it to run the script alone")

@@ -434,3 +434,22 @@ def test_a_streams_length_is_its_ranks_share_and_a_map_style_data_sets_the_whole
     assert runner.dataset_samples(pipelines.fork_unsafe_stream(length=16), 2) == 32
     assert runner.dataset_samples(pipelines.paired(8), 2) == 8
     assert runner.dataset_samples(pipelines.plain_stream(8), 2) is None
+
+
+def test_a_sample_that_cannot_be_read_names_its_file_in_the_row(tmp_path: Path) -> None:
+    from harness.workloads.make_data import make_image_folder
+
+    data = tmp_path / "data"
+    make_image_folder(data, images=8, classes=2, size=16)
+    for image in data.rglob("*.jpg"):
+        image.write_bytes(b"torn")  # every file: whichever the sampler reads first
+    workload = TINY_WORKLOAD.replace("dataset: fake_cifar", "dataset: image_folder")
+    workload = workload.replace("{size: 48, image_size: 8, resize: null}", f"{{root: {data}, image_size: 8}}")
+    (point,) = points_of("loader: {num_workers: 1}\n", workload)
+    outcome = run_point(point, tmp_path / "sweep")
+    assert (outcome.ok, outcome.failed) == (0, 1)
+    (row,) = results.read_rows(tmp_path / "sweep" / "points" / point.id / "rank0.csv")
+    assert re.search(
+        rf"cannot read sample \d+ \({re.escape(str(data))}/class00\d/img\d+\.jpg\): UnidentifiedImageError",
+        row["error"],
+    ), row["error"]

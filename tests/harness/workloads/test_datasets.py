@@ -181,3 +181,19 @@ def test_the_erratic_reader_refuses_a_probability_outside_0_1() -> None:
         ValueError, match=r"stall_ms must be >= 0 and stall_probability in \[0, 1\] \(got 50, 1.5\)"
     ):
         FakeCIFAR(size=2, stall_ms=50, stall_probability=1.5)
+
+
+def test_a_sample_that_cannot_be_decoded_names_its_file(tmp_path: Path) -> None:
+    """PIL's own words name a stream of bytes (`cannot identify image file <_io.BytesIO ...>`):
+    the error names the data set's file for the index."""
+    from harness.workloads.contract import UnreadableSample
+
+    make_image_folder(tmp_path, images=4, classes=2, size=16)
+    ds = ImageFolderDataset(root=str(tmp_path), image_size=8)
+    bad = ds.files[2][0]
+    bad.write_bytes(b"not a jpeg")
+    with pytest.raises(UnreadableSample, match=rf"^cannot read sample 2 \({bad}\): UnidentifiedImageError: "):
+        ds[2]
+    bad.unlink()
+    with pytest.raises(UnreadableSample, match=rf"^cannot read sample 2 \({bad}\): FileNotFoundError: "):
+        ds[2]
