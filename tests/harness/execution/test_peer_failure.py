@@ -36,6 +36,7 @@ slurm: {tasks_per_node: 2, gpus_per_node: 0}
 """
 
 
+@pytest.mark.serial
 def test_a_step_that_raises_on_one_rank_fails_the_point_on_every_rank_at_once(tmp_path: Path) -> None:
     spec = parse_spec(SPEC)
     plan = expand(spec)
@@ -63,6 +64,7 @@ def test_a_step_that_raises_on_one_rank_fails_the_point_on_every_rank_at_once(tm
         assert abs((ended[0] - ended[1]).total_seconds()) < 30, ended
 
 
+@pytest.mark.slow
 def test_points_that_fail_on_every_rank_go_on_in_the_same_job(tmp_path: Path) -> None:
     """A data set broken on every rank: no rank waits for another, so the job is not ended
     for it (each point would pay a fresh job's start)."""

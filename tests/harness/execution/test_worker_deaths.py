@@ -43,6 +43,7 @@ def _rows(sweep: Path, point_id: str) -> list[dict[str, str]]:
     return results.read_rows(sweep / "points" / point_id / "rank0.csv")
 
 
+@pytest.mark.slow
 def test_a_worker_that_segfaults_fails_its_point_with_a_row_and_the_next_point_runs_every_time(
     tmp_path: Path,
 ) -> None:
