@@ -759,6 +759,7 @@ def test_a_cost_injected_into_a_real_shaped_script_is_named_by_the_ladder(
     assert (out / "checkpoint-rank0.pt").is_file() and not (out / "after-loop-rank0").exists()
 
 
+@pytest.mark.serial
 def test_an_auto_window_runs_in_the_scripts_own_loop(harnessed, caplog) -> None:  # type: ignore[no-untyped-def]
     """measure.steps: auto under the probe: the script's loop gets batches until each rung's
     window is precise (or at its most), more than len(loader) announced (its least), and says so."""

@@ -60,6 +60,7 @@ def test_cpu_variants_run_end_to_end(path: Path, tmp_path: Path) -> None:
         assert list(table["sequence_step"]) == [s.name for s in plan.spec.sequence]
 
 
+@pytest.mark.serial
 def test_the_imagenet_example_runs_inline_and_as_two_local_ranks(tmp_path: Path) -> None:
     """pytorch/examples' shape under the harness with no change but the probe's lines: its LR
     schedule sized by len(loader), its validation and its checkpoint every epoch, its own

@@ -60,13 +60,14 @@ slurm: {{nodes: 1, gpus_per_node: 0, tasks_per_node: 2, cpus_per_task: 1}}
 """
 
 # pytorch/examples' ImageNet script on an image folder, with a torchvision model small enough
-# for a CPU (-a is its own flag, any torchvision model), env:// and gloo for its DDP.
+# for a CPU (-a is its own flag, any torchvision model) on 2 images a batch (its crop is 224
+# pixels), env:// and gloo for its DDP.
 IMAGENET = f"""\
 name: imagenet-main
 workload:
   script: {THIRD_PARTY / "imagenet" / "main.py"}
   args: [DATA, -a, mobilenet_v3_small, --dist-url, "env://", --dist-backend, gloo, --epochs, "2"]
-  batch_size: 4
+  batch_size: 2
   flags: {{num_workers: --workers, batch_size: --batch-size}}
 measure: {{warmup_steps: 1, steps: 2}}
 rungs: {LADDER}

@@ -116,6 +116,7 @@ def test_no_match_says_which_setting_has_no_value_in_common(tmp_path: Path) -> N
     ]
 
 
+@pytest.mark.serial
 def test_compare_cli_on_two_real_sweeps(
     real_sweep_pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:

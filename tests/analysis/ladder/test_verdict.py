@@ -3,6 +3,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from analysis.ladder.verdict import Verdict, ladder_verdicts
 from analysis.ladder.verdict_text import render_verdict
 from analysis.load import load_results
@@ -417,6 +419,7 @@ loader: {{num_workers: {workers}}}
     return ladder_verdicts(load_results([tmp_path]).rows)
 
 
+@pytest.mark.serial
 def test_a_slow_raw_read_is_named(tmp_path: Path) -> None:
     (verdict,) = run_ladder(
         tmp_path,
@@ -430,6 +433,7 @@ def test_a_slow_raw_read_is_named(tmp_path: Path) -> None:
     assert verdict.stages == ["raw data loading"]
 
 
+@pytest.mark.serial
 def test_the_slow_transform_in_the_middle_of_a_compose_is_named(tmp_path: Path) -> None:
     (verdict,) = run_ladder(
         tmp_path,
@@ -443,6 +447,7 @@ def test_the_slow_transform_in_the_middle_of_a_compose_is_named(tmp_path: Path) 
     assert verdict.stages == ["transform 2/3 (Sleep)"]
 
 
+@pytest.mark.serial
 def test_a_very_large_batch_payload_is_named_collation_and_ipc(tmp_path: Path) -> None:
     # 16 samples of 3×512² floats (48 MB a batch) through collation and 2 workers' IPC, against
     # a 20 ms step; CPU-bound stages jitter under load, so three repeats give the noise.
@@ -459,6 +464,7 @@ def test_a_very_large_batch_payload_is_named_collation_and_ipc(tmp_path: Path) -
     assert verdict.stages == ["collation and worker IPC"]
 
 
+@pytest.mark.serial
 def test_end_to_end_the_costliest_loader_stage_is_named_and_the_read_only_tipped_it(tmp_path: Path) -> None:
     # Per sample: read 27 ms, transforms 73 ms; 2 samples a batch over 2 workers: the loader
     # needs ~100 ms a batch at full and ~73 ms at raw_sample, against a step of 75 ms of sleep
@@ -485,6 +491,7 @@ def test_end_to_end_the_costliest_loader_stage_is_named_and_the_read_only_tipped
     assert verdict.costliest == "transforms" and verdict.stages[0] == "transforms"
 
 
+@pytest.mark.serial
 def test_end_to_end_a_slow_read_is_answered_by_caching_the_raw_samples(tmp_path: Path) -> None:
     # Reads of 100 ms a sample, no transform cost: 2 samples a batch over 2 workers, the loader
     # delivers ~10 batches/s against a step's demand of ~20 (40 ms of sleep and the harness's
@@ -512,6 +519,7 @@ def test_end_to_end_a_slow_read_is_answered_by_caching_the_raw_samples(tmp_path:
     )
 
 
+@pytest.mark.serial
 def test_end_to_end_a_cheap_loader_keeps_up(tmp_path: Path) -> None:
     # A fresh batch from a worker costs the main process a few ms (IPC), more on a loaded
     # machine: against a 250 ms step that stays under the 5 % margin. The loader keeps up by

@@ -67,6 +67,7 @@ def test_a_point_stuck_in_a_worker_ends_at_its_limit_inline_with_its_workers(tmp
     assert psutil.Process().children(recursive=True) == []  # the stuck worker was ended
 
 
+@pytest.mark.serial
 def test_a_point_stuck_in_a_worker_under_the_local_backend_fails_on_every_rank_never_requeued(
     tmp_path: Path,
 ) -> None:

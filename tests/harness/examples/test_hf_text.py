@@ -97,6 +97,7 @@ TOKENIZER = ("transform_ms: 50", ["transforms"], SPLIT_LADDER)
 NOTHING = ("read_ms: 0", [], SPLIT_LADDER)
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize(
     ("injected", "named", "rungs"), [READ, TOKENIZER, NOTHING], ids=["slow-read", "slow-tokenizer", "nothing"]
 )
@@ -113,6 +114,7 @@ def test_map_style_a_cost_injected_is_named_by_the_ladder(
     assert verdict.stages == named, verdict.sentence
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize(
     ("injected", "named", "rungs"), [TOKENIZER, NOTHING], ids=["slow-tokenizer", "nothing"]
 )

@@ -63,6 +63,7 @@ def test_a_folder_without_an_index_says_how_to_write_one(tmp_path: Path) -> None
         LitImages(root=str(tmp_path))
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize(
     ("injected", "named"),
     [("read_ms: 50", ["raw data loading"]), ("read_ms: 0", [])],

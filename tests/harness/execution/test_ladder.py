@@ -399,6 +399,7 @@ rungs: {rungs}
     return verdict, rows
 
 
+@pytest.mark.serial
 def test_a_slow_collate_of_dict_batches_is_named_collation(tmp_path: Path) -> None:
     """Padding costs 100 ms a batch against a 20 ms step: caching the processed sample keeps
     the collate, so it is the drop from host_batch; reading is free and is not named."""
@@ -418,6 +419,7 @@ def test_a_slow_collate_of_dict_batches_is_named_collation(tmp_path: Path) -> No
     assert {r["collate"] for r in rows} == {f"{P}:pad_collate"}
 
 
+@pytest.mark.serial
 def test_a_slow_stream_read_is_named_raw_data_loading(tmp_path: Path) -> None:
     """A stream whose read costs 50 ms a sample (100 ms a batch of 2), transformed for free,
     against a 20 ms step: the drop from raw_sample (the raw sample cached, via iter_raw) to
@@ -437,6 +439,7 @@ def test_a_slow_stream_read_is_named_raw_data_loading(tmp_path: Path) -> None:
     assert {r["epoch_steps"] for r in rows} == {""}  # a stream does not say its length
 
 
+@pytest.mark.serial
 def test_a_slow_paired_transform_is_named_transforms(tmp_path: Path) -> None:
     """The whole-sample form (load_raw, transform_sample: image and mask together), whose
     transform costs 50 ms a sample (100 ms a batch of 2) against a 20 ms step: the drop from

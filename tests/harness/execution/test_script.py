@@ -240,14 +240,17 @@ def ladder_verdict(tmp_path: Path, args: list[str]):  # type: ignore[no-untyped-
     return verdict
 
 
+@pytest.mark.serial
 def test_a_slow_read_in_the_scripts_dataset_is_named(tmp_path: Path) -> None:
     assert ladder_verdict(tmp_path, ["--read-ms", "100"]).stages == ["raw data loading"]
 
 
+@pytest.mark.serial
 def test_a_slow_transform_in_the_scripts_dataset_is_named(tmp_path: Path) -> None:
     assert ladder_verdict(tmp_path, ["--transform-ms", "100"]).stages == ["transforms"]
 
 
+@pytest.mark.serial
 def test_nothing_is_named_where_nothing_was_injected(tmp_path: Path) -> None:
     verdict = ladder_verdict(tmp_path, [])
     # No stage is named and the loader is never said to fall short; whether three windows of
@@ -257,6 +260,7 @@ def test_nothing_is_named_where_nothing_was_injected(tmp_path: Path) -> None:
     assert verdict.state in (KEEPS_UP, UNDECIDED), verdict.sentence
 
 
+@pytest.mark.serial
 def test_two_local_ranks_of_a_script_name_the_slow_one_and_only_it(tmp_path: Path) -> None:
     spec = parse_spec(
         script_spec(

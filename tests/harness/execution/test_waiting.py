@@ -99,6 +99,7 @@ def test_the_spec_sets_the_collective_timeout_and_the_variable_overrides_it(
     assert process_group_arguments(DistEnv(world_size=2), "cpu", 45)["timeout"] == timedelta(seconds=7)
 
 
+@pytest.mark.serial
 def test_a_point_whose_rank_lingers_past_the_timeout_is_a_failed_row_naming_the_setting(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -391,6 +391,7 @@ class _Paced:
         pass
 
 
+@pytest.mark.serial
 def test_an_auto_window_on_a_steady_loader_stops_at_its_least() -> None:
     """A loader of equal batches: the blocks last alike, the rate is known at once; the window
     stops at its least duration, a few blocks, far from its most."""
@@ -445,6 +446,7 @@ def rank_noisy(size: int = 4096, delay: float = 0.02, share: float = 0.3) -> Dat
     return Noisy()
 
 
+@pytest.mark.serial
 def test_the_ranks_of_a_distributed_point_end_their_auto_windows_together(tmp_path: Path) -> None:
     """Two ranks over gloo, rank 1's loader noisy: each block's end is a collective, so both
     windows end on the same step (a rank that stopped alone would leave the other in the
@@ -476,6 +478,7 @@ def test_the_ranks_of_a_distributed_point_end_their_auto_windows_together(tmp_pa
     assert float(ranks[0]["training_time"]) == pytest.approx(float(ranks[1]["training_time"]), rel=0.2)
 
 
+@pytest.mark.serial
 def test_every_rung_of_the_ladder_gets_an_auto_window_inline(tmp_path: Path) -> None:
     spec = """\
         name: auto-ladder

@@ -68,6 +68,7 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     return tune(plan, folder / "results")
 
 
+@pytest.mark.serial
 def test_tune_reaches_the_grids_answer(tuned: tuple[Path, dict]) -> None:
     _, summary = tuned
     answer = Config.of(summary["answer"]).num_workers
@@ -78,6 +79,7 @@ def test_tune_reaches_the_grids_answer(tuned: tuple[Path, dict]) -> None:
         assert truths[answer] >= 0.95 * truths[other]
 
 
+@pytest.mark.serial
 def test_tune_writes_a_sweep_that_report_reads(tuned: tuple[Path, dict]) -> None:
     sweep_dir, summary = tuned
     assert json.loads((sweep_dir / TUNE_FILE).read_text())["answer"] == summary["answer"]
@@ -104,6 +106,7 @@ def test_tune_writes_a_sweep_that_report_reads(tuned: tuple[Path, dict]) -> None
     assert "recommendation for" in report.text
 
 
+@pytest.mark.serial
 def test_the_caching_what_if_finds_that_caching_the_reads_frees_the_workers(tuned: tuple[Path, dict]) -> None:
     """The raw samples cached, the 80 ms of reads a batch are gone: the step's 60 ms bounds
     with at most one worker (two were needed), at the step's 133 samples/s. The step is the
@@ -123,6 +126,7 @@ def test_the_caching_what_if_finds_that_caching_the_reads_frees_the_workers(tune
     )
 
 
+@pytest.mark.serial
 def test_what_if_from_the_tune_sweep(tuned: tuple[Path, dict], tmp_path: Path) -> None:
     sweep_dir, _ = tuned
     done = harness("tune", "--what-if", "gpus=8,cores=64", str(sweep_dir), cwd=tmp_path)
@@ -154,6 +158,7 @@ def test_what_if_needs_a_tune_sweep(tmp_path: Path) -> None:
     assert f"{tmp_path}: no tune.json: not a sweep made by `harness tune`" in done.stderr
 
 
+@pytest.mark.serial
 def test_a_grid_over_the_copy_settings_profiles_each_mode(tmp_path: Path) -> None:
     """pin_memory [false, true]: the pinned mode gets its own bound rung (its step and copy)
     and plateau run in the profile's round. On a CPU PyTorch pins nothing, so nothing was
@@ -192,6 +197,7 @@ def test_a_grid_over_an_unmodelled_setting_is_refused(tmp_path: Path) -> None:
         check_grid(expand(load_spec(spec)))
 
 
+@pytest.mark.serial
 def test_tune_on_the_local_backend_measures_every_rank(tmp_path: Path) -> None:
     """Two ranks a point (submitit's local executor): the profile counts them, and every
     measured point has both ranks' rows."""

@@ -10,6 +10,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from analysis.load import load_results
 from analysis.tune.model import Config
 from analysis.tune.report import render
@@ -37,6 +39,7 @@ loader:
 """
 
 
+@pytest.mark.serial
 def test_tune_profiles_and_answers_a_grid_of_a_loader_factory(tmp_path: Path) -> None:
     """The profile's rungs (host_batch: the factory's first batch; full: its loader) and the
     loader timed alone are measured through the factory's DataLoader, built with each point's
@@ -80,6 +83,7 @@ def auto_truth(workers: int) -> float:
     return BATCH / max(AUTO_STEP_S, AUTO_READ_S * BATCH / workers)
 
 
+@pytest.mark.serial
 def test_tune_with_auto_windows_reaches_the_known_answer(tmp_path: Path) -> None:
     """measure.steps: auto, as harness run measures it: the profile's windows are auto with a
     quarter of the spec's least and most seconds, the confirmations' the spec's own; every
@@ -116,6 +120,7 @@ def test_tune_with_auto_windows_reaches_the_known_answer(tmp_path: Path) -> None
     assert " in the profile and " in text and " in the confirmations" in text
 
 
+@pytest.mark.serial
 def test_the_cli_tunes_auto_windows_on_the_profile_alone(tmp_path: Path) -> None:
     """`harness tune SPEC --budget 0` on a spec of steps: auto (refused in one line before):
     the profile alone, its auto windows said with what they lasted, the choice unconfirmed.
