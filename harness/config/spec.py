@@ -9,6 +9,7 @@ fields) happen here too, so that they can point at a line.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -325,9 +326,11 @@ def parse_spec(text: str, *, file: str | None = None, path: Path | None = None) 
         ),
         **c.axes(settings.LoaderSettings, top.get("loader"), "loader"),
     }
+    zip_groups = _zip_groups(c, top.get("zip"), values)
+    sequence = _sequence(c, top.get("sequence"), values)
+    _check_combinations(c, values, zip_groups, len(sequence) or 1)
     notes = () if script else _check_factories(c, values)
     rungs = _rungs(c, top.get("rungs", ["full"]))
-    sequence = _sequence(c, top.get("sequence"), values)
     slurm = _slurm(c, top.get("slurm"))
     notes = (*notes, *_check_loader(c, values, sequence, rungs, slurm.world_size))
     _check_pipeline(c, values, sequence)
@@ -337,7 +340,7 @@ def parse_spec(text: str, *, file: str | None = None, path: Path | None = None) 
         path=path,
         text=text,
         field_values=values,
-        zip_groups=_zip_groups(c, top.get("zip"), values),
+        zip_groups=zip_groups,
         exclude=_exclude(c, top.get("exclude")),
         sequence=sequence,
         measure=_measure(c, top.get("measure")),
@@ -547,6 +550,35 @@ def _rungs(c: _Checker, raw: Any) -> tuple[str, ...]:
         out.append(name)
     # Run in ladder order whatever the order given, so neighbouring rungs are adjacent in time.
     return tuple(sorted(out, key=rung_names.ladder_position))
+
+
+MAX_COMBINATIONS = 250_000
+"""The most combinations a spec's axes may cross into (before its exclusions). A plan of
+100,000 points takes about 15 s and 250 MB (benchmarks/plan_scale.py); a grid of 40 values on
+each of four axes would cross into millions, and `plan` would run for hours, out of memory,
+where one line was due (issue 37)."""
+
+
+def _check_combinations(
+    c: _Checker, axes: Mapping[str, tuple[Any, ...]], zipped: tuple[tuple[str, ...], ...], steps: int
+) -> None:
+    """Refuse a spec whose axes (zipped ones counted once, times its sequence steps) cross
+    into more than MAX_COMBINATIONS, naming each axis's length."""
+    in_zip = {name for group in zipped for name in group}
+    lengths = {name: len(v) for name, v in axes.items() if len(v) > 1 and name not in in_zip}
+    lengths |= {" + ".join(group): len(axes[group[0]]) for group in zipped}
+    total = steps * math.prod(lengths.values())
+    if total <= MAX_COMBINATIONS:
+        return
+    factors = " × ".join(f"{name} {n}" for name, n in lengths.items())
+    if steps > 1:
+        factors += f" × sequence {steps}"
+    first = next(iter(lengths), "sequence")
+    raise c.fail(
+        first.split(" + ")[0],
+        f"the axes cross into {total:,} combinations ({factors}); at most {MAX_COMBINATIONS:,} are "
+        "planned: narrow an axis, zip axes that go together, or split the sweep",
+    )
 
 
 def _zip_groups(c: _Checker, raw: Any, axes: Mapping[str, tuple[Any, ...]]) -> tuple[tuple[str, ...], ...]:

@@ -670,3 +670,32 @@ def test_max_seconds_needs_steps_auto_and_at_least_the_least_seconds() -> None:
         "measure.max_seconds: 5 is less than measure.seconds (10), the least an auto window lasts; "
         "expected a number of seconds >= measure.seconds"
     )
+
+
+def test_axes_that_cross_into_more_combinations_than_a_plan_holds_are_one_line() -> None:
+    """Four axes of 40 values, and two of 2: 409,600 combinations, which `plan` would have
+    expanded for minutes (issue 37's huge spec); refused before anything is expanded."""
+    values = list(range(1, 41))
+    text = (
+        f"name: huge\nworkload: {{dataset: fake_cifar, model: linear, batch_size: {values}}}\n"
+        f"loader: {{num_workers: {values[:32]}, prefetch_factor: {values}, pin_memory: [true, false],\n"
+        "  drop_last: [true, false], non_blocking: [true, false]}\n"
+    )
+    with pytest.raises(SpecError) as refused:
+        parse_spec(text, file="huge.yaml")
+    assert str(refused.value) == (
+        "huge.yaml:2: workload.batch_size: the axes cross into 409,600 combinations (workload.batch_size 40 "
+        "× loader.num_workers 32 × loader.pin_memory 2 × loader.non_blocking 2 × loader.prefetch_factor 40 "
+        "× loader.drop_last 2); at most 250,000 are planned: narrow an axis, zip axes that go together, or "
+        "split the sweep"
+    )
+
+
+def test_zipped_axes_count_once_against_the_most_combinations() -> None:
+    values = list(range(1, 401))
+    text = (
+        f"name: zipped\nworkload: {{dataset: fake_cifar, model: linear, batch_size: {values}}}\n"
+        f"loader: {{prefetch_factor: {values}, num_workers: [1, 2]}}\n"
+        "zip: [[workload.batch_size, loader.prefetch_factor]]\n"
+    )
+    assert parse_spec(text).field_values["workload.batch_size"] == tuple(values)  # 800, not 320,000
