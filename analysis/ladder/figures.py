@@ -33,7 +33,11 @@ class Verdict:
     capacity_full: float | None = None
     """Batches/s full's loader delivers alone (slowest rank's, median over repeats)."""
     costliest: str | None = None
-    """The stage that costs the most loader time (or steps/s, without capacities)."""
+    """The stage that costs the most loader time, estimated (or steps/s, without capacities):
+    the headline's."""
+    costliest_settled: bool | None = None
+    """Whether the repeats settle the costliest stage's cost (False: the headline says it is not
+    yet settled, and the repeats that would settle it); None where no stage is headlined."""
     tipped_by: str | None = None
     """A cheaper stage whose addition only brought the loader under the demand."""
     repeats: int = 0
@@ -136,4 +140,6 @@ class Capacity:
         return sorted((s for s in self.stages if s.named), key=lambda s: -s.cost)
 
     def costliest(self) -> Stage:
-        return (self.named() or sorted(self.stages, key=lambda s: -s.cost))[0]
+        """The stage of the largest estimated cost, settled by its repeats or not: a smaller
+        stage whose interval is tighter is never promoted over it (issue 42)."""
+        return max(self.stages, key=lambda s: s.cost)

@@ -418,7 +418,8 @@ def _capacity_verdict(v: Verdict, lad: Ladder, cap: Capacity, steps: list[Stage]
         v.runs_needed = deciding.runs_needed()
     named_steps = sorted((s for s in steps if s.named), key=lambda s: -s.cost)
     if v.state in (SHORT, AT_THE_EDGE) or v.undecided_on == "demand":
-        v.stages, v.costliest = [s.label for s in cap.named()], cap.costliest().label
+        top = cap.costliest()
+        v.stages, v.costliest, v.costliest_settled = [s.label for s in cap.named()], top.label, top.named
     elif v.state in (LOSS_OUTSIDE, UNDECIDED):
         v.stages = [s.label for s in named_steps]
         v.costliest = v.stages[0] if v.stages else None

@@ -121,25 +121,40 @@ def times(ratio: float) -> str:
 
 
 def costs(cap: Capacity, named: list[Stage]) -> str:
+    """The headline: the stage of the largest estimated cost, said as not yet settled where its
+    repeats disagree (never a smaller stage promoted for its tighter interval), then the
+    settled ones."""
+    top = cap.costliest()
     if not named:
-        worst = cap.costliest()
         return (
-            f"no stage's cost stands out above the noise; the most is {worst.label} "
-            f"({cap.share(worst):.0%} of the loader's time at {cap.ref})"
+            f"no stage's cost stands out above the noise; the most is {top.label} "
+            f"({cap.share(top):.0%} of the loader's time at {cap.ref}){_settle(top)}"
         )
-    first, rest = named[0], named[1:]
-    text = f"costliest: {first.label} ({cap.share(first):.0%} of the loader's time at {cap.ref})"
-    if rest:
-        text += ", then " + ", ".join(f"{s.label} ({cap.share(s):.0%})" for s in rest)
-    # A stage whose estimate is larger but whose repeats disagree is not confirmed, and not
-    # dropped either: naming only the confirmed one would send the user to the smaller cost.
-    unsure = [s for s in cap.stages if not s.named and s.cost > first.cost]
+    if top.named:
+        text = f"costliest: {top.label} ({cap.share(top):.0%} of the loader's time at {cap.ref})"
+        rest = [s for s in named if s is not top]
+        if rest:
+            text += ", then " + ", ".join(f"{s.label} ({cap.share(s):.0%})" for s in rest)
+        return text
+    text = (
+        f"costliest, not yet settled: {top.label} ({cap.share(top):.0%} of the loader's time at "
+        f"{cap.ref}, estimated; its repeats disagree ({_ci(top.ratio)}){_settle(top)})"
+    )
+    # Other stages larger than the first settled one, unsettled too, are said, not dropped.
+    unsure = [s for s in cap.stages if not s.named and s is not top and s.cost > named[0].cost]
     for s in sorted(unsure, key=lambda s: -s.cost):
-        text += (
-            f"; {s.label} may cost more ({cap.share(s):.0%} estimated), but its repeats disagree "
-            f"({_ci(s.ratio)}): more repeats would tell"
-        )
-    return text
+        text += f"; {s.label} may cost more too ({cap.share(s):.0%} estimated, {_ci(s.ratio)})"
+    return text + "; settled: " + ", ".join(f"{s.label} ({cap.share(s):.0%})" for s in named)
+
+
+def _settle(stage: Stage) -> str:
+    """The repeats that would settle an unsettled stage's cost, in words ("" where settled)."""
+    if stage.named or stage.ratio is None:
+        return ""
+    runs = stage.ratio.runs_needed()
+    if runs is None:
+        return f": more than {noise.MAX_RUNS} repeats would be needed to settle it"
+    return f": about {runs} repeats would settle it"
 
 
 def full_missing(lad: Ladder, ref: str) -> str:

@@ -90,11 +90,12 @@ def test_a_stage_that_only_tipped_the_loader_over_is_not_taken_for_the_costliest
     assert max(len(line) for line in text.splitlines()[:7]) < 160  # a terminal's width, not a page's
 
 
-def test_a_larger_cost_the_repeats_disagree_on_is_said_not_dropped(tmp_path: Path) -> None:
+def test_the_headline_is_the_largest_cost_said_as_unsettled_not_a_smaller_settled_one(tmp_path: Path) -> None:
     """CI's run of the end-to-end test below: one repeat's processed_sample capacity fell from
     ~111 to 14 batches/s (a hiccup of the loaded machine in a 6-batch timing), so the
     transforms' cost (64 % of the loader's time, estimated) was not confirmed while reading's
-    (27 %) was. The sentence named reading the costliest and left the transforms out."""
+    (27 %) was. The headline once named reading, whose interval was tighter (issue 42): it
+    names the transforms, as not yet settled, with the repeats that would settle them."""
     verdict = ladder(
         tmp_path,
         {"host_batch": 11.5, "processed_sample": 10.9, "raw_sample": 11.3, "full": 9.8},
@@ -106,14 +107,12 @@ def test_a_larger_cost_the_repeats_disagree_on_is_said_not_dropped(tmp_path: Pat
         repeats=3,
         names=TWO,
     )
-    assert verdict.stages == ["raw data loading", "collation and worker IPC"]
-    assert verdict.costliest == "raw data loading"
+    assert verdict.stages == ["raw data loading", "collation and worker IPC"]  # the settled ones
+    assert (verdict.costliest, verdict.costliest_settled) == ("transforms", False)
     assert (
-        "costliest: raw data loading (27% of the loader's time at full), then collation" in verdict.sentence
-    )
-    assert (
-        "; transforms may cost more (64% estimated), but its repeats disagree "
-        "(95% CI -98.9% .. +291.4%, n=3): more repeats would tell"
+        "costliest, not yet settled: transforms (64% of the loader's time at full, estimated; its "
+        "repeats disagree (95% CI -98.9% .. +291.4%, n=3): about 8 repeats would settle it); "
+        "settled: raw data loading (27%), collation and worker IPC (9%)"
     ) in verdict.sentence
 
 
