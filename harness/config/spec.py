@@ -639,6 +639,9 @@ def _sequence(c: _Checker, raw: Any, axes: Mapping[str, tuple[Any, ...]]) -> tup
         label = item.get("name", f"step{i}")
         if not isinstance(label, str) or not label:
             raise c.fail(f"{path}.name", f"{_show(label)} is not allowed; expected a string")
+        # A step's name is a cell of every table and a word of the recommendation's lines: a
+        # line break there split the console's one-line answer in two (issue 37's hostile name).
+        _line_safe(c, label, f"{path}.name")
         overrides: dict[str, Any] = {}
         for key, value in item.items():
             if key == "name":

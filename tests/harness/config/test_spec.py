@@ -699,3 +699,18 @@ def test_zipped_axes_count_once_against_the_most_combinations() -> None:
         "zip: [[workload.batch_size, loader.prefetch_factor]]\n"
     )
     assert parse_spec(text).field_values["workload.batch_size"] == tuple(values)  # 800, not 320,000
+
+
+def test_a_sequence_step_name_with_a_line_break_is_one_line() -> None:
+    """A step's name is a cell of the tables and a word of the recommendation's line: a line
+    break there split the console's answer in two (issue 37's hostile name)."""
+    text = (
+        "name: seq\nworkload: {dataset: fake_cifar, model: linear}\n"
+        'sequence:\n  - {name: "../x\\nnum_workers=8"}\n  - {name: b, loader.num_workers: 1}\n'
+    )
+    with pytest.raises(SpecError) as refused:
+        parse_spec(text, file="seq.yaml")
+    assert str(refused.value) == (
+        "seq.yaml:4: sequence[0].name: '../x\\nnum_workers=8' is not allowed; "
+        "expected a single line without control characters"
+    )
