@@ -19,8 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
+from analysis import consolidated
 from harness_schema.layout import ROW_FILE
 from harness_schema.reading import UnreadableFile, read_json, read_row_file, read_text
 from harness_schema.rows import BOOL_COLUMNS, NUMBER_COLUMNS, ROW_COLUMNS
@@ -50,8 +54,25 @@ class Loaded:
 def find_row_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[str]]:
     """rank<k>.csv files under each path (a sweep, a spec folder, a results root, a glob, a
     point folder, or the files themselves)."""
+    found = _find(paths)
+    return [Path(f) for f in found.files], found.problems
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    files: list[str]
+    """Sorted, each as str(Path(it)) (what the rows' `source` is), made without pathlib: its
+    cost per path was a third of reading 100,000 points."""
+    problems: list[str]
+    whole: set[str]
+    """The sweep folders whose every point was listed (a sweep or a folder above it was given,
+    not some of its points or files): only those are consolidated."""
+
+
+def _find(paths: Iterable[str | Path]) -> _Found:
     files: list[str] = []
     problems: list[str] = []
+    whole: set[str] = set()
     for given in paths:
         matches = [Path(m) for m in sorted(glob.glob(str(given)))] or [Path(given)]
         for path in matches:
@@ -61,19 +82,20 @@ def find_row_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[str]]:
                 else:
                     problems.append(f"{path}: not a rank<k>.csv row file; skipped")
             elif path.is_dir():
-                found = _rank_files(str(path))
+                found = _rank_files(str(path), whole)  # str(Path): a normalised folder
                 if not found:
                     problems.append(f"{path}: no result rows (points/<id>/rank<k>.csv) under it")
                 files.extend(found)
             else:
                 problems.append(f"{path}: no such file or folder")
-    return [Path(f) for f in sorted(set(files))], problems
+    return _Found(sorted(set(files)), problems, whole)
 
 
-def _rank_files(root: str) -> list[str]:
+def _rank_files(root: str, whole: set[str]) -> list[str]:
     """points/<id>/rank<k>.csv at any depth under root; rank<k>.csv in root itself when there
     are none (a point folder, or rows copied into a folder). os.scandir on strings: pathlib's
-    glob costs several times more on 10,000 point folders."""
+    glob costs several times more on 10,000 point folders. Adds to `whole` the sweeps whose
+    points folder was listed."""
     found: list[str] = []
     stack = [(root, 0)]
     while stack:
@@ -81,6 +103,7 @@ def _rank_files(root: str) -> list[str]:
         if os.path.basename(folder) == "points":
             for point in _subfolders(folder):
                 found.extend(_rank_names(point))
+            whole.add(os.path.dirname(folder) or ".")
             continue
         if depth < MAX_DEPTH:
             stack.extend((sub, depth + 1) for sub in _subfolders(folder))
@@ -93,7 +116,7 @@ MAX_DEPTH = 8  # results root / spec / sweep / points is 3 deep; a symlink loop 
 def _subfolders(folder: str) -> list[str]:
     try:
         with os.scandir(folder) as entries:
-            return [e.path for e in entries if e.is_dir() and not e.name.startswith(".")]
+            return [_join(folder, e.name) for e in entries if e.is_dir() and not e.name.startswith(".")]
     except OSError:
         return []
 
@@ -103,7 +126,12 @@ def _rank_names(folder: str) -> list[str]:
         names = os.listdir(folder)
     except OSError:
         return []
-    return [os.path.join(folder, n) for n in names if ROW_FILE.match(n)]
+    return [_join(folder, n) for n in names if ROW_FILE.match(n)]
+
+
+def _join(folder: str, name: str) -> str:
+    """str(Path(folder) / name) for a normalised folder, without pathlib."""
+    return name if folder == "." else os.path.join(folder, name)
 
 
 def sweep_dir_of(row_file: Path) -> Path:
@@ -113,33 +141,198 @@ def sweep_dir_of(row_file: Path) -> Path:
     return row_file.parent
 
 
+def _sweep_of(source: str) -> tuple[str, bool]:
+    """str(sweep_dir_of(Path(source))) for a normalised path, without pathlib; and whether the
+    file lies in a sweep's layout (points/<id>/rank<k>.csv)."""
+    point = os.path.dirname(source)
+    points = os.path.dirname(point)
+    if os.path.basename(points) == "points":
+        return os.path.dirname(points) or ("/" if points.startswith("/") else "."), True
+    return point or ".", False
+
+
 # The one reader of rank files (harness_schema/reading.py): what status and resume count as
 # done is what the report reads. BadFile keeps its old name for notebooks.
 BadFile = UnreadableFile
 
 
-def load_results(paths: Iterable[str | Path]) -> Loaded:
-    files, problems = find_row_files(paths)
-    # Files written by one version of the harness share a header: one DataFrame per header.
-    by_header: dict[tuple[str, ...], list[list[str]]] = {}
-    for path in files:
+def load_results(paths: Iterable[str | Path], *, consolidated: bool = True, refresh: bool = False) -> Loaded:
+    """The rows of every rank file under `paths`, typed (harness_schema/rows.py), each with its
+    sweep folder and file; unreadable files and rows are in `problems`.
+
+    `consolidated`: take the rows of rank files unchanged since a sweep's consolidated file
+    was written from it (analysis/consolidated.py), and read only the others; the rows are the
+    same as when every file is read. `refresh`: write that file again for the sweeps whose
+    points were all listed, where some of their rank files had to be read (`harness report`
+    does; a read-only folder is left as it is)."""
+    found = _find(paths)
+    problems = list(found.problems)
+    cells = _Cells([str(f) for f in found.files])
+    fresh = cells.take_consolidated(found.whole if refresh else set(), use=consolidated)
+    for i in fresh:
         try:
-            header, body = read_row_file(path)
+            header, body = read_row_file(found.files[i])
         except UnreadableFile as e:
             problems.append(f"{e}; skipped")
             continue
-        extra = [str(sweep_dir_of(path)), str(path)]
-        by_header.setdefault(tuple(header), []).extend(row + extra for row in body)
-    if not by_header:
+        cells.add(i, header, body)
+    table = cells.table()
+    if table is None:
         empty = pd.DataFrame({c: pd.Series(dtype=object) for c in (*ROW_COLUMNS, *ADDED_COLUMNS)})
-        return Loaded(rows=empty, problems=problems, files=len(files))
-    frames = [
-        pd.DataFrame(body, columns=[*header, *ADDED_COLUMNS], dtype=object)
-        for header, body in by_header.items()
-    ]
-    rows = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-    rows = _typed(rows)
-    return Loaded(rows=_measured(rows, problems), problems=problems, files=len(files))
+        return Loaded(rows=empty, problems=problems, files=len(found.files))
+    if refresh:
+        cells.write_consolidated(table)
+    rows = _typed(table, cells)
+    return Loaded(rows=_measured(rows, problems), problems=problems, files=len(found.files))
+
+
+class _Cells:
+    """The cells of the rank files, as text: from the sweeps' consolidated files and from the
+    files read one by one, in the order of `sources` (sorted), each file's rows in its order."""
+
+    def __init__(self, sources: list[str]) -> None:
+        self.sources = sources
+        where = [_sweep_of(s) for s in sources]
+        self.sweeps = [sweep for sweep, _ in where]
+        self.in_layout = [inside for _, inside in where]
+        self.headers: list[tuple[str, ...]] = []
+        self.header_of = np.full(len(sources), -1)  # index into headers; -1: no rows read
+        self.stamps = np.full((len(sources), 2), -1, dtype=np.int64)  # size, mtime_ns; -1: none
+        self.pieces: list[pa.Table] = []
+        self.was_read = np.zeros(len(sources), dtype=bool)  # read one by one, rows and all
+        self.read: dict[tuple[str, ...], list[list[Any]]] = {}
+        self.refresh: dict[str, tuple[list[int], bool]] = {}
+        """The sweeps to consolidate: their files, and whether the file they have holds rows
+        of files that are gone or changed (or there is none)."""
+
+    def _header_id(self, header: tuple[str, ...]) -> int:
+        if header not in self.headers:
+            self.headers.append(header)
+        return self.headers.index(header)
+
+    def take_consolidated(self, whole: set[str], *, use: bool) -> list[int]:
+        """Take the rows of unchanged files from the consolidated files of their sweeps
+        (`use`), and note the sweeps of `whole` to consolidate; the files left to read one
+        by one."""
+        members: dict[str, list[int]] = {}
+        fresh = []
+        for i in range(len(self.sources)):
+            if self.in_layout[i]:
+                members.setdefault(self.sweeps[i], []).append(i)
+            else:  # rows outside a sweep's layout (copied into a folder): read, never consolidated
+                fresh.append(i)
+        for sweep, files in members.items():
+            refresh = sweep in whole and len(files) >= consolidated.MIN_FILES
+            if use or refresh:
+                # Each file's size and time before it is read: a file rewritten after this
+                # is read again next time, never taken as read.
+                for i in files:
+                    self.stamps[i] = _stamp(self.sources[i])
+            held = consolidated.read(Path(sweep)) if use else None
+            taken = self._take(sweep, files, held) if held is not None else set()
+            fresh.extend(i for i in files if i not in taken)
+            if refresh:
+                self.refresh[sweep] = (files, held is None or len(held.stamps) != len(taken))
+        return sorted(fresh)
+
+    def _take(self, sweep: str, files: list[int], held: consolidated.Held) -> set[int]:
+        cut = len(sweep) + 1
+        unchanged = {
+            self.sources[i][cut:]: i
+            for i in files
+            if held.stamps.get(self.sources[i][cut:]) == (self.stamps[i, 0], self.stamps[i, 1])
+        }
+        if not unchanged:
+            return set()
+        names = pa.array(list(unchanged), pa.string())
+        table = held.table
+        position = pc.index_in(table.column(consolidated.FILE_COLUMN), value_set=names)
+        keep = pc.is_valid(position)
+        table, position = table.filter(keep), position.filter(keep)
+        index = np.fromiter(unchanged.values(), dtype=np.int64, count=len(unchanged))
+        at = index[position.to_numpy()]
+        local = np.array([self._header_id(h) for h in held.headers])
+        self.header_of[at] = local[table.column(consolidated.HEADER_COLUMN).to_numpy()]
+        cells = table.drop_columns(list(consolidated.BOOKKEEPING))
+        row = table.column(consolidated.ROW_COLUMN).cast(pa.int64())
+        self.pieces.append(cells.append_column(_FILE, pa.array(at, pa.int64())).append_column(_ROW, row))
+        return set(unchanged.values())
+
+    def add(self, i: int, header: list[str], body: list[list[str]]) -> None:
+        """A file read one by one: its rows, grouped by header (one table per header)."""
+        key = tuple(header)
+        self.header_of[i] = self._header_id(key)
+        self.was_read[i] = True
+        self.read.setdefault(key, []).extend([*row, i, n] for n, row in enumerate(body))
+
+    def table(self) -> pa.Table | None:
+        """Every row's cells (null where its file's header lacks the column), `_file` (the
+        index into sources) and `_row`, in the order of reading every file: the files of the
+        first header met first (a results folder written by two versions of the harness),
+        then file by file, row by row."""
+        pieces = list(self.pieces)
+        for header, body in self.read.items():
+            columns = list(zip(*body, strict=True))
+            arrays = [pa.array(c, pa.string()) for c in columns[: len(header)]]
+            arrays += [pa.array(columns[-2], pa.int64()), pa.array(columns[-1], pa.int64())]
+            pieces.append(pa.table(arrays, names=[*header, _FILE, _ROW]))
+        self.read = {}
+        if not pieces:
+            return None
+        table = pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces, promote_options="default")
+        if table.num_rows == 0:
+            return None
+        files = table.column(_FILE).to_numpy()
+        first_met = {h: n for n, h in enumerate(dict.fromkeys(self.header_of[np.unique(files)]))}
+        group = np.array([first_met.get(h, -1) for h in range(len(self.headers))])[self.header_of[files]]
+        order = np.lexsort((table.column(_ROW).to_numpy(), files, group))
+        return table.take(order)
+
+    def columns(self, files: np.ndarray) -> list[str]:
+        """The columns of the headers of `files`, as met file by file."""
+        met = dict.fromkeys(self.header_of[np.unique(files)])
+        return list(dict.fromkeys(c for h in met for c in self.headers[h]))
+
+    def write_consolidated(self, table: pa.Table) -> None:
+        """Write the consolidated file of each sweep to refresh where it lacks rows read now,
+        or holds rows of files gone or changed."""
+        files = table.column(_FILE).to_numpy()
+        for sweep, (members, stale) in self.refresh.items():
+            if not stale and not self.was_read[members].any():
+                continue
+            mine = np.zeros(len(self.sources), dtype=bool)
+            mine[members] = True
+            part = table.filter(pa.array(mine[files]))
+            if part.num_rows == 0:
+                continue
+            at = part.column(_FILE).to_numpy()
+            names = self.columns(at)
+            cut = len(sweep) + 1
+            relative = np.empty(len(self.sources), dtype=object)
+            relative[members] = [self.sources[i][cut:] for i in members]
+            local = {h: n for n, h in enumerate(dict.fromkeys(self.header_of[np.unique(at)]))}
+            header_ids = np.array([local.get(h, -1) for h in range(len(self.headers))])[self.header_of[at]]
+            arrays = [part.column(c).cast(pa.string()) for c in names]
+            arrays += [
+                pa.array(relative[at], pa.string()),
+                part.column(_ROW),
+                pa.array(header_ids, pa.int32()),
+                pa.array(self.stamps[at, 0]),
+                pa.array(self.stamps[at, 1]),
+            ]
+            out = pa.table(arrays, names=[*names, *consolidated.BOOKKEEPING])
+            consolidated.write(Path(sweep), out, [self.headers[h] for h in local])
+
+
+_FILE, _ROW = "_file", "_row"
+
+
+def _stamp(source: str) -> consolidated.Stamp:
+    try:
+        st = os.stat(source)
+    except OSError:
+        return -1, -1  # gone: reading it says so
+    return st.st_size, st.st_mtime_ns
 
 
 MEASURED_COLUMNS = ("training_time", "samples")
@@ -162,22 +355,66 @@ def _measured(rows: pd.DataFrame, problems: list[str]) -> pd.DataFrame:
 RENAMED = {"step": "sequence_step"}
 
 
-def _typed(rows: pd.DataFrame) -> pd.DataFrame:
-    rows = rows.rename(columns={old: new for old, new in RENAMED.items() if new not in rows.columns})
+def _typed(table: pa.Table, cells: _Cells) -> pd.DataFrame:
+    """The typed rows: NUMBER_COLUMNS as pandas.to_numeric makes them of the text (int64 where
+    every cell is a whole number, else float64 with NaN for a blank), BOOL_COLUMNS True, False
+    or NaN, the rest text ("" for a blank or a column the file lacks); then the columns of a
+    newer harness, as text. Column by column in pyarrow: 100,000 points in a second."""
+    files = table.column(_FILE).to_numpy()
+    names = cells.columns(files)
+    renamed = {old: new for old, new in RENAMED.items() if new not in names}
+    present = {renamed.get(c, c): c for c in names}
+    n = table.num_rows
     columns: dict[str, Any] = {}
-    for column in (*ROW_COLUMNS, *ADDED_COLUMNS):
-        values = rows[column] if column in rows.columns else pd.Series("", index=rows.index, dtype=object)
-        values = values.fillna("")
+    for column in ROW_COLUMNS:
+        raw = table.column(present[column]) if column in present else None
         if column in NUMBER_COLUMNS:
-            columns[column] = pd.to_numeric(values, errors="coerce")
+            columns[column] = _numbers(raw, n)
         elif column in BOOL_COLUMNS:
-            columns[column] = values.map({"True": True, "False": False, "true": True, "false": False})
+            columns[column] = _bools(raw, n)
         else:
-            columns[column] = values.astype(object)
-    extra = [c for c in rows.columns if c not in columns]
-    for column in extra:  # columns of a newer harness: kept as text
-        columns[column] = rows[column].fillna("").astype(object)
+            columns[column] = _texts(raw, n)
+    columns["sweep_dir"] = pd.Series(np.asarray(cells.sweeps, dtype=object)[files], dtype=object)
+    columns["source"] = pd.Series(np.asarray(cells.sources, dtype=object)[files], dtype=object)
+    for column in present:  # columns of a newer harness: kept as text
+        if column not in columns:
+            columns[column] = _texts(table.column(present[column]), n)
     return pd.DataFrame(columns)
+
+
+def _numbers(raw: pa.ChunkedArray | None, n: int) -> pd.Series:
+    if raw is None:
+        return pd.Series(np.full(n, np.nan))
+    cells = raw.combine_chunks()
+    blank = pc.or_kleene(pc.is_null(cells), pc.equal(cells, "")).fill_null(True)
+    try:
+        if not pc.any(blank).as_py() and pc.all(pc.match_substring_regex(cells, r"^[+-]?[0-9]+$")).as_py():
+            return pd.Series(pc.cast(cells, pa.int64()).to_numpy())
+        return pd.Series(pc.cast(pc.if_else(blank, None, cells), pa.float64()).to_numpy(zero_copy_only=False))
+    except pa.ArrowInvalid:
+        # Text pyarrow does not parse (" 1", "1.5e", a hand edit): pandas' own reading of it,
+        # which the fast path above gives wherever pyarrow parses.
+        text = pd.Series(cells.to_numpy(zero_copy_only=False), dtype=object).fillna("")
+        return pd.to_numeric(text, errors="coerce")
+
+
+_TRUTH = {"True": True, "False": False, "true": True, "false": False}
+
+
+def _bools(raw: pa.ChunkedArray | None, n: int) -> pd.Series:
+    """True, False, and NaN for anything else: bool where every cell is one of _TRUTH."""
+    texts = _texts(raw, n)
+    return texts.map(_TRUTH)
+
+
+def _texts(raw: pa.ChunkedArray | None, n: int) -> pd.Series:
+    """Text cells as Python strings ("" for a blank), through the column's distinct values:
+    a column holds few of them, and every row shares their string objects."""
+    if raw is None:
+        return pd.Series(np.full(n, "", dtype=object), dtype=object)
+    encoded = pc.fill_null(raw.combine_chunks(), "").dictionary_encode()
+    values = encoded.dictionary.to_numpy(zero_copy_only=False).astype(object)
+    return pd.Series(values[encoded.indices.to_numpy()], dtype=object)
 
 
 META_COLUMNS = (

@@ -48,10 +48,13 @@ def build_report(
     by: str = "node",
     plots: bool = False,
     timeline: Sequence[str] = (),
+    consolidated: bool = True,
 ) -> Report:
     """`by`: node (a table per host) or gpu (per node type: GPU model and count). `plots`:
-    write the PNGs under <sweep dir>/plots/ and name them; the HTML format embeds them anyway."""
-    loaded = load_results(paths)
+    write the PNGs under <sweep dir>/plots/ and name them; the HTML format embeds them anyway.
+    `consolidated`: read the sweeps' consolidated files, and write them again where rank
+    files were added or changed (analysis/consolidated.py); else read every rank file."""
+    loaded = load_results(paths, consolidated=consolidated, refresh=consolidated)
     rows = loaded.rows
     meta = load_meta(rows, loaded.problems) if by == "gpu" and not rows.empty else None
     if not rows.empty:
