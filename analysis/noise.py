@@ -110,8 +110,25 @@ def _side(values: Sequence[float]) -> _Side:
     if n < 2:
         return _Side(math.nan, 0, n)
     winsorized = [x[g]] * g + x[g : n - g] + [x[n - g - 1]] * g
-    var = (n - 1) * statistics.variance(winsorized) / (h * (h - 1))
+    var = (n - 1) * variance(winsorized) / (h * (h - 1))
     return _Side(var, h - 1, n)
+
+
+def variance(values: Sequence[float]) -> float:
+    """statistics.variance to the last bit (the exact variance of the floats, rounded once),
+    in integers rather than its Fractions: a report judges every point of a sweep with it,
+    and Fractions took a third of the time of a report of 10,000 points."""
+    if len(values) < 2 or not all(type(v) is float and math.isfinite(v) for v in values):
+        return statistics.variance(values)
+    ratios = [v.as_integer_ratio() for v in values]  # each denominator a power of two
+    shift = max(d for _, d in ratios).bit_length() - 1
+    scaled = [m << (shift - d.bit_length() + 1) for m, d in ratios]  # each value × 2**shift
+    n, total, squares = len(scaled), sum(scaled), sum(i * i for i in scaled)
+    try:
+        # (n Σx² − (Σx)²) / (n (n − 1)), scaled back; int / int is rounded once, correctly.
+        return (n * squares - total * total) / ((n * (n - 1)) << (2 * shift))
+    except OverflowError:  # beyond a float: statistics says so its own way
+        return statistics.variance(values)
 
 
 @dataclass(frozen=True, slots=True)
