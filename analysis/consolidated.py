@@ -98,3 +98,52 @@ def write(sweep_dir: Path, table: pa.Table, headers: list[tuple[str, ...]]) -> b
         log.debug("%s: not written (%s)", path_of(sweep_dir), e)
         return False
     return True
+
+
+META_FILE = "consolidated-meta.parquet"
+"""The meta-rank<k>.json files of the sweep's points (what `harness report --by gpu` joins),
+by the same rule: each file's bytes with its size and time when read."""
+_META_COLUMNS = (FILE_COLUMN, SIZE_COLUMN, MTIME_COLUMN, "_bytes")
+
+HeldMeta = dict[str, tuple[Stamp, bytes]]
+"""Meta file (relative to the sweep) -> its stamp when read, and its bytes."""
+
+
+def read_meta(sweep_dir: Path) -> HeldMeta:
+    """The sweep's consolidated meta files; empty where there are none or they cannot be used."""
+    path = sweep_dir / META_FILE
+    try:
+        table = pq.read_table(path)
+        meta = json.loads((table.schema.metadata or {})[_KEY])
+        if meta.get("version") != VERSION or tuple(table.column_names) != _META_COLUMNS:
+            raise ValueError(f"version {meta.get('version')}, not {VERSION}")
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, KeyError, TypeError, pa.ArrowException) as e:
+        log.debug("%s: not used (%s); its meta files are read instead", path, e)
+        return {}
+    files, sizes, times, data = (table.column(c).to_pylist() for c in _META_COLUMNS)
+    return {f: ((s, t), b) for f, s, t, b in zip(files, sizes, times, data, strict=True)}
+
+
+def write_meta(sweep_dir: Path, held: HeldMeta) -> bool:
+    """Replace the sweep's consolidated meta files with `held`; False where it cannot be written."""
+    files = sorted(held)
+    table = pa.table(
+        [
+            pa.array(files, pa.string()),
+            pa.array([held[f][0][0] for f in files], pa.int64()),
+            pa.array([held[f][0][1] for f in files], pa.int64()),
+            pa.array([held[f][1] for f in files], pa.binary()),
+        ],
+        names=list(_META_COLUMNS),
+    )
+    table = table.replace_schema_metadata({_KEY: json.dumps({"version": VERSION}).encode()})
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer, compression="zstd")
+    try:
+        atomic_write_bytes(sweep_dir / META_FILE, buffer.getvalue())
+    except OSError as e:
+        log.debug("%s: not written (%s)", sweep_dir / META_FILE, e)
+        return False
+    return True

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from analysis import consolidated
+from analysis.consolidated import HeldMeta
 from harness_schema.layout import ROW_FILE
 from harness_schema.reading import UnreadableFile, read_json, read_row_file, read_text
 from harness_schema.rows import BOOL_COLUMNS, NUMBER_COLUMNS, ROW_COLUMNS
@@ -44,6 +45,10 @@ class Loaded:
     rows: pd.DataFrame
     problems: list[str] = field(default_factory=list)
     files: int = 0
+    profiled: dict[str, list[str]] = field(default_factory=dict)
+    """Per sweep whose every point was listed: its point folders that hold a `profile` entry,
+    seen in the listing of each point (analysis.profiles.trace_dirs takes them rather than
+    looking into every point folder again)."""
 
     def sweep_dirs(self) -> list[Path]:
         if self.rows.empty:
@@ -67,12 +72,15 @@ class _Found:
     whole: set[str]
     """The sweep folders whose every point was listed (a sweep or a folder above it was given,
     not some of its points or files): only those are consolidated."""
+    profiled: dict[str, list[str]]
+    """Per sweep of `whole`: its point folders with a `profile` entry."""
 
 
 def _find(paths: Iterable[str | Path]) -> _Found:
     files: list[str] = []
     problems: list[str] = []
     whole: set[str] = set()
+    profiled: dict[str, list[str]] = {}
     for given in paths:
         matches = [Path(m) for m in sorted(glob.glob(str(given)))] or [Path(given)]
         for path in matches:
@@ -82,34 +90,37 @@ def _find(paths: Iterable[str | Path]) -> _Found:
                 else:
                     problems.append(f"{path}: not a rank<k>.csv row file; skipped")
             elif path.is_dir():
-                found = _rank_files(str(path), whole)  # str(Path): a normalised folder
+                found = _rank_files(str(path), whole, profiled)  # str(Path): a normalised folder
                 if not found:
                     problems.append(f"{path}: no result rows (points/<id>/rank<k>.csv) under it")
                 files.extend(found)
             else:
                 problems.append(f"{path}: no such file or folder")
-    return _Found(sorted(set(files)), problems, whole)
+    return _Found(sorted(set(files)), problems, whole, profiled)
 
 
-def _rank_files(root: str, whole: set[str]) -> list[str]:
+def _rank_files(root: str, whole: set[str], profiled: dict[str, list[str]]) -> list[str]:
     """points/<id>/rank<k>.csv at any depth under root; rank<k>.csv in root itself when there
     are none (a point folder, or rows copied into a folder). os.scandir on strings: pathlib's
     glob costs several times more on 10,000 point folders. Adds to `whole` the sweeps whose
-    points folder was listed."""
+    points folder was listed, and to `profiled` their point folders with a `profile` entry."""
     found: list[str] = []
     stack = [(root, 0)]
     while stack:
         folder, depth = stack.pop()
         if os.path.basename(folder) == "points":
+            sweep = os.path.dirname(folder) or "."
+            traced = profiled.setdefault(sweep, [])
             for point in _subfolders(folder):
-                found.extend(_rank_names(point))
-            whole.add(os.path.dirname(folder) or ".")
+                found.extend(_rank_names(point, traced))
+            whole.add(sweep)
             continue
         if depth < MAX_DEPTH:
             stack.extend((sub, depth + 1) for sub in _subfolders(folder))
     return found or _rank_names(root)
 
 
+PROFILE_DIR = "profile"  # points/<id>/profile/: the profiler's traces (analysis/profiles.py)
 MAX_DEPTH = 8  # results root / spec / sweep / points is 3 deep; a symlink loop stops here
 
 
@@ -121,11 +132,14 @@ def _subfolders(folder: str) -> list[str]:
         return []
 
 
-def _rank_names(folder: str) -> list[str]:
+def _rank_names(folder: str, traced: list[str] | None = None) -> list[str]:
+    """The rank files in folder; adds it to `traced` where it holds a `profile` entry."""
     try:
         names = os.listdir(folder)
     except OSError:
         return []
+    if traced is not None and PROFILE_DIR in names:
+        traced.append(folder)
     return [_join(folder, n) for n in names if ROW_FILE.match(n)]
 
 
@@ -179,11 +193,13 @@ def load_results(paths: Iterable[str | Path], *, consolidated: bool = True, refr
     table = cells.table()
     if table is None:
         empty = pd.DataFrame({c: pd.Series(dtype=object) for c in (*ROW_COLUMNS, *ADDED_COLUMNS)})
-        return Loaded(rows=empty, problems=problems, files=len(found.files))
+        return Loaded(rows=empty, problems=problems, files=len(found.files), profiled=found.profiled)
     if refresh:
         cells.write_consolidated(table)
     rows = _typed(table, cells)
-    return Loaded(rows=_measured(rows, problems), problems=problems, files=len(found.files))
+    return Loaded(
+        rows=_measured(rows, problems), problems=problems, files=len(found.files), profiled=found.profiled
+    )
 
 
 class _Cells:
@@ -429,30 +445,47 @@ META_COLUMNS = (
 """What load_meta() reads of meta-rank<k>.json: the host, the device and the versions."""
 
 
-def load_meta(rows: pd.DataFrame, problems: list[str] | None = None) -> pd.DataFrame:
+def load_meta(
+    rows: pd.DataFrame, problems: list[str] | None = None, *, consolidated: bool = False
+) -> pd.DataFrame:
     """meta-rank<k>.json of every (sweep dir, point, rank) in `rows`: one row each, with the
     host, GPU model and count, and versions. A missing file gives no row; a corrupt one is
-    reported in `problems`."""
+    reported in `problems`. `consolidated`: take the bytes of the files unchanged since from
+    their sweep's consolidated meta file (analysis/consolidated.py), and write it again where
+    a sweep of MIN_FILES files or more had files to read (a report on 100,000 points opened
+    every one of them)."""
     columns = ["sweep_dir", "point_id", "rank", *META_COLUMNS]
     if rows.empty:
         return pd.DataFrame(columns=columns)
     keys = rows[["sweep_dir", "point_id", "rank"]].dropna().drop_duplicates()
     records = []
+    held: dict[str, HeldMeta] = {}
+    changed: dict[str, int] = {}  # sweep -> files read one by one
     for sweep_dir, point_id, rank in keys.itertuples(index=False):
-        path = Path(sweep_dir) / "points" / str(point_id) / META_FILE.format(rank=int(rank))
-        if not path.parent.is_dir():  # rows directly in a folder (tests, copies)
-            path = Path(sweep_dir) / META_FILE.format(rank=int(rank))
+        name = META_FILE.format(rank=int(rank))
+        relative = os.path.join("points", str(point_id), name)
+        if consolidated and sweep_dir not in held:
+            held[sweep_dir] = _held_meta(str(sweep_dir))
         try:
-            meta = json.loads(path.read_bytes())
+            data = _meta_bytes(str(sweep_dir), relative, held.get(sweep_dir), changed)
         except FileNotFoundError:
             continue
-        except (OSError, ValueError) as e:
+        except OSError as e:
             if problems is not None:
+                problems.append(f"{e.filename}: unreadable ({type(e).__name__}: {e}); node type unknown")
+            continue
+        try:
+            meta = json.loads(data)
+        except ValueError as e:
+            if problems is not None:
+                path = _meta_path(str(sweep_dir), relative)
                 problems.append(f"{path}: unreadable ({type(e).__name__}: {e}); node type unknown")
             continue
         if not isinstance(meta, dict):
             if problems is not None:
-                problems.append(f"{path}: not a JSON object; node type unknown")
+                problems.append(
+                    f"{_meta_path(str(sweep_dir), relative)}: not a JSON object; node type unknown"
+                )
             continue
         records.append(
             [
@@ -468,7 +501,50 @@ def load_meta(rows: pd.DataFrame, problems: list[str] | None = None) -> pd.DataF
                 str(meta.get("git_commit", "") or ""),
             ]
         )
+    for sweep_dir in changed:
+        _write_meta(sweep_dir, held[sweep_dir])
     return pd.DataFrame(records, columns=columns)
+
+
+def _held_meta(sweep_dir: str) -> HeldMeta:
+    return consolidated.read_meta(Path(sweep_dir))
+
+
+def _write_meta(sweep_dir: str, held: HeldMeta) -> None:
+    """Consolidate the sweep's meta files where it has MIN_FILES of them or more."""
+    if len(held) >= consolidated.MIN_FILES:
+        consolidated.write_meta(Path(sweep_dir), held)
+
+
+def _meta_path(sweep_dir: str, relative: str) -> Path:
+    """The meta file's path: in its point folder, or the sweep folder's own where there is none
+    (rows directly in a folder: tests, copies)."""
+    path = Path(sweep_dir) / relative
+    return path if path.parent.is_dir() else Path(sweep_dir) / os.path.basename(relative)
+
+
+def _meta_bytes(sweep_dir: str, relative: str, held: HeldMeta | None, changed: dict[str, int]) -> bytes:
+    """The bytes of the point's meta file (points/<id>/meta-rank<k>.json, or the sweep folder's
+    own where there is no point folder): from `held` where its size and time are the same, else
+    read (and put in `held`, counted in `changed`)."""
+    path = os.path.join(sweep_dir, relative)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.isdir(os.path.dirname(path)):
+            raise
+        return Path(sweep_dir, os.path.basename(relative)).read_bytes()  # rows directly in a folder
+    if held is None:
+        return Path(path).read_bytes()
+    stamp = (st.st_size, st.st_mtime_ns)
+    entry = held.get(relative)
+    if entry is not None and entry[0] == stamp:
+        return entry[1]
+    data = Path(path).read_bytes()
+    if len(data) == stamp[0]:  # not rewritten while read: else read again next time
+        held[relative] = (stamp, data)
+        changed[sweep_dir] = changed.get(sweep_dir, 0) + 1
+    return data
 
 
 @dataclass(frozen=True, slots=True)

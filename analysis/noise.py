@@ -51,6 +51,7 @@ The method (docs/concepts/noise.md repeats it in a few lines):
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Sequence
@@ -103,6 +104,18 @@ class _Side:
 
 
 def _side(values: Sequence[float]) -> _Side:
+    """The side of these runs, computed once per set of runs: a report computes a point's side
+    for its ci95 and again for each judgement against it (10,000 of them against a group's best)."""
+    return _side_of(tuple(values))
+
+
+def clear_cache() -> None:
+    """Forget the sides computed (benchmarks/analysis_scale.py times each report from empty)."""
+    _side_of.cache_clear()
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def _side_of(values: tuple[float, ...]) -> _Side:
     x = sorted(values)
     n = len(x)
     g = int(TRIM * n)

@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 
 from analysis import consolidated
-from analysis.load import load_results
+from analysis.load import load_meta, load_results
 from analysis.render.report import build_report
 from harness_schema import rows as results
 from harness_schema.atomic import CannotWrite, atomic_write_text
-from tests.analysis.conftest import synthetic_row, write_rows
+from tests.analysis.conftest import synthetic_row, write_node_meta, write_rows
 
 
 @pytest.fixture
@@ -153,3 +153,36 @@ def test_the_report_is_the_same_through_it(sweep: Path, monkeypatch: pytest.Monk
     assert consolidated.read(sweep) is not None
     slow = build_report([sweep], consolidated=False).text
     assert fast == slow and "p9" in fast and "no training_time" in fast
+
+
+def test_the_meta_files_are_taken_from_it_while_unchanged_and_read_again_once_rewritten(
+    sweep: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for index in range(4):
+        for rank in (0, 1):
+            write_node_meta(sweep, f"p{index}", rank, "n1", "NVIDIA A100-SXM4-80GB", 8)
+    (sweep / "points" / "p3" / "meta-rank1.json").write_text("[]")  # not an object: said so
+    rows = load_results([sweep]).rows
+    slow_problems: list[str] = []
+    slow = load_meta(rows, slow_problems)
+    problems: list[str] = []
+    pd.testing.assert_frame_equal(load_meta(rows, problems, consolidated=True), slow, check_exact=True)
+    assert (sweep / consolidated.META_FILE).is_file() and problems == slow_problems != []
+    # Now from the consolidated file: no meta file is opened.
+    opened: list[str] = []
+    real_read = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda p: opened.append(str(p)) or real_read(p))
+    problems = []
+    pd.testing.assert_frame_equal(load_meta(rows, problems, consolidated=True), slow, check_exact=True)
+    assert opened == [] and problems == slow_problems
+    # A meta file rewritten (a resumed point on another node) is read again, and only it.
+    changed = sweep / "points" / "p1" / "meta-rank0.json"
+    write_node_meta(sweep, "p1", 0, "n2", "NVIDIA V100-SXM2-32GB", 4)
+    os.utime(changed, ns=(1, 1))
+    again = load_meta(rows, [], consolidated=True)
+    assert opened == [str(changed)]
+    assert again.loc[(again["point_id"] == "p1") & (again["rank"] == 0), "device_name"].tolist() == [
+        "NVIDIA V100-SXM2-32GB"
+    ]
+    # The report through them is the report from every file.
+    assert build_report([sweep], by="gpu").text == build_report([sweep], by="gpu", consolidated=False).text
