@@ -13,6 +13,10 @@ it is.
 
 Its metadata names its version and the rank files' headers (a row's header is `_header`, an
 index into them): files of two versions of the harness keep their own columns.
+
+Beside it, consolidated-meta.parquet holds the bytes of the points' meta-rank<k>.json files
+(what `harness report --by gpu` joins) by the same rule: each with its size and time when read,
+taken only while they are unchanged.
 """
 
 from __future__ import annotations
