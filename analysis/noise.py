@@ -214,8 +214,19 @@ class Estimate:
         distance = min(abs(center - e) for e in edges)
         if distance <= 0 or se <= 0:
             return None
+        # _welch_df of the sides projected to `runs` (_project), inline: the same operations
+        # in the same order (so the same df to the bit), without two sides made per count
+        # (a report on 100,000 points asks this of ~20,000 undecided points).
+        spreads = [side.var * side.n for side in self.sides]
         for runs in range(n + 1, MAX_RUNS + 1):
-            df = _welch_df([_project(side, runs) for side in self.sides])
+            projected_df = runs - 2 * int(TRIM * runs) - 1  # every projected side's
+            if len(spreads) == 1:
+                df = float(projected_df)
+            else:
+                variances = [spread / runs for spread in spreads]
+                total = sum(variances)
+                parts = sum(v**2 / projected_df for v in variances) if projected_df > 0 else 0
+                df = float(projected_df) if total == 0 or parts == 0 else total**2 / parts
             if (t_quantile(max(1.0, df)) + POWER_Z) * se * math.sqrt(n / runs) <= distance:
                 return runs
         return None
