@@ -21,7 +21,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
+from analysis import consolidated
+from analysis.consolidated import HeldMeta
 from harness_schema.layout import ROW_FILE
 from harness_schema.reading import UnreadableFile, read_json, read_row_file, read_text
 from harness_schema.rows import BOOL_COLUMNS, NUMBER_COLUMNS, ROW_COLUMNS
@@ -41,6 +45,10 @@ class Loaded:
     rows: pd.DataFrame
     problems: list[str] = field(default_factory=list)
     files: int = 0
+    profiled: dict[str, list[str]] = field(default_factory=dict)
+    """Per sweep whose every point was listed: its point folders that hold a `profile` entry,
+    seen in the listing of each point (analysis.profiles.trace_dirs takes them rather than
+    looking into every point folder again)."""
 
     def sweep_dirs(self) -> list[Path]:
         if self.rows.empty:
@@ -51,8 +59,28 @@ class Loaded:
 def find_row_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[str]]:
     """rank<k>.csv files under each path (a sweep, a spec folder, a results root, a glob, a
     point folder, or the files themselves)."""
+    found = _find(paths)
+    return [Path(f) for f in found.files], found.problems
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    files: list[str]
+    """Sorted, each as str(Path(it)) (what the rows' `source` is), made without pathlib: its
+    cost per path was a third of reading 100,000 points."""
+    problems: list[str]
+    whole: set[str]
+    """The sweep folders whose every point was listed (a sweep or a folder above it was given,
+    not some of its points or files): only those are consolidated."""
+    profiled: dict[str, list[str]]
+    """Per sweep of `whole`: its point folders with a `profile` entry."""
+
+
+def _find(paths: Iterable[str | Path]) -> _Found:
     files: list[str] = []
     problems: list[str] = []
+    whole: set[str] = set()
+    profiled: dict[str, list[str]] = {}
     for given in paths:
         matches = [Path(m) for m in sorted(glob.glob(str(given)))] or [Path(given)]
         for path in matches:
@@ -62,49 +90,62 @@ def find_row_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[str]]:
                 else:
                     problems.append(f"{path}: not a rank<k>.csv row file; skipped")
             elif path.is_dir():
-                found = _rank_files(str(path))
+                found = _rank_files(str(path), whole, profiled)  # str(Path): a normalised folder
                 if not found:
                     problems.append(f"{path}: no result rows (points/<id>/rank<k>.csv) under it")
                 files.extend(found)
             else:
                 problems.append(f"{path}: no such file or folder")
-    return [Path(f) for f in sorted(set(files))], problems
+    return _Found(sorted(set(files)), problems, whole, profiled)
 
 
-def _rank_files(root: str) -> list[str]:
+def _rank_files(root: str, whole: set[str], profiled: dict[str, list[str]]) -> list[str]:
     """points/<id>/rank<k>.csv at any depth under root; rank<k>.csv in root itself when there
     are none (a point folder, or rows copied into a folder). os.scandir on strings: pathlib's
-    glob costs several times more on 10,000 point folders."""
+    glob costs several times more on 10,000 point folders. Adds to `whole` the sweeps whose
+    points folder was listed, and to `profiled` their point folders with a `profile` entry."""
     found: list[str] = []
     stack = [(root, 0)]
     while stack:
         folder, depth = stack.pop()
         if os.path.basename(folder) == "points":
+            sweep = os.path.dirname(folder) or "."
+            traced = profiled.setdefault(sweep, [])
             for point in _subfolders(folder):
-                found.extend(_rank_names(point))
+                found.extend(_rank_names(point, traced))
+            whole.add(sweep)
             continue
         if depth < MAX_DEPTH:
             stack.extend((sub, depth + 1) for sub in _subfolders(folder))
     return found or _rank_names(root)
 
 
+PROFILE_DIR = "profile"  # points/<id>/profile/: the profiler's traces (analysis/profiles.py)
 MAX_DEPTH = 8  # results root / spec / sweep / points is 3 deep; a symlink loop stops here
 
 
 def _subfolders(folder: str) -> list[str]:
     try:
         with os.scandir(folder) as entries:
-            return [e.path for e in entries if e.is_dir() and not e.name.startswith(".")]
+            return [_join(folder, e.name) for e in entries if e.is_dir() and not e.name.startswith(".")]
     except OSError:
         return []
 
 
-def _rank_names(folder: str) -> list[str]:
+def _rank_names(folder: str, traced: list[str] | None = None) -> list[str]:
+    """The rank files in folder; adds it to `traced` where it holds a `profile` entry."""
     try:
         names = os.listdir(folder)
     except OSError:
         return []
-    return [os.path.join(folder, n) for n in names if ROW_FILE.match(n)]
+    if traced is not None and PROFILE_DIR in names:
+        traced.append(folder)
+    return [_join(folder, n) for n in names if ROW_FILE.match(n)]
+
+
+def _join(folder: str, name: str) -> str:
+    """str(Path(folder) / name) for a normalised folder, without pathlib."""
+    return name if folder == "." else os.path.join(folder, name)
 
 
 def sweep_dir_of(row_file: Path) -> Path:
@@ -114,33 +155,200 @@ def sweep_dir_of(row_file: Path) -> Path:
     return row_file.parent
 
 
+def _sweep_of(source: str) -> tuple[str, bool]:
+    """str(sweep_dir_of(Path(source))) for a normalised path, without pathlib; and whether the
+    file lies in a sweep's layout (points/<id>/rank<k>.csv)."""
+    point = os.path.dirname(source)
+    points = os.path.dirname(point)
+    if os.path.basename(points) == "points":
+        return os.path.dirname(points) or ("/" if points.startswith("/") else "."), True
+    return point or ".", False
+
+
 # The one reader of rank files (harness_schema/reading.py): what status and resume count as
 # done is what the report reads. BadFile keeps its old name for notebooks.
 BadFile = UnreadableFile
 
 
-def load_results(paths: Iterable[str | Path]) -> Loaded:
-    files, problems = find_row_files(paths)
-    # Files written by one version of the harness share a header: one DataFrame per header.
-    by_header: dict[tuple[str, ...], list[list[str]]] = {}
-    for path in files:
+def load_results(paths: Iterable[str | Path], *, consolidated: bool = True, refresh: bool = False) -> Loaded:
+    """The rows of every rank file under `paths`, typed (harness_schema/rows.py), each with its
+    sweep folder and file; unreadable files and rows are in `problems`.
+
+    `consolidated`: take the rows of rank files unchanged since a sweep's consolidated file
+    was written from it (analysis/consolidated.py), and read only the others; the rows are the
+    same as when every file is read. `refresh`: write that file again for the sweeps whose
+    points were all listed, where some of their rank files had to be read (`harness report`
+    does; a read-only folder is left as it is)."""
+    found = _find(paths)
+    problems = list(found.problems)
+    cells = _Cells([str(f) for f in found.files])
+    fresh = cells.take_consolidated(found.whole if refresh else set(), use=consolidated)
+    for i in fresh:
         try:
-            header, body = read_row_file(path)
+            header, body = read_row_file(found.files[i])
         except UnreadableFile as e:
             problems.append(f"{e}; skipped")
             continue
-        extra = [str(sweep_dir_of(path)), str(path)]
-        by_header.setdefault(tuple(header), []).extend(row + extra for row in body)
-    if not by_header:
+        cells.add(i, header, body)
+    table = cells.table()
+    if table is None:
         empty = pd.DataFrame({c: pd.Series(dtype=object) for c in (*ROW_COLUMNS, *ADDED_COLUMNS)})
-        return Loaded(rows=empty, problems=problems, files=len(files))
-    frames = [
-        pd.DataFrame(body, columns=[*header, *ADDED_COLUMNS], dtype=object)
-        for header, body in by_header.items()
-    ]
-    rows = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-    rows = _typed(rows)
-    return Loaded(rows=_measured(rows, problems), problems=problems, files=len(files))
+        return Loaded(rows=empty, problems=problems, files=len(found.files), profiled=found.profiled)
+    if refresh:
+        cells.write_consolidated(table)
+    rows = _typed(table, cells)
+    return Loaded(
+        rows=_measured(rows, problems), problems=problems, files=len(found.files), profiled=found.profiled
+    )
+
+
+class _Cells:
+    """The cells of the rank files, as text: from the sweeps' consolidated files and from the
+    files read one by one, in the order of `sources` (sorted), each file's rows in its order."""
+
+    def __init__(self, sources: list[str]) -> None:
+        self.sources = sources
+        where = [_sweep_of(s) for s in sources]
+        self.sweeps = [sweep for sweep, _ in where]
+        self.in_layout = [inside for _, inside in where]
+        self.headers: list[tuple[str, ...]] = []
+        self.header_of = np.full(len(sources), -1)  # index into headers; -1: no rows read
+        self.stamps = np.full((len(sources), 2), -1, dtype=np.int64)  # size, mtime_ns; -1: none
+        self.pieces: list[pa.Table] = []
+        self.was_read = np.zeros(len(sources), dtype=bool)  # read one by one, rows and all
+        self.read: dict[tuple[str, ...], list[list[Any]]] = {}
+        self.refresh: dict[str, tuple[list[int], bool]] = {}
+        """The sweeps to consolidate: their files, and whether the file they have holds rows
+        of files that are gone or changed (or there is none)."""
+
+    def _header_id(self, header: tuple[str, ...]) -> int:
+        if header not in self.headers:
+            self.headers.append(header)
+        return self.headers.index(header)
+
+    def take_consolidated(self, whole: set[str], *, use: bool) -> list[int]:
+        """Take the rows of unchanged files from the consolidated files of their sweeps
+        (`use`), and note the sweeps of `whole` to consolidate; the files left to read one
+        by one."""
+        members: dict[str, list[int]] = {}
+        fresh = []
+        for i in range(len(self.sources)):
+            if self.in_layout[i]:
+                members.setdefault(self.sweeps[i], []).append(i)
+            else:  # rows outside a sweep's layout (copied into a folder): read, never consolidated
+                fresh.append(i)
+        for sweep, files in members.items():
+            refresh = sweep in whole and len(files) >= consolidated.MIN_FILES
+            if use or refresh:
+                # Each file's size and time before it is read: a file rewritten after this
+                # is read again next time, never taken as read.
+                for i in files:
+                    self.stamps[i] = _stamp(self.sources[i])
+            held = consolidated.read(Path(sweep)) if use else None
+            taken = self._take(sweep, files, held) if held is not None else set()
+            fresh.extend(i for i in files if i not in taken)
+            if refresh:
+                self.refresh[sweep] = (files, held is None or len(held.stamps) != len(taken))
+        return sorted(fresh)
+
+    def _take(self, sweep: str, files: list[int], held: consolidated.Held) -> set[int]:
+        cut = len(sweep) + 1
+        unchanged = {
+            self.sources[i][cut:]: i
+            for i in files
+            if held.stamps.get(self.sources[i][cut:]) == (self.stamps[i, 0], self.stamps[i, 1])
+        }
+        if not unchanged:
+            return set()
+        names = pa.array(list(unchanged), pa.string())
+        table = held.table
+        position = pc.index_in(table.column(consolidated.FILE_COLUMN), value_set=names)
+        keep = pc.is_valid(position)
+        table, position = table.filter(keep), position.filter(keep)
+        index = np.fromiter(unchanged.values(), dtype=np.int64, count=len(unchanged))
+        at = index[position.to_numpy()]
+        local = np.array([self._header_id(h) for h in held.headers])
+        self.header_of[at] = local[table.column(consolidated.HEADER_COLUMN).to_numpy()]
+        cells = table.drop_columns(list(consolidated.BOOKKEEPING))
+        row = table.column(consolidated.ROW_COLUMN).cast(pa.int64())
+        self.pieces.append(cells.append_column(_FILE, pa.array(at, pa.int64())).append_column(_ROW, row))
+        return set(unchanged.values())
+
+    def add(self, i: int, header: list[str], body: list[list[str]]) -> None:
+        """A file read one by one: its rows, grouped by header (one table per header)."""
+        key = tuple(header)
+        self.header_of[i] = self._header_id(key)
+        self.was_read[i] = True
+        self.read.setdefault(key, []).extend([*row, i, n] for n, row in enumerate(body))
+
+    def table(self) -> pa.Table | None:
+        """Every row's cells (null where its file's header lacks the column), `_file` (the
+        index into sources) and `_row`, in the order of reading every file: the files of the
+        first header met first (a results folder written by two versions of the harness),
+        then file by file, row by row."""
+        pieces = list(self.pieces)
+        for header, body in self.read.items():
+            columns = list(zip(*body, strict=True))
+            arrays = [pa.array(c, pa.string()) for c in columns[: len(header)]]
+            arrays += [pa.array(columns[-2], pa.int64()), pa.array(columns[-1], pa.int64())]
+            pieces.append(pa.table(arrays, names=[*header, _FILE, _ROW]))
+        self.read = {}
+        if not pieces:
+            return None
+        table = pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces, promote_options="default")
+        if table.num_rows == 0:
+            return None
+        files = table.column(_FILE).to_numpy()
+        first_met = {h: n for n, h in enumerate(dict.fromkeys(self.header_of[np.unique(files)]))}
+        group = np.array([first_met.get(h, -1) for h in range(len(self.headers))])[self.header_of[files]]
+        order = np.lexsort((table.column(_ROW).to_numpy(), files, group))
+        return table.take(order)
+
+    def columns(self, files: np.ndarray) -> list[str]:
+        """The columns of the headers of `files`, as met file by file."""
+        met = dict.fromkeys(self.header_of[np.unique(files)])
+        return list(dict.fromkeys(c for h in met for c in self.headers[h]))
+
+    def write_consolidated(self, table: pa.Table) -> None:
+        """Write the consolidated file of each sweep to refresh where it lacks rows read now,
+        or holds rows of files gone or changed."""
+        files = table.column(_FILE).to_numpy()
+        for sweep, (members, stale) in self.refresh.items():
+            if not stale and not self.was_read[members].any():
+                continue
+            mine = np.zeros(len(self.sources), dtype=bool)
+            mine[members] = True
+            part = table.filter(pa.array(mine[files]))
+            if part.num_rows == 0:
+                continue
+            at = part.column(_FILE).to_numpy()
+            names = self.columns(at)
+            cut = len(sweep) + 1
+            relative = np.empty(len(self.sources), dtype=object)
+            relative[members] = [self.sources[i][cut:] for i in members]
+            local = {h: n for n, h in enumerate(dict.fromkeys(self.header_of[np.unique(at)]))}
+            header_ids = np.array([local.get(h, -1) for h in range(len(self.headers))])[self.header_of[at]]
+            arrays = [part.column(c).cast(pa.string()) for c in names]
+            arrays += [
+                pa.array(relative[at], pa.string()),
+                part.column(_ROW),
+                pa.array(header_ids, pa.int32()),
+                pa.array(self.stamps[at, 0]),
+                pa.array(self.stamps[at, 1]),
+            ]
+            out = pa.table(arrays, names=[*names, *consolidated.BOOKKEEPING])
+            consolidated.write(Path(sweep), out, [self.headers[h] for h in local])
+
+
+_FILE, _ROW = "_file", "_row"
+
+
+def _stamp(source: str) -> consolidated.Stamp:
+    try:
+        st = os.stat(source)
+    except OSError:
+        return -1, -1  # gone: reading it says so
+    return st.st_size, st.st_mtime_ns
 
 
 MEASURED_COLUMNS = ("training_time", "samples")
@@ -179,22 +387,66 @@ def _measured(rows: pd.DataFrame, problems: list[str]) -> pd.DataFrame:
 RENAMED = {"step": "sequence_step"}
 
 
-def _typed(rows: pd.DataFrame) -> pd.DataFrame:
-    rows = rows.rename(columns={old: new for old, new in RENAMED.items() if new not in rows.columns})
+def _typed(table: pa.Table, cells: _Cells) -> pd.DataFrame:
+    """The typed rows: NUMBER_COLUMNS as pandas.to_numeric makes them of the text (int64 where
+    every cell is a whole number, else float64 with NaN for a blank), BOOL_COLUMNS True, False
+    or NaN, the rest text ("" for a blank or a column the file lacks); then the columns of a
+    newer harness, as text. Column by column in pyarrow: 100,000 points in a second."""
+    files = table.column(_FILE).to_numpy()
+    names = cells.columns(files)
+    renamed = {old: new for old, new in RENAMED.items() if new not in names}
+    present = {renamed.get(c, c): c for c in names}
+    n = table.num_rows
     columns: dict[str, Any] = {}
-    for column in (*ROW_COLUMNS, *ADDED_COLUMNS):
-        values = rows[column] if column in rows.columns else pd.Series("", index=rows.index, dtype=object)
-        values = values.fillna("")
+    for column in ROW_COLUMNS:
+        raw = table.column(present[column]) if column in present else None
         if column in NUMBER_COLUMNS:
-            columns[column] = pd.to_numeric(values, errors="coerce")
+            columns[column] = _numbers(raw, n)
         elif column in BOOL_COLUMNS:
-            columns[column] = values.map({"True": True, "False": False, "true": True, "false": False})
+            columns[column] = _bools(raw, n)
         else:
-            columns[column] = values.astype(object)
-    extra = [c for c in rows.columns if c not in columns]
-    for column in extra:  # columns of a newer harness: kept as text
-        columns[column] = rows[column].fillna("").astype(object)
+            columns[column] = _texts(raw, n)
+    columns["sweep_dir"] = pd.Series(np.asarray(cells.sweeps, dtype=object)[files], dtype=object)
+    columns["source"] = pd.Series(np.asarray(cells.sources, dtype=object)[files], dtype=object)
+    for column in present:  # columns of a newer harness: kept as text
+        if column not in columns:
+            columns[column] = _texts(table.column(present[column]), n)
     return pd.DataFrame(columns)
+
+
+def _numbers(raw: pa.ChunkedArray | None, n: int) -> pd.Series:
+    if raw is None:
+        return pd.Series(np.full(n, np.nan))
+    cells = raw.combine_chunks()
+    blank = pc.or_kleene(pc.is_null(cells), pc.equal(cells, "")).fill_null(True)
+    try:
+        if not pc.any(blank).as_py() and pc.all(pc.match_substring_regex(cells, r"^[+-]?[0-9]+$")).as_py():
+            return pd.Series(pc.cast(cells, pa.int64()).to_numpy())
+        return pd.Series(pc.cast(pc.if_else(blank, None, cells), pa.float64()).to_numpy(zero_copy_only=False))
+    except pa.ArrowInvalid:
+        # Text pyarrow does not parse (" 1", "1.5e", a hand edit): pandas' own reading of it,
+        # which the fast path above gives wherever pyarrow parses.
+        text = pd.Series(cells.to_numpy(zero_copy_only=False), dtype=object).fillna("")
+        return pd.to_numeric(text, errors="coerce")
+
+
+_TRUTH = {"True": True, "False": False, "true": True, "false": False}
+
+
+def _bools(raw: pa.ChunkedArray | None, n: int) -> pd.Series:
+    """True, False, and NaN for anything else: bool where every cell is one of _TRUTH."""
+    texts = _texts(raw, n)
+    return texts.map(_TRUTH)
+
+
+def _texts(raw: pa.ChunkedArray | None, n: int) -> pd.Series:
+    """Text cells as Python strings ("" for a blank), through the column's distinct values:
+    a column holds few of them, and every row shares their string objects."""
+    if raw is None:
+        return pd.Series(np.full(n, "", dtype=object), dtype=object)
+    encoded = pc.fill_null(raw.combine_chunks(), "").dictionary_encode()
+    values = encoded.dictionary.to_numpy(zero_copy_only=False).astype(object)
+    return pd.Series(values[encoded.indices.to_numpy()], dtype=object)
 
 
 META_COLUMNS = (
@@ -209,30 +461,47 @@ META_COLUMNS = (
 """What load_meta() reads of meta-rank<k>.json: the host, the device and the versions."""
 
 
-def load_meta(rows: pd.DataFrame, problems: list[str] | None = None) -> pd.DataFrame:
+def load_meta(
+    rows: pd.DataFrame, problems: list[str] | None = None, *, consolidated: bool = False
+) -> pd.DataFrame:
     """meta-rank<k>.json of every (sweep dir, point, rank) in `rows`: one row each, with the
     host, GPU model and count, and versions. A missing file gives no row; a corrupt one is
-    reported in `problems`."""
+    reported in `problems`. `consolidated`: take the bytes of the files unchanged since from
+    their sweep's consolidated meta file (analysis/consolidated.py), and write it again where
+    a sweep of MIN_FILES files or more had files to read (a report on 100,000 points opened
+    every one of them)."""
     columns = ["sweep_dir", "point_id", "rank", *META_COLUMNS]
     if rows.empty:
         return pd.DataFrame(columns=columns)
     keys = rows[["sweep_dir", "point_id", "rank"]].dropna().drop_duplicates()
     records = []
+    held: dict[str, HeldMeta] = {}
+    changed: dict[str, int] = {}  # sweep -> files read one by one
     for sweep_dir, point_id, rank in keys.itertuples(index=False):
-        path = Path(sweep_dir) / "points" / str(point_id) / META_FILE.format(rank=int(rank))
-        if not path.parent.is_dir():  # rows directly in a folder (tests, copies)
-            path = Path(sweep_dir) / META_FILE.format(rank=int(rank))
+        name = META_FILE.format(rank=int(rank))
+        relative = os.path.join("points", str(point_id), name)
+        if consolidated and sweep_dir not in held:
+            held[sweep_dir] = _held_meta(str(sweep_dir))
         try:
-            meta = json.loads(path.read_bytes())
+            data = _meta_bytes(str(sweep_dir), relative, held.get(sweep_dir), changed)
         except FileNotFoundError:
             continue
-        except (OSError, ValueError) as e:
+        except OSError as e:
             if problems is not None:
+                problems.append(f"{e.filename}: unreadable ({type(e).__name__}: {e}); node type unknown")
+            continue
+        try:
+            meta = json.loads(data)
+        except ValueError as e:
+            if problems is not None:
+                path = _meta_path(str(sweep_dir), relative)
                 problems.append(f"{path}: unreadable ({type(e).__name__}: {e}); node type unknown")
             continue
         if not isinstance(meta, dict):
             if problems is not None:
-                problems.append(f"{path}: not a JSON object; node type unknown")
+                problems.append(
+                    f"{_meta_path(str(sweep_dir), relative)}: not a JSON object; node type unknown"
+                )
             continue
         records.append(
             [
@@ -248,7 +517,50 @@ def load_meta(rows: pd.DataFrame, problems: list[str] | None = None) -> pd.DataF
                 str(meta.get("git_commit", "") or ""),
             ]
         )
+    for sweep_dir in changed:
+        _write_meta(sweep_dir, held[sweep_dir])
     return pd.DataFrame(records, columns=columns)
+
+
+def _held_meta(sweep_dir: str) -> HeldMeta:
+    return consolidated.read_meta(Path(sweep_dir))
+
+
+def _write_meta(sweep_dir: str, held: HeldMeta) -> None:
+    """Consolidate the sweep's meta files where it has MIN_FILES of them or more."""
+    if len(held) >= consolidated.MIN_FILES:
+        consolidated.write_meta(Path(sweep_dir), held)
+
+
+def _meta_path(sweep_dir: str, relative: str) -> Path:
+    """The meta file's path: in its point folder, or the sweep folder's own where there is none
+    (rows directly in a folder: tests, copies)."""
+    path = Path(sweep_dir) / relative
+    return path if path.parent.is_dir() else Path(sweep_dir) / os.path.basename(relative)
+
+
+def _meta_bytes(sweep_dir: str, relative: str, held: HeldMeta | None, changed: dict[str, int]) -> bytes:
+    """The bytes of the point's meta file (points/<id>/meta-rank<k>.json, or the sweep folder's
+    own where there is no point folder): from `held` where its size and time are the same, else
+    read (and put in `held`, counted in `changed`)."""
+    path = os.path.join(sweep_dir, relative)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.isdir(os.path.dirname(path)):
+            raise
+        return Path(sweep_dir, os.path.basename(relative)).read_bytes()  # rows directly in a folder
+    if held is None:
+        return Path(path).read_bytes()
+    stamp = (st.st_size, st.st_mtime_ns)
+    entry = held.get(relative)
+    if entry is not None and entry[0] == stamp:
+        return entry[1]
+    data = Path(path).read_bytes()
+    if len(data) == stamp[0]:  # not rewritten while read: else read again next time
+        held[relative] = (stamp, data)
+        changed[sweep_dir] = changed.get(sweep_dir, 0) + 1
+    return data
 
 
 @dataclass(frozen=True, slots=True)

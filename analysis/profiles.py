@@ -8,6 +8,7 @@ a profiler repeat > 1: one folder per cycle, since HTA keeps one trace per rank 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
@@ -21,11 +22,20 @@ def _has_traces(folder: Path) -> bool:
     )
 
 
-def trace_dirs(sweep_dir: Path) -> list[Path]:
+def trace_dirs(sweep_dir: Path, points: Iterable[str] | None = None) -> list[Path]:
     """The folders that hold a set of traces (one per rank): each point's `profile/`, or with a
     profiler `repeat` > 1 each of its `profile/cycle<k>/` (HTA reads one trace per rank and
-    folder, so every cycle is a folder of its own)."""
-    folders = [*Path(sweep_dir).glob("points/*/profile"), *Path(sweep_dir).glob("points/*/profile/cycle*")]
+    folder, so every cycle is a folder of its own). `points`: the point folders to look in
+    (those whose listing showed a `profile` entry, analysis.load.Loaded.profiled), rather than
+    every point folder of the sweep: 100,000 of them took seconds."""
+    if points is None:
+        folders = [
+            *Path(sweep_dir).glob("points/*/profile"),
+            *Path(sweep_dir).glob("points/*/profile/cycle*"),
+        ]
+    else:
+        profiles = [Path(p) / "profile" for p in points]
+        folders = [*profiles, *(c for p in profiles for c in p.glob("cycle*"))]
     return sorted(d for d in folders if _has_traces(d))
 
 

@@ -1,28 +1,48 @@
 """How long the analysis takes on 10,000 points of results, against a plain pandas.concat.
 
-    .venv/bin/python benchmarks/analysis_scale.py [--points 10000] [--repeats 2] [--keep DIR]
+    .venv/bin/python benchmarks/analysis_scale.py [--points 10000] [--repeats 2] [--keep DIR] [--profile]
+                                                  [--plain-sample N]
 
 Writes the result folders of `--points` points (spread over 4 sweeps, 2 node types, 8 nodes;
 one rank file per point, `--repeats` rows each, a meta-rank0.json and a plan.json per sweep)
 with the harness's own writer (results.csv_text with ROW_COLUMNS) into a temporary folder,
 then measures, in this one run:
 
-- plain: `pandas.concat([pandas.read_csv(f) for f in files])`, the reading alone;
-- report: `analysis.render.report.build_report(paths, "terminal")`, i.e. finding and reading every file,
-  aggregating ranks and repeats, the per-node tables, stragglers, recommendations, rendered;
-- report --by gpu: the same with the meta files joined (node types).
+- plain: `pandas.concat([pandas.read_csv(f) for f in files])`, the reading alone (with
+  `--plain-sample N`, of N files spread over the sweep, extrapolated to all and labelled so:
+  at 100,000 points the plain reading alone takes minutes);
+- report, first: `analysis.render.report.build_report(paths, "terminal")` on folders that have
+  no consolidated file yet (analysis/consolidated.py): finding and reading every rank file,
+  aggregating ranks and repeats, the per-node tables, stragglers, recommendations, rendered,
+  and writing each sweep's consolidated file;
+- report: the same again, as a report run in a loop or after the sweep's end reads it (the
+  consolidated files, and the rank files changed since: none here);
+- report --by gpu, first: the same with the meta files joined (node types), every meta file
+  read and each sweep's consolidated meta file written;
+- report --by gpu: the same again, through the consolidated meta files.
 
-Torch-free, like the analysis: runs on a login node. The target is under 10 s for 10,000 points.
+Each report starts as a report in a process of its own would: analysis.noise's cache of the
+points' runs, which the reports before would have filled, is emptied first. The load average
+is printed beside the figures: the machine's other work counts.
+
+With --profile, the top entries of cProfile's profile of the second report (cumulative time).
+Torch-free, like the analysis: runs on a login node. The target is under 10 s for 100,000
+points (issue #36).
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import json
+import os
+import pstats
 import random
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +50,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analysis.render.report import build_report
+from analysis import noise
+from analysis.render.report import Report, build_report
 from harness_schema import layout
 from harness_schema import rows as results
 
@@ -126,6 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--points", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--keep", type=Path, help="write the results here and keep them")
+    parser.add_argument("--profile", action="store_true", help="print the report's top cProfile entries")
+    parser.add_argument(
+        "--plain-sample", type=int, metavar="N", help="time plain on N files and extrapolate to all"
+    )
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="analysis-scale-") as tmp:
@@ -136,24 +161,56 @@ def main(argv: list[str] | None = None) -> int:
 
         started = time.perf_counter()
         files = sorted(root.glob("*/*/points/*/rank*.csv"))
-        plain = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
-        plain_s = time.perf_counter() - started
+        sample = files if not args.plain_sample else files[:: max(1, len(files) // args.plain_sample)]
+        plain = pd.concat([pd.read_csv(f) for f in sample], ignore_index=True)
+        plain_s = (time.perf_counter() - started) * len(files) / len(sample)
+        plain_label = "plain pandas.concat(read_csv per file):"
+        if len(sample) < len(files):
+            plain_label = f"plain, extrapolated from {len(sample)} of {len(files)} files:"
 
-        started = time.perf_counter()
-        report = build_report([root], "terminal")
-        report_s = time.perf_counter() - started
-
-        started = time.perf_counter()
-        by_gpu = build_report([root], "terminal", by="gpu")
-        gpu_s = time.perf_counter() - started
+        first_s, first = _timed(lambda: build_report([root], "terminal"))
+        profile = cProfile.Profile() if args.profile else None
+        report_s, report = _timed(lambda: build_report([root], "terminal"), profile)
+        gpu_first_s, gpu_first = _timed(lambda: build_report([root], "terminal", by="gpu"))
+        gpu_s, by_gpu = _timed(lambda: build_report([root], "terminal", by="gpu"))
 
     assert report.points == args.points == by_gpu.points, (report.points, by_gpu.points)
-    print(f"{len(files)} files, {len(plain)} rows")
-    print(f"plain pandas.concat(read_csv per file):          {plain_s:6.2f} s (reading only)")
-    print(f"analysis report (read, aggregate, table, render): {report_s:6.2f} s")
-    print(f"analysis report --by gpu (+ meta files):         {gpu_s:6.2f} s")
+    assert report.text == first.text, "the report through the consolidated files differs"
+    assert by_gpu.text == gpu_first.text, "the report --by gpu through the consolidated files differs"
+    print(f"{len(files)} files, {len(plain)} rows read by plain")
+    lines = [
+        (plain_label, plain_s),
+        ("analysis report, first (every rank file read):", first_s),
+        ("analysis report (read, aggregate, table, render):", report_s),
+        ("analysis report --by gpu, first (meta files read):", gpu_first_s),
+        ("analysis report --by gpu (+ meta files):", gpu_s),
+    ]
+    for label, seconds in lines:
+        ratio = "reading only" if seconds is plain_s else f"{seconds / plain_s:.2f}× plain"
+        print(f"{label:<52} {seconds:6.2f} s ({ratio})")
+    print("load average (1, 5, 15 min): " + ", ".join(f"{v:.2f}" for v in os.getloadavg()))
     print(f"report lines: {report.text.count(chr(10)) + 1}")
+    if profile is not None:
+        print("\nprofile of the report (top entries by cumulative time):")
+        out = io.StringIO()
+        pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(PROFILE_ENTRIES)
+        print(out.getvalue().split("\n\n", 1)[-1].rstrip())
     return 0 if max(report_s, gpu_s) < 10 else 1
+
+
+def _timed(make: Callable[[], Report], profile: cProfile.Profile | None = None) -> tuple[float, Report]:
+    """Seconds to make the report, starting as a process of its own would (noise's cache empty)."""
+    noise.clear_cache()
+    started = time.perf_counter()
+    if profile is not None:
+        profile.enable()
+    report = make()
+    if profile is not None:
+        profile.disable()
+    return time.perf_counter() - started, report
+
+
+PROFILE_ENTRIES = 25
 
 
 if __name__ == "__main__":

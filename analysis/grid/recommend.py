@@ -36,7 +36,7 @@ import html
 import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import pandas as pd
 
@@ -290,7 +290,9 @@ def recommend(summary: pd.DataFrame) -> list[Recommendation]:
     chosen = table_rows(summary)
     if chosen.empty:
         return []
-    return [_recommendation(g, chosen) for g in _groups(chosen)]
+    # Point 0 of each sweep where every rank measured it: the baseline of a group without it.
+    zero = chosen[(chosen["point_index"] == 0) & _every_rank(chosen)]
+    return [_recommendation(g, zero) for g in _groups(chosen)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,7 +303,9 @@ class _Group:
     sweep_dir: str
     rows: pd.DataFrame
     """The points that can be ranked: every run ok on every rank."""
-    unranked: tuple[tuple[pd.Series, str], ...]
+    records: list[dict[str, Any]]
+    """`rows` as _records gives them, in their order."""
+    unranked: tuple[tuple[Row, str], ...]
     """The others, each with why."""
     complete: pd.DataFrame
     """The points every rank of every run measured (failed runs or not): a baseline's candidates."""
@@ -315,13 +319,15 @@ def _groups(chosen: pd.DataFrame) -> Iterator[_Group]:
     shown_by_sweep = {s: _shown_settings(rows) for s, rows in chosen.groupby("sweep_dir")}
     for (group, sweep_dir), rows in chosen.groupby(["group", "sweep_dir"], sort=True):
         merged, hidden, notes = _merge_identical(rows)
-        reasons = [_unranked_reason(row) for _, row in merged.iterrows()]
+        records = _records(merged)
+        reasons = [_unranked_reason(row) for row in records]
         ranked = merged[[not r for r in reasons]]
         yield _Group(
             group=str(group),
             sweep_dir=str(sweep_dir),
             rows=ranked,
-            unranked=tuple((row, r) for (_, row), r in zip(merged.iterrows(), reasons, strict=True) if r),
+            records=[row for row, r in zip(records, reasons, strict=True) if not r],
+            unranked=tuple((row, r) for row, r in zip(records, reasons, strict=True) if r),
             complete=merged[_every_rank(merged)],
             shown=[c for c in shown_by_sweep[sweep_dir] if c not in hidden],
             notes=(*notes, *shared_machine(rows), *idle_workers(rows)),
@@ -371,7 +377,7 @@ def idle_workers(rows: pd.DataFrame) -> list[str]:
     ]
 
 
-def _unranked_reason(row: pd.Series) -> str:
+def _unranked_reason(row: Row) -> str:
     """Why the point cannot be ranked ("" when it can): runs that failed, or missing ranks."""
     reasons = []
     failed, runs = int(row.get("failed_runs", 0) or 0), int(row.get("all_runs", 0) or 0)
@@ -436,10 +442,11 @@ def _pooled(members: pd.DataFrame) -> pd.Series:
     return row
 
 
-def _recommendation(g: _Group, chosen: pd.DataFrame) -> Recommendation:
-    """One group's: the best, the cheapest tied with it, and what the runs leave undecided."""
+def _recommendation(g: _Group, zero: pd.DataFrame) -> Recommendation:
+    """One group's: the best, the cheapest tied with it, and what the runs leave undecided.
+    `zero`: the rows of point 0 every rank measured, of every group (_baseline)."""
     rows, shown = g.rows, g.shown
-    baseline, elsewhere = _baseline(g.complete, chosen, g.sweep_dir)
+    baseline, elsewhere = _baseline(g.complete, zero, g.sweep_dir)
     unranked = Recommendation(
         group=g.group,
         sweep=str(g.first["sweep"]),
@@ -455,13 +462,13 @@ def _recommendation(g: _Group, chosen: pd.DataFrame) -> Recommendation:
     if rows.empty:
         return unranked
     best = _choice(rows.loc[rows["samples_per_s"].idxmax()], shown)
-    judged = _judged(best, rows)
+    judged = _judged(best, rows, records=g.records)
     tied = {p for p, (_, in_tie) in judged.items() if in_tie}
-    by_cost = _by_cost(rows)
-    cheapest = next(i for i, p in enumerate(by_cost["point_id"]) if p in tied)
+    by_cost = [g.records[i] for i in _cost_order(rows)]
+    cheapest = next(i for i, row in enumerate(by_cost) if row["point_id"] in tied)
     open_ = [
         Undecided(_choice(row, shown), ratio, ratio.runs_needed(), cheaper=n < cheapest)
-        for n, (_, row) in enumerate(by_cost.iterrows())
+        for n, row in enumerate(by_cost)
         if (ratio := judged[row["point_id"]][0]) is not None
         and ratio.judge() in (noise.UNDECIDED, noise.HIGHER)
         and (n < cheapest or (ratio.high is not None and ratio.high > 1 + noise.MARGIN))
@@ -469,7 +476,7 @@ def _recommendation(g: _Group, chosen: pd.DataFrame) -> Recommendation:
     return dataclasses.replace(
         unranked,
         best=best,
-        cheapest=_choice(by_cost.iloc[cheapest], shown),
+        cheapest=_choice(by_cost[cheapest], shown),
         tied=len(tied),
         tested=best.runs > 1 and all(r is None or r.tested for r, _ in judged.values()),
         undecided=tuple(u for u in open_ if u.cheaper),
@@ -477,29 +484,46 @@ def _recommendation(g: _Group, chosen: pd.DataFrame) -> Recommendation:
     )
 
 
-def _by_cost(rows: pd.DataFrame) -> pd.DataFrame:
-    """The configurations, cheapest first (CHEAPNESS), the faster first among equals."""
-    return rows.sort_values(
-        [*CHEAPNESS, "samples_per_s"],
-        ascending=[True, True, True, False],
-        na_position="last",
-        kind="stable",
+def _cost_order(rows: pd.DataFrame) -> list[int]:
+    """The positions of the configurations, cheapest first (CHEAPNESS), the faster first among
+    equals (sorting only the columns that decide, not every column of the rows)."""
+    columns = [*CHEAPNESS, "samples_per_s"]
+    order = (
+        rows[columns]
+        .reset_index(drop=True)
+        .sort_values(
+            columns,
+            ascending=[True, True, True, False],
+            na_position="last",
+            kind="stable",
+        )
     )
+    return order.index.tolist()
 
 
 def _judged(
-    best: Choice, rows: pd.DataFrame, margin: float = noise.MARGIN
+    best: Choice,
+    rows: pd.DataFrame,
+    margin: float = noise.MARGIN,
+    *,
+    records: list[dict[str, Any]] | None = None,
 ) -> dict[str, tuple[noise.Estimate | None, bool]]:
     """Per point: its samples/s over the best's (None for the best itself) and whether it is
     tied with the best: its interval inside the margin; with one run on a side (untested),
-    within WITHIN of the best stands in."""
+    within WITHIN of the best stands in. `records`: _records(rows), where made already."""
     out: dict[str, tuple[noise.Estimate | None, bool]] = {}
-    for (_, row), rate in zip(rows.iterrows(), rows["samples_per_s"], strict=True):
+    for row, rate in zip(_records(rows) if records is None else records, rows["samples_per_s"], strict=True):
         point_id = row["point_id"]
         if point_id == best.point_id:
             out[str(point_id)] = (None, True)
             continue
-        ratio = _choice(row, []).against(best)
+        # Choice.against without making the Choice (one per point of the group).
+        ratio = noise.ratio_by_pass(
+            best.run_samples_per_s,
+            tuple(float(v) for v in row["run_samples_per_s"]),
+            best.run_passes,
+            _passes(row),
+        )
         judgement = ratio.judge(margin)
         if judgement == noise.NOT_TESTED:
             out[str(point_id)] = (ratio, rate >= (1 - margin) * best.samples_per_s)
@@ -535,8 +559,8 @@ def undecided_points(
         if rows.empty:
             continue
         best = _choice(rows.loc[rows["samples_per_s"].idxmax()], [])
-        judged = _judged(best, rows, margin)
-        by_cost = list(_by_cost(rows)["point_id"])
+        judged = _judged(best, rows, margin, records=g.records)
+        by_cost = [g.records[i]["point_id"] for i in _cost_order(rows)]
         cheapest = next(i for i, p in enumerate(by_cost) if judged[p][1])
         for n, point_id in enumerate(by_cost):
             ratio, _ = judged[point_id]
@@ -555,13 +579,14 @@ def undecided_points(
     return out
 
 
-def _baseline(rows: pd.DataFrame, chosen: pd.DataFrame, sweep_dir: str) -> tuple[pd.Series | None, bool]:
+def _baseline(rows: pd.DataFrame, zero: pd.DataFrame, sweep_dir: str) -> tuple[pd.Series | None, bool]:
     """Point 0 where every rank measured it (its surviving runs, where some failed, still
-    measure it): in this group, else its median over the others."""
+    measure it): in this group, else its median over the others (`zero`: the rows of point 0
+    every rank measured, of every group)."""
     here = rows[rows["point_index"] == 0]
     if not here.empty:
         return here.iloc[0], False
-    there = chosen[(chosen["point_index"] == 0) & (chosen["sweep_dir"] == sweep_dir) & _every_rank(chosen)]
+    there = zero[zero["sweep_dir"] == sweep_dir]
     if there.empty:
         return None, False
     row = there.iloc[0].copy()
@@ -586,7 +611,27 @@ def _shown_settings(rows: pd.DataFrame) -> list[str]:
     return [*step, *varying]
 
 
-def _choice(row: pd.Series, shown: list[str]) -> Choice:
+Row: TypeAlias = pd.Series | dict[str, Any]
+"""A summary row: a Series, or one of _records' dicts."""
+
+
+_READ = (
+    *("point_id", "jobid", "point_index", "samples_per_s", "run_samples_per_s", "run_passes"),
+    *("cpu_memory_gb", "pooled", "failed_runs", "all_runs", "ranks", "world_size"),
+    *("sequence_step", *LOADER_COLUMNS, *WORKLOAD_COLUMNS),
+)
+"""What _choice and _unranked_reason read of a row: its settings shown, its figures and runs."""
+
+
+def _records(rows: pd.DataFrame) -> list[dict[str, Any]]:
+    """The rows as dicts of the Python values of the columns read (_READ), as iterrows gives
+    them: a row Series each cost most of the time of recommending on 10,000 points."""
+    columns = [c for c in _READ if c in rows.columns]
+    values = [rows[c].tolist() for c in columns]
+    return [dict(zip(columns, row, strict=True)) for row in zip(*values, strict=True)]
+
+
+def _choice(row: Row, shown: list[str]) -> Choice:
     return Choice(
         point_id=str(row["point_id"]),
         jobid=str(row["jobid"]),
@@ -600,7 +645,7 @@ def _choice(row: pd.Series, shown: list[str]) -> Choice:
     )
 
 
-def _passes(row: pd.Series) -> tuple[noise.Pass, ...]:
+def _passes(row: Row) -> tuple[noise.Pass, ...]:
     """The row's run_passes (none in a frame made before passes: then nothing is paired)."""
     passes = row.get("run_passes")
     return tuple(passes) if isinstance(passes, tuple) else ()

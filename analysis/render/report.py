@@ -48,12 +48,19 @@ def build_report(
     by: str = "node",
     plots: bool = False,
     timeline: Sequence[str] = (),
+    consolidated: bool = True,
 ) -> Report:
     """`by`: node (a table per host) or gpu (per node type: GPU model and count). `plots`:
-    write the PNGs under <sweep dir>/plots/ and name them; the HTML format embeds them anyway."""
-    loaded = load_results(paths)
+    write the PNGs under <sweep dir>/plots/ and name them; the HTML format embeds them anyway.
+    `consolidated`: read the sweeps' consolidated files, and write them again where rank
+    files were added or changed (analysis/consolidated.py); else read every rank file."""
+    loaded = load_results(paths, consolidated=consolidated, refresh=consolidated)
     rows = loaded.rows
-    meta = load_meta(rows, loaded.problems) if by == "gpu" and not rows.empty else None
+    meta = (
+        load_meta(rows, loaded.problems, consolidated=consolidated)
+        if by == "gpu" and not rows.empty
+        else None
+    )
     if not rows.empty:
         rows = add_nodes(rows, meta)
     summary = summarize(rows, by=by, meta=meta)
@@ -82,7 +89,7 @@ def build_report(
     failures = _failures(rows)
     problems = loaded.problems + incomplete
     written = [p for p in made if p.path is not None]
-    notes = _notes(rows, failures, problems, plans) + _plot_notes(written)
+    notes = _notes(rows, failures, problems, plans, loaded.profiled) + _plot_notes(written)
     rest = [p for plots_of_group in group_plots.values() for p in plots_of_group]
     return Report(
         text=_text(paths, sections, notes, rest, written, fmt),
@@ -107,11 +114,13 @@ def _group_sections(
     for rec in recs:
         recs_by_group.setdefault(rec.group, []).append(rec)
     shown = table_rows(summary)
+    # Each group's rows, in their order, taken once (not a mask over every row per group).
+    of_group = dict(iter(shown.groupby("group", sort=False))) if not shown.empty else {}
     sections = []
     for group, table in loader_tables(summary).items():
         body = html.scroll(render(table, fmt)) if fmt == "html" else render(table, fmt)
         sep = "\n" if fmt == "html" else "\n\n"
-        notes = table_notes(shown[shown["group"] == group])
+        notes = table_notes(of_group[group])
         if notes and fmt != "csv":
             body += sep + _note_block(notes, fmt)
         if fmt == "html" and recs_by_group.get(group):
@@ -120,7 +129,7 @@ def _group_sections(
             body += sep + render_recommendations(recs_by_group[group], fmt)
         if fmt == "html":
             body += "\n" + "\n".join(html.figure(p.png, _caption(p)) for p in group_plots.pop(group, []))
-        sections.append((_group_title(group, by, shown), body))
+        sections.append((_group_title(group, by, of_group[group]), body))
     return sections
 
 
@@ -129,8 +138,10 @@ def _notes(
     failures: pd.DataFrame | None,
     problems: list[str],
     plans: dict[Path, SweepPlan | None],
+    profiled: dict[str, list[str]],
 ) -> list[str]:
-    """The report's closing notes: caveats, stragglers, failures, problems, pending points, traces."""
+    """The report's closing notes: caveats, stragglers, failures, problems, pending points, traces
+    (`profiled`: analysis.load.Loaded.profiled)."""
     notes = _caveats(rows)
     stragglers = find_stragglers(rows) if not rows.empty else []
     if stragglers:
@@ -146,7 +157,7 @@ def _notes(
         notes.append(f"{len(problems)} problem(s) with the result files:")
         notes.extend(f"  {p}" for p in problems)
     notes += _pending(rows, plans)
-    notes += _profiles(plans)
+    notes += _profiles(plans, profiled)
     if rows.empty and not problems:
         notes.append("no result rows found")
     return notes
@@ -257,8 +268,8 @@ def _note_block(notes: list[str], fmt: str) -> str:
     return "\n".join(notes)
 
 
-def _group_title(group: str, by: str, shown: pd.DataFrame) -> str:
-    rows = shown[shown["group"] == group]
+def _group_title(group: str, by: str, rows: pd.DataFrame) -> str:
+    """`rows`: the group's rows as the table shows them."""
     rungs = set(rows["rung"])
     rung = f" (rung {rungs.pop()})" if len(rungs) == 1 and rungs != {"full"} else ""
     if by == "gpu":
@@ -332,14 +343,14 @@ def _ladder_verdicts(rows: pd.DataFrame, fmt: str) -> str:
     return "\n\n".join(render_verdict(v, fmt) for v in verdicts)
 
 
-def _profiles(plans: dict[Path, SweepPlan | None]) -> list[str]:
+def _profiles(plans: dict[Path, SweepPlan | None], profiled: dict[str, list[str]]) -> list[str]:
     """Where the profiler traces are, and HolisticTraceAnalysis's time breakdown where it can
     make one (it needs GPU kernels in the traces, and HTA installed)."""
     from analysis.profiles import time_breakdown, trace_dirs
 
     notes: list[str] = []
     for sweep_dir in plans:
-        for folder in trace_dirs(sweep_dir):
+        for folder in trace_dirs(sweep_dir, profiled.get(str(sweep_dir))):
             count = sum(1 for p in folder.iterdir() if p.name.endswith((".json", ".json.gz")))
             notes.append(f"profiler traces ({count}): {folder}  (TensorBoard, Perfetto or HTA read them)")
             breakdown = time_breakdown(folder)

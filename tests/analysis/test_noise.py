@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+import random
 import statistics
 
 import pytest
@@ -175,3 +176,14 @@ def test_a_wait_is_paired_by_pass_as_a_share_of_the_step() -> None:
     r = noise.shift_by_pass(waits_a, waits_b, 0.1, passes, passes)
     assert r.paired and r.estimate == pytest.approx(0.05)
     assert noise.independent_shift(waits_a, waits_b, 0.1).judge() == noise.UNDECIDED
+
+
+def test_the_variance_is_statistics_variance_to_the_last_bit() -> None:
+    """noise.variance (integers) against statistics.variance (Fractions) on awkward floats."""
+    rng = random.Random(0)
+    for _ in range(2000):
+        n = rng.choice([2, 3, 4, 5, 10])
+        scale = rng.choice([1e-9, 1.0, 5.7, 1e6])
+        values = [rng.gauss(rng.choice([0.0, 5.7]), rng.choice([1e-6, 0.01, 1.0])) * scale for _ in range(n)]
+        assert noise.variance(values) == statistics.variance(values)
+    assert noise.variance([1.0, 1.0]) == 0.0 and noise.variance([2, 4]) == statistics.variance([2, 4])

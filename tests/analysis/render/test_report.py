@@ -185,3 +185,21 @@ def test_auto_windows_that_stopped_at_their_most_are_named_under_the_table(tmp_p
         "2%: noisy (2 of 3 runs, up to 4.1%); raise measure.max_seconds, or compare with more repeats"
     ) in text
     assert "quiet (" not in text
+
+
+def test_the_traces_of_a_profiled_point_are_named_whether_its_sweep_or_the_point_is_given(
+    tmp_path: Path,
+) -> None:
+    # The listing of the point folders finds profile/ (no second look into every point folder);
+    # a point given alone is looked up in its sweep as before.
+    sweep, ids = planned_sweep(tmp_path)
+    write_rows(sweep, *(synthetic_row(point_id=i, repeat=r) for i in ids for r in (0, 1)))
+    profile = sweep / "points" / ids[1] / "profile"
+    for folder in (profile, profile / "cycle0", profile / "cycle1"):
+        folder.mkdir(exist_ok=True)
+        (folder / "rank0.pt.trace.json").write_text("{}")
+    (sweep / "points" / ids[2] / "profile").mkdir()  # no trace in it: not named
+    named = [f"profiler traces (1): {f}" for f in (profile, profile / "cycle0", profile / "cycle1")]
+    for given in (sweep, tmp_path, sweep / "points" / ids[0]):
+        lines = [line.split("  (")[0] for line in build_report([given]).text.splitlines()]
+        assert [line for line in lines if line.startswith("profiler traces")] == named, given
