@@ -87,6 +87,12 @@ def remount_read_only(mount: Path) -> None:
 SLOW_FOLDERS = ("slurm", "jobs", "gpu")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist registers its marker only where it is loaded; the serial pass runs without
+    # it (-p no:xdist), and --strict-markers would refuse the mark the hook below adds.
+    config.addinivalue_line("markers", "xdist_group(name): the tests of a group run on one xdist process")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     tests = Path(__file__).resolve().parent
     for item in items:

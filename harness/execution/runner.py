@@ -251,23 +251,7 @@ def _rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, results.Ru
     try:
         stream = _stream(rank, rung)
         reset_peak_memory(rank.where.device)
-        times = yield from window(
-            stream,
-            to_device=rank.to_device,
-            count=rank.count,
-            warmup_steps=point.measure.warmup_steps,
-            steps=point.measure.steps,
-            seconds=point.measure.seconds,
-            max_seconds=point.measure.max_seconds,
-            max_seconds_said=most_said(point.adjustments),
-            stock=stream.stock,
-            sync=device_sync(rank.where.device),
-            agree=rank.agree,
-            largest=rank.largest,
-            barrier=rank.barrier,
-            mark=phases.mark,
-            clock=rank.clock,
-        )
+        times = yield from _window(rank, stream, phases)
         peaks = peak_memory_gb(rank.where.device)
         # Taken while the workers are still alive: what the loader really holds.
         memory_gb = process_tree_memory_bytes() / 1e9
@@ -295,14 +279,9 @@ def _rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, results.Ru
             stream.close()
     row = rank.rows.measured(rung, repeat, times, started=started)
     row.cpu_memory_gb, row.loader_capacity = memory_gb, capacity
-    row.cached_sample_bytes, row.dataset_samples, row.memory_limit_gb = _caching_sizes(rank, rung)
-    row.dataset_stream = isinstance(rank.dataset, IterableDataset)
     row.max_memory_allocated_gb, row.max_memory_reserved_gb = peaks
     row.epoch_steps, row.idle_workers = stream.epoch_steps, idle
-    row.input_shapes = rank.shapes()
-    if phases.measured is not None:
-        for key, value in phases.measured.summary(samples=row.samples).items():
-            setattr(row, key, value)
+    _describe(row, rank, rung, phases)
     log.info(
         "point %s rung %s repeat %d: %.1f samples/s, loading %.4f s/step",
         point.id,
@@ -312,6 +291,45 @@ def _rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, results.Ru
         times.loading_time,
     )
     return row
+
+
+def _window(
+    rank: Rank,
+    stream: ladder.LoaderStream | ladder.RepeatStream | given_loader.IterStream,
+    phases: _Phases,
+) -> Generator[Any, None, Any]:
+    """The rung's measured window (loop.window) with the point's measure and the rank's parts."""
+    measure = rank.point.measure
+    return (
+        yield from window(
+            stream,
+            to_device=rank.to_device,
+            count=rank.count,
+            warmup_steps=measure.warmup_steps,
+            steps=measure.steps,
+            seconds=measure.seconds,
+            max_seconds=measure.max_seconds,
+            max_seconds_said=most_said(rank.point.adjustments),
+            stock=stream.stock,
+            sync=device_sync(rank.where.device),
+            agree=rank.agree,
+            largest=rank.largest,
+            barrier=rank.barrier,
+            mark=phases.mark,
+            clock=rank.clock,
+        )
+    )
+
+
+def _describe(row: results.RungRow, rank: Rank, rung: str, phases: _Phases) -> None:
+    """The row's facts beside its timings: the caching what-if's sizes, the data's kind and
+    shapes, and the sampler's summary of the measured phase."""
+    row.cached_sample_bytes, row.dataset_samples, row.memory_limit_gb = _caching_sizes(rank, rung)
+    row.dataset_stream = isinstance(rank.dataset, IterableDataset)
+    row.input_shapes = rank.shapes()
+    if phases.measured is not None:
+        for key, value in phases.measured.summary(samples=row.samples).items():
+            setattr(row, key, value)
 
 
 def _failed(rank: Rank, rung: str, repeat: int, e: Exception, started: str) -> results.RungRow:

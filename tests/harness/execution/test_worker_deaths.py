@@ -43,7 +43,9 @@ def _rows(sweep: Path, point_id: str) -> list[dict[str, str]]:
     return results.read_rows(sweep / "points" / point_id / "rank0.csv")
 
 
-@pytest.mark.slow
+# Serial: in a pytest-xdist process the loop ended that process with a KeyboardInterrupt
+# ("node down: keyboard-interrupt", CI-equivalent run of session 14); alone it passes 10 of 10.
+@pytest.mark.serial
 def test_a_worker_that_segfaults_fails_its_point_with_a_row_and_the_next_point_runs_every_time(
     tmp_path: Path,
 ) -> None:
