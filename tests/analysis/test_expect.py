@@ -40,6 +40,7 @@ def gated_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return sweep
 
 
+@pytest.mark.serial
 def test_each_expectation_says_its_figure_bound_and_verdict(gated_sweep: Path) -> None:
     outcomes = check_expectations(load_results([gated_sweep]).rows, [gated_sweep])
     lines = render_expectations(outcomes).splitlines()
@@ -56,6 +57,7 @@ def test_each_expectation_says_its_figure_bound_and_verdict(gated_sweep: Path) -
     assert failed(outcomes) == 3
 
 
+@pytest.mark.serial
 def test_the_worst_point_decides_and_is_named(gated_sweep: Path) -> None:
     rows = load_results([gated_sweep]).rows
     (outcome, *_) = check_expectations(rows, [gated_sweep])
@@ -67,6 +69,7 @@ def test_the_worst_point_decides_and_is_named(gated_sweep: Path) -> None:
     assert outcome.points == 2 and outcome.runs == 2
 
 
+@pytest.mark.serial
 def test_the_report_prints_the_block_and_counts_the_failures(gated_sweep: Path) -> None:
     report = build_report([gated_sweep])
     assert "expectations (each sweep's expect:)\npass  min_samples_per_s >= 0.001:" in report.text

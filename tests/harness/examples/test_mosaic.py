@@ -25,10 +25,16 @@ MOSAIC_VENV = Path(os.environ.get("HARNESS_MOSAIC_VENV", ROOT / ".venv-mosaic"))
 MOSAIC_PY = MOSAIC_VENV / "bin" / "python"
 SAMPLES = 64
 BATCH = 4
-pytestmark = pytest.mark.skipif(
-    not (MOSAIC_VENV / ".harness-installed").is_file(),
-    reason=f"no MosaicML Streaming environment at {MOSAIC_VENV}: `bash scripts/mosaic_env.sh` makes it",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not (MOSAIC_VENV / ".harness-installed").is_file(),
+        reason=f"no MosaicML Streaming environment at {MOSAIC_VENV}: `bash scripts/mosaic_env.sh` makes it",
+    ),
+    # One xdist process for them all: Streaming registers its data sets in shared memory by
+    # name, and two of these tests at once in two processes met there ("shared memory
+    # registered does not match local leader").
+    pytest.mark.xdist_group("mosaic"),
+]
 
 
 def mosaic(*args: str, timeout: float = 240) -> str:
