@@ -431,10 +431,7 @@ class CachedStage(Dataset[Any]):
 
     def __getitem__(self, index: int) -> Any:
         if not self.values:
-            value = self.produce()
-            self.values = distinct_copies(value, self.distinct)
-            size = batches.nbytes(value)
-            self.value_bytes[0] = -1 if size is None else size
+            self.values = _produced(self.produce, self.distinct, self.value_bytes)
         value = self.values[self.served % len(self.values)]
         self.served += 1
         return value if self.finish is None else self.finish(value)
@@ -456,13 +453,20 @@ class CachedStream(IterableDataset[Any]):
         self.value_bytes = torch.full((1,), -1, dtype=torch.int64).share_memory_()
 
     def __iter__(self) -> Iterator[Any]:
-        value = self.produce()
-        values = distinct_copies(value, self.distinct)
-        size = batches.nbytes(value)
-        self.value_bytes[0] = -1 if size is None else size
+        values = _produced(self.produce, self.distinct, self.value_bytes)
         for served in itertools.count():
             value = values[served % len(values)]
             yield value if self.finish is None else self.finish(value)
+
+
+def _produced(produce: Callable[[], Any], distinct: int, value_bytes: torch.Tensor) -> list[Any]:
+    """A cached stage's value made in this process, sized into the stage's shared `value_bytes`
+    (-1 where it has no size), and served as `distinct` objects: the one step CachedStage and
+    CachedStream share."""
+    value = produce()
+    size = batches.nbytes(value)
+    value_bytes[0] = -1 if size is None else size
+    return distinct_copies(value, distinct)
 
 
 def distinct_copies(value: Any, n: int) -> list[Any]:
