@@ -66,7 +66,7 @@ def project_copy(root: Path) -> Path:
     in the working tree."""
     source = root / "source"
     source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(REPO / name, source / name)
     for package in installed_packages():
         shutil.copytree(REPO / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
