@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create .venv (once) and install the harness with the extras HARNESS_EXTRAS names (all, by default): its `run` extra (what a job
-# needs: torch, torchvision, NVML, scipy), its `dev` extra (the test tools and the docs site)
+# needs: torch, torchvision, NVML, scipy), its `dev` extra (the test tools, and the docs site through the `docs` extra it includes)
 # and its `libs` extra (the data libraries of the shipped examples, Hugging Face datasets,
 # LitData, torchdata and Lightning, and the training libraries of the shipped scripts, Hugging
 # Face Accelerate and timm, whose examples run in the tests).
