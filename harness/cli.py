@@ -100,9 +100,7 @@ def _parser(analysis: bool = True) -> argparse.ArgumentParser:
         prog="harness",
         description="Benchmark PyTorch input pipelines: the caching ladder and the DataLoader grid.",
     )
-    from harness import __version__
-
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--version", action=_InstalledVersion)
     _add_verbosity(parser, default=False)
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     _add_here_verbs(verbs)
@@ -114,6 +112,44 @@ def _parser(analysis: bool = True) -> argparse.ArgumentParser:
         # After the verb too (`harness run x.yaml -v`); SUPPRESS keeps a -v given before it.
         _add_verbosity(verb, default=argparse.SUPPRESS)
     return parser
+
+
+def installed_version() -> str:
+    """The version pip installed (the distribution's metadata: pyproject.toml's `version` when it
+    was installed); a checkout run without an install (PYTHONPATH, scripts/gpu_suite.sh) has no
+    metadata and says harness.__version__."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pipeline-harness")
+    except PackageNotFoundError:
+        from harness import __version__
+
+        return __version__
+
+
+class _InstalledVersion(argparse.Action):
+    """--version, argparse's own but for the version, read only when asked: importlib.metadata is
+    an import that every other command would pay."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS) -> None:
+        super().__init__(
+            option_strings,
+            dest=dest,
+            default=argparse.SUPPRESS,
+            nargs=0,
+            help="show program's version number and exit",
+        )
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        sys.stdout.write(f"{parser.prog} {installed_version()}\n")
+        parser.exit()
 
 
 def _add_verbosity(parser: argparse.ArgumentParser, default: object) -> None:

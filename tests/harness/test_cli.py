@@ -73,12 +73,31 @@ def test_report_takes_the_analysis_arguments(tmp_path: Path) -> None:
     assert "--by {node,gpu}" in out.stdout and "--timeline POINT_ID" in out.stdout
 
 
-def test_version_prints_the_package_version(tmp_path: Path) -> None:
-    from harness import __version__
+def test_version_prints_the_installed_version(tmp_path: Path) -> None:
+    """pip's metadata of the installed distribution, as `pip show pipeline-harness` says it."""
+    from importlib.metadata import version
 
     out = harness("--version", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert out.stdout == f"harness {__version__}\n"
+    assert out.stdout == f"harness {version('pipeline-harness')}\n"
+
+
+def test_the_version_without_an_install_is_pyprojects(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkout run without an install (PYTHONPATH) says harness.__version__, which must be
+    pyproject.toml's version."""
+    import importlib.metadata
+
+    import tomllib
+
+    from harness import __version__
+    from harness.cli import installed_version
+
+    def missing(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", missing)
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert installed_version() == __version__ == pyproject["project"]["version"]
 
 
 def _verb_parsers() -> dict[str, argparse.ArgumentParser]:
