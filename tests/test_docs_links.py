@@ -4,9 +4,16 @@ checks the README too, and the links from the docs to the repository's own files
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import posixpath
 import re
+import subprocess
+import sys
 import unicodedata
+from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,3 +83,116 @@ def test_headings_slug_as_the_site_makes_them() -> None:
     assert slug("`workload:`") == "workload"
     assert slug("Streams (`IterableDataset`)") == "streams-iterabledataset"
     assert slug("Adaptive repeats — measure until decided") == "adaptive-repeats-measure-until-decided"
+
+
+# The built site: every relative link and asset of every page is a file of the site. The links
+# the manual makes to the repository's files (jobs/*.yaml, harness/execution/loop.py, ...) lead to
+# the pages scripts/docs_source_pages.py makes of them: the project has no public remote to link to.
+SOURCE_PAGES = ROOT / "scripts" / "docs_source_pages.py"
+
+
+def _source_pages() -> Any:
+    spec = importlib.util.spec_from_file_location("docs_source_pages", SOURCE_PAGES)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Targets(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.targets: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for name, value in attrs:
+            if name in ("href", "src") and value:
+                self.targets.append(value)
+
+
+def site_broken_links(site: Path) -> list[str]:
+    """'page: link' for each relative link or asset of the site's HTML pages that leads to no
+    file of the site (a folder counts where it has its index.html)."""
+    broken = []
+    for html in sorted(site.rglob("*.html")):
+        page = html.relative_to(site).as_posix()
+        parser = _Targets()
+        parser.feed(html.read_text(encoding="utf-8"))
+        for target in parser.targets:
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith(("#", "//")):
+                continue  # https:, mailto:, data: and anchors: not files of the site
+            path = target.split("#")[0].split("?")[0]
+            if not path:
+                continue
+            joined = (
+                path.lstrip("/") if path.startswith("/") else posixpath.join(posixpath.dirname(page), path)
+            )
+            dest = posixpath.normpath(joined)
+            found = site / dest
+            if dest.startswith("..") or not (found.is_file() or (found / "index.html").is_file()):
+                broken.append(f"{page}: {target}")
+    return broken
+
+
+def test_the_site_check_finds_a_link_that_leads_nowhere(tmp_path: Path) -> None:
+    (tmp_path / "guide").mkdir()
+    (tmp_path / "guide" / "index.html").write_text(
+        '<a href="../">home</a> <a href="../jobs/x.yaml">gone</a> <img src="../logo.png">'
+        ' <a href="https://example.org/y">web</a> <a href="#top">top</a>'
+    )
+    (tmp_path / "index.html").write_text('<a href="guide/">guide</a> <a href="../../loop.py">out</a>')
+    assert site_broken_links(tmp_path) == [
+        "guide/index.html: ../jobs/x.yaml",
+        "guide/index.html: ../logo.png",
+        "index.html: ../../loop.py",
+    ]
+
+
+def test_the_built_site_has_no_link_that_leads_nowhere(tmp_path: Path) -> None:
+    """mkdocs build --strict of this checkout (as scripts/test.sh builds it), then every page's
+    links and assets followed on the built site."""
+    pytest.importorskip("mkdocs", reason="the docs extra is not installed: pip install -e '.[docs]'")
+    site = tmp_path / "site"
+    built = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(site)],
+        cwd=ROOT,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert site_broken_links(site) == []
+    # The repository's files the manual links to have their pages there.
+    assert (site / "source" / "harness" / "execution" / "loop.py" / "index.html").is_file()
+
+
+@pytest.mark.parametrize(
+    "page", sorted((ROOT / "docs").rglob("*.md")), ids=lambda p: str(p.relative_to(ROOT))
+)
+def test_every_link_out_of_the_docs_is_a_file_the_site_serves(page: Path) -> None:
+    """A link that leaves docs/ leads to a repository file, which the site shows on a page of its
+    own (a folder, or a file that is not there, would be a 404 on the site)."""
+    pages = _source_pages()
+    src = page.relative_to(ROOT / "docs").as_posix()
+    unserved = [
+        f"{src}: {target}"
+        for target in pages.links(page.read_text())
+        if not re.match(r"^[a-z][a-z0-9+.-]*:", target)
+        and not (page.parent / target.partition("#")[0]).resolve().is_relative_to(ROOT / "docs")
+        and pages.repository_file(src, target) is None
+    ]
+    assert unserved == []
+
+
+def test_links_to_repository_files_lead_to_their_pages() -> None:
+    pages = _source_pages()
+    markdown = (
+        "[loop](../../harness/execution/loop.py#L3) [spec](../reference/spec.md) "
+        "`[code](../../jobs/quickstart.yaml)` [web](https://example.org/a.py) [gone](../../nothing.py)\n"
+    )
+    assert pages.rewrite(markdown, "guides/x.md") == (
+        "[loop](../source/harness/execution/loop.py.md) [spec](../reference/spec.md) "
+        "`[code](../../jobs/quickstart.yaml)` [web](https://example.org/a.py) [gone](../../nothing.py)\n"
+    )
+    assert pages.linked_files({"guides/x.md": markdown}) == {"harness/execution/loop.py"}
