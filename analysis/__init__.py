@@ -1,5 +1,5 @@
 """Read result folders and answer from them: the Python API for notebooks. Never imports torch:
-runs on a login node or a laptop with a plain `pip install pipeline-harness`.
+runs on a login node or a laptop with the base install (`pip install .` in a clone, no extra).
 
     import analysis
 

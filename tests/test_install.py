@@ -1,4 +1,4 @@
-"""The torch-free install: a plain `pip install pipeline-harness` in a fresh venv pulls no torch,
+"""The torch-free install: a plain `pip install .` of a clone in a fresh venv pulls no torch,
 and gives plan, report and export; `harness run` there says which extra to install.
 
 Needs pip to reach the package index (or its wheel cache): skipped, with pip's own words, where
@@ -230,3 +230,13 @@ def test_the_suite_collects_without_the_optional_libraries() -> None:
     assert not errors, done.stdout[-3000:]
     assert done.returncode in (0, 5), done.stdout[-3000:]  # 5: every test deselected, none in error
     assert "is not installed" in done.stdout  # the modules that need one say so
+
+
+def test_the_install_page_lists_every_library_of_the_libs_extra() -> None:
+    """docs/getting-started/install.md's libs row names each package with its pinned version
+    (transformers was missing from it)."""
+    libs = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["libs"]
+    page = (REPO / "docs" / "getting-started" / "install.md").read_text()
+    (row,) = [line for line in page.splitlines() if '`pip install ".[libs]"`' in line]
+    missing = [pin for pin in libs if " ".join(pin.split("==")) not in row]
+    assert missing == [], f"install.md's libs row lacks {missing}"
