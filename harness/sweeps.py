@@ -64,7 +64,7 @@ def require_torch_here(backend: Backend | type[Backend], verb: str) -> None:
 @contextmanager
 def _submission() -> Iterator[None]:
     """sbatch's refusal as one line of bad input."""
-    from harness.backends.slurm import SubmissionError
+    from harness.backends.slurm.backend import SubmissionError
 
     try:
         yield
