@@ -383,7 +383,7 @@ def _new_sweep(args: argparse.Namespace, backend_name: str, *, wait: bool, fmt: 
     # Before anything is written: a login node without PyTorch, for a backend that runs here.
     require_torch_here(BACKENDS[backend_name], "run")
     plan = _load_plan(args.spec, args.overrides)
-    if not BACKENDS[backend_name].here:  # run here, the script's own run says it at once
+    if BACKENDS[backend_name].detached:  # run here, the script's own run says it at once
         _check_scripts(args.spec, plan)
     backend = make_backend(backend_name, plan.spec)
     check_backend(backend, plan, args.spec)

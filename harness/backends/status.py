@@ -10,89 +10,26 @@ point with a live job is never run again by `harness resume`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from harness.backends.base import Backend
+from harness.backends.point_status import PointStatus
 from harness.backends.slurm.accounting import log_tail, unseen_state
-from harness.backends.slurm.states import ENDED_WORD, LIVE, StateClass, classify, job_advice
+from harness.backends.slurm.states import ENDED_WORD, job_advice
 from harness.config.plan import Point
 from harness.storage.sweep import latest_job_entries, live_owner, load_info, load_points, process_alive
 from harness_schema import layout
-from harness_schema.reading import UnreadableFile, read_point, set_aside_units, set_aside_unreadable
+from harness_schema.reading import read_point, set_aside_units, set_aside_unreadable
 
-_LIVE_WORD = {
-    StateClass.QUEUED: "pending",
-    StateClass.HELD: "held",
-    StateClass.RUNNING: "running",
-    StateClass.SUSPENDED: "suspended",
-    StateClass.UNKNOWN: "unknown",
-}
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class PointStatus:
-    point: Point
-    job_id: str
-    state: str
-    """Scheduler state (PENDING, RUNNING, SUSPENDED, COMPLETED, TIMEOUT, CANCELLED...) or "-"."""
-    units_done: int
-    units_total: int
-    failed_units: int
-    error: str
-    reason: str = ""
-    """Why a queued job waits (squeue's JobHeldUser, Resources...), or which process runs it."""
-    unreadable: tuple[UnreadableFile, ...] = ()
-    """Its rank files that exist and cannot be read (torn): their units count as missing."""
-
-    @property
-    def complete(self) -> bool:
-        return self.units_done == self.units_total
-
-    @property
-    def kind(self) -> StateClass | None:
-        """The class of its job's state; None without a job state."""
-        return None if self.state == "-" else classify(self.state, self.reason)
-
-    @property
-    def progress(self) -> str:
-        """One word for the table: where the point stands, so what a user needs to do about it
-        (completed, failed, pending, held, running, suspended, timed-out, preempted, cancelled,
-        unknown, not run, partial)."""
-        if self.complete:
-            return "failed" if self.failed_units else "completed"
-        kind = self.kind
-        if kind in _LIVE_WORD:
-            return _LIVE_WORD[kind]
-        if kind is StateClass.ENDED_BAD:
-            return ENDED_WORD.get(self.state.split()[0], "cancelled")
-        if self.unreadable:
-            return "torn"
-        return "not run" if self.units_done == 0 else "partial"
-
-    @property
-    def active(self) -> bool:
-        """Its job may still write results: resume leaves it alone, --wait waits for it."""
-        return not self.complete and self.kind in LIVE
-
-    @property
-    def needs_resubmit(self) -> bool:
-        """Results missing and no job left to write them: what `harness resume` runs again."""
-        return not self.complete and not self.active
-
-    @property
-    def state_text(self) -> str:
-        """The state as the table shows it, with squeue's reason when it says something."""
-        return f"{self.state} ({self.reason})" if self.reason and self.reason != "None" else self.state
+__all__ = ["PointStatus", "advice", "scheduler_view", "sweep_status", "to_resume"]
 
 
 def scheduler_view(sweep_dir: Path, backend: type[Backend]) -> dict[str, object]:
     """Job id -> its state (an object with .state and .reason), asked of the scheduler for a
-    Slurm sweep; empty for a sweep run here (its process is looked at by sweep_status).
-    `backend`: the sweep's recorded one (registry.recorded; given, not looked up, so that this
-    module, which the Slurm backend's following uses, does not import the registry)."""
-    if backend.here:
-        return {}
+    Slurm sweep; empty for a sweep run here (the backend's `states`: its process is looked at
+    by sweep_status). `backend`: the sweep's recorded one (registry.recorded; given, not looked
+    up, so that this module, which the Slurm backend's following uses, does not import the
+    registry)."""
     jobs = sorted({entry["job_id"] for entry in latest_job_entries(sweep_dir).values()})
     return dict(backend.states(jobs)) if jobs else {}
 
@@ -154,9 +91,9 @@ def advice(
     lines += job_advice([(st.progress, st.job_id) for st in statuses])
     missing = [st for st in statuses if st.needs_resubmit]
     if missing and resume:
-        verb = "run here" if backend.here else "resubmit"
         lines.append(
-            f"{verb} the {len(missing)} point(s) without complete results: harness resume {sweep_dir}"
+            f"{backend.again} the {len(missing)} point(s) without complete results: "
+            f"harness resume {sweep_dir}"
         )
     return lines
 

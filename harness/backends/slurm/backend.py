@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import logging
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from harness.backends.base import BackendRefusal, no_announcement
+from harness.backends.base import Backend, BackendRefusal
+from harness.backends.point_status import PointStatus
 from harness.backends.slurm.queue import scheduler_states
 from harness.backends.slurm.sbatch import job_folder, job_name, render_sbatch, sbatch_parameters
 from harness.config.plan import Plan, Point
@@ -58,16 +60,40 @@ def _last_line(e: BaseException) -> str:
     return lines[-1].strip() if lines else type(e).__name__
 
 
+@dataclass(frozen=True, slots=True)
+class SlurmJobs:
+    """The handle on a sweep's Slurm jobs (the Jobs protocol, harness/backends/base.py): they
+    outlive this process; waiting follows the sweep (harness/backends/follow.py) until none of
+    its jobs is live or every point has its results."""
+
+    sweep_dir: Path
+    ids: tuple[str, ...]
+    backend: type[Backend]
+    """The sweep's recorded backend, whose scheduler is asked (registry.recorded)."""
+    detached: bool = True
+
+    def wait(self) -> None:
+        from harness.backends.follow import wait_for_sweep
+
+        wait_for_sweep(self.sweep_dir, self.backend)
+
+
 class SlurmBackend:
     """One job array per submission, one task per point, `slurm.nodes x tasks_per_node` ranks
     each (the Backend protocol, harness/backends/base.py). `harness submit` is this backend
-    without waiting; `harness run --backend slurm` and `submit --wait` follow the jobs."""
+    without waiting on its handle; `harness run --backend slurm` and `submit --wait` wait on it."""
 
     name: ClassVar[str] = "slurm"
-    here: ClassVar[bool] = False
+    where: ClassVar[str] = "as Slurm jobs"
+    again: ClassVar[str] = "resubmit"
+    detached: ClassVar[bool] = True
 
     def __init__(self, spec: Spec) -> None:
         self.spec = spec
+
+    @classmethod
+    def check_machine(cls, verb: str) -> None:
+        """Nothing: the jobs need PyTorch on the compute nodes, not here (a login node)."""
 
     def check(self, plan: Plan) -> None:
         """A throwaway render before anything is submitted: submitit rejects unknown options."""
@@ -81,21 +107,19 @@ class SlurmBackend:
     def world_size(self, plan: Plan) -> int:
         return plan.spec.slurm.world_size
 
-    def run(
-        self,
-        points: Sequence[Point],
-        sweep_dir: Path,
-        *,
-        announce: Callable[[Sequence[str]], None] = no_announcement,
-    ) -> None:
-        from harness.backends.follow import wait_for_sweep
-
-        announce(self.submit(points, sweep_dir))
-        wait_for_sweep(sweep_dir, type(self))
-
-    def submit(self, points: Sequence[Point], sweep_dir: Path) -> list[str]:
+    def submit(self, points: Sequence[Point], sweep_dir: Path) -> SlurmJobs:
         """Raises SubmissionError with sbatch's own words when it refuses the array."""
-        return submit_array(list(points), sweep_dir, self.spec.slurm, job_name(self.spec.name))
+        ids = submit_array(list(points), sweep_dir, self.spec.slurm, job_name(self.spec.name))
+        return SlurmJobs(sweep_dir, tuple(ids), type(self))
+
+    def settle(
+        self, statuses: Sequence[PointStatus], sweep_dir: Path, recorded: type[Backend]
+    ) -> list[PointStatus]:
+        """As they are: a live job is left alone (resume runs the others beside it)."""
+        return list(statuses)
+
+    def follow(self, sweep_dir: Path) -> SlurmJobs:
+        return SlurmJobs(sweep_dir, (), type(self))
 
     @classmethod
     def states(cls, jobs: Sequence[str]) -> Mapping[str, object]:
