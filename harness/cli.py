@@ -387,7 +387,7 @@ def _open_sweep(path: Path) -> Path:
 
 def _check_sbatch_parameters(plan: Plan) -> None:
     """A throwaway render before anything is written: submitit rejects unknown options."""
-    from harness.backends.slurm import SlurmBackend
+    from harness.backends.slurm.backend import SlurmBackend
     from harness.sweeps import check_backend
 
     check_backend(SlurmBackend(plan.spec), plan, plan.spec.path or plan.spec.name)
@@ -419,7 +419,7 @@ def _new_sweep(args: argparse.Namespace, backend_name: str, *, wait: bool, fmt: 
     # Before anything is written: a login node without PyTorch, for a backend that runs here.
     require_torch_here(BACKENDS[backend_name], "run")
     plan = _load_plan(args.spec, args.overrides)
-    if not BACKENDS[backend_name].here:  # run here, the script's own run says it at once
+    if BACKENDS[backend_name].detached:  # run here, the script's own run says it at once
         _check_scripts(args.spec, plan)
     backend = make_backend(backend_name, plan.spec)
     check_backend(backend, plan, args.spec)
@@ -447,7 +447,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def cmd_sbatch(args: argparse.Namespace) -> int:
-    from harness.backends.slurm import write_standalone_script
+    from harness.backends.slurm.sbatch import write_standalone_script
 
     if args.portable:
         return _portable_sbatch(args)
@@ -462,7 +462,7 @@ def cmd_sbatch(args: argparse.Namespace) -> int:
 
 def _portable_sbatch(args: argparse.Namespace) -> int:
     """A script that re-reads its spec when the job runs, to keep in git (sbatch/)."""
-    from harness.backends.slurm import portable_script
+    from harness.backends.slurm.sbatch import portable_script
     from harness_schema.atomic import atomic_write_text
 
     if args.overrides:

@@ -24,7 +24,7 @@ def plan_text(plan: Plan, overrides: Sequence[str], results_root: Path, fmt: str
     """All that `harness plan` prints: the table, the plan's notes, the overrides, the
     expectations, and the sbatch script `harness submit` would send (its sweep's folder under
     `results_root`); the table in `fmt` (harness/text_tables.py)."""
-    from harness.backends.slurm import job_folder, job_name, render_sbatch, submitit_command
+    from harness.backends.slurm.sbatch import job_folder, job_name, render_sbatch, submitit_command
 
     lines = [plan_table(plan, fmt)]
     lines += [f"note: {note}" for note in plan.notes]

@@ -7,10 +7,12 @@ end of a sweep (its tables and exit status). The CLI (harness/cli.py) parses and
 Every verb that runs points takes the sweep's lock first (harness/storage/lock.py), before it
 reads what is done: two resumes of one sweep never measure the same units side by side.
 
-A backend that runs here (inline, local) always waits for its points; one that submits to a
-scheduler (slurm) waits only when asked (`submit --wait`, `run --backend slurm`,
-`resume --wait`). Interrupted (Ctrl-C) while points run here, the sweep keeps what was
-measured and the line says how to go on.
+Each policy submits points to the backend and waits on the handle its `submit` returns
+(harness/backends/base.py, Jobs): points run here (inline, local) run when waited on, so they
+are always waited for; a scheduler's jobs (slurm) go on alone, and are waited for only when
+asked (`submit --wait`, `run --backend slurm`, `resume --wait`). The policies never ask where
+the points run: the backend and its handle answer what they need. Interrupted (Ctrl-C) while
+points run here, the sweep keeps what was measured and the line says how to go on.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from harness.backends.base import Backend, BackendRefusal
+from harness.backends.base import Backend, BackendRefusal, Jobs
 from harness.backends.registry import BACKENDS, backend_of_sweep
 from harness.config.plan import Plan, Point
 from harness.config.spec import Spec
@@ -53,18 +55,15 @@ def check_backend(backend: Backend, plan: Plan, where: Path | str) -> None:
 
 
 def require_torch_here(backend: Backend | type[Backend], verb: str) -> None:
-    """A backend that runs here needs PyTorch here: said before anything is written (a login
-    node); a scheduler's jobs need it on the compute nodes only."""
-    if backend.here:
-        from harness.extras import require_run_extra
-
-        require_run_extra(verb)
+    """What this machine needs to run the backend's points (PyTorch, for a backend that runs
+    them here), said before anything is written (a login node)."""
+    backend.check_machine(verb)
 
 
 @contextmanager
 def _submission() -> Iterator[None]:
     """sbatch's refusal as one line of bad input."""
-    from harness.backends.slurm import SubmissionError
+    from harness.backends.slurm.backend import SubmissionError
 
     try:
         yield
@@ -77,21 +76,22 @@ def _submission() -> Iterator[None]:
 
 def new_sweep(plan: Plan, backend: Backend, results: Path, *, wait: bool, fmt: str = "terminal") -> int:
     """`harness run` (`wait`) and `harness submit`: make the sweep folder, measure or submit
-    its points, and with `wait` print the tables."""
+    its points, and with `wait` (or where its jobs do not go on alone) print the tables."""
     from harness.storage.lock import sweep_lock
     from harness.storage.sweep import create_sweep
 
     sweep_dir = create_sweep(plan, results, backend=backend.name, world_size=backend.world_size(plan))
     with sweep_lock(sweep_dir, "harness run" if wait else "harness submit"):
-        if backend.here:
+
+        def said() -> None:  # nothing queued to announce: where the results go
             log.info("sweep %s: %d point(s), results in %s", plan.spec.name, len(plan.points), sweep_dir)
-        announce = _first_submission(sweep_dir)
-        if not wait and not backend.here:
-            with _submission():
-                announce(backend.submit(plan.points, sweep_dir))
+
+        with _submission():
+            jobs = start(backend, plan.points, sweep_dir, _first_submission(sweep_dir), said)
+        if not wait and jobs.detached:
             _after_submission(sweep_dir, plan.spec)
             return EXIT_OK
-        if not measure(backend, plan.points, sweep_dir, announce):
+        if not waited(jobs, sweep_dir):
             return EXIT_INTERRUPTED
         if plan.spec.measure.adaptive and not adapt(backend, sweep_dir):
             return EXIT_INTERRUPTED
@@ -130,15 +130,32 @@ def _resubmission(points: Sequence[Point]) -> Announce:
 # --- measuring points, and the adaptive rounds -----------------------------------------------
 
 
-def measure(backend: Backend, points: Sequence[Point], sweep_dir: Path, announce: Announce) -> bool:
-    """Measure the points and wait for them; False when interrupted (Ctrl-C) while they ran
-    here, after saying how to go on: the units measured so far are kept."""
+def start(
+    backend: Backend,
+    points: Sequence[Point],
+    sweep_dir: Path,
+    announce: Announce | None = None,
+    said: Callable[[], None] | None = None,
+) -> Jobs:
+    """Submit the points; `announce` the job ids a scheduler queued, or, where nothing was
+    queued (the points run here, when waited on), say `said`'s line."""
+    jobs = backend.submit(points, sweep_dir)
+    if jobs.ids:
+        (announce or _quiet)(jobs.ids)
+    elif said is not None:
+        said()
+    return jobs
+
+
+def waited(jobs: Jobs, sweep_dir: Path) -> bool:
+    """Wait on the handle; False when interrupted (Ctrl-C) while its points ran here, after
+    saying how to go on: the units measured so far are kept. A scheduler's jobs go on: the
+    interrupt goes on too (the CLI says "interrupted")."""
     try:
-        with _submission():
-            run_points(backend, points, sweep_dir, announce)
+        jobs.wait()
     except KeyboardInterrupt as e:
-        if not backend.here:
-            raise  # the scheduler's jobs go on; the CLI says "interrupted"
+        if jobs.detached:
+            raise
         print(
             f"harness: {interrupted(e)}; what was measured is kept; go on with: harness resume {sweep_dir}",
             file=sys.stderr,
@@ -147,107 +164,26 @@ def measure(backend: Backend, points: Sequence[Point], sweep_dir: Path, announce
     return True
 
 
+def measure(
+    backend: Backend,
+    points: Sequence[Point],
+    sweep_dir: Path,
+    announce: Announce,
+    said: Callable[[], None] | None = None,
+) -> bool:
+    """Measure the points and wait for them; False when interrupted while they ran here."""
+    with _submission():
+        jobs = start(backend, points, sweep_dir, announce, said)
+    return waited(jobs, sweep_dir)
+
+
 def run_points(
     backend: Backend, points: Sequence[Point], sweep_dir: Path, announce: Announce | None = None
 ) -> None:
-    """Measure the units each point lacks. Here (inline, local: the points share this machine,
-    one after the other), in passes of one repeat of each point (ABC ABC, not AAA BBB): a slow
-    spell of the machine then lands on every configuration compared, not on all repeats of
-    one, and the rows' `started_at` records the order. A scheduler's array runs its tasks
-    side by side, each point's repeats back to back (one job a point): handed over whole."""
-    if not backend.here:
-        backend.run(points, sweep_dir, announce=announce or _quiet)
-        return
-    from harness.storage.sweep import owned
-
-    # owner.json names this process for `status` across every pass, not pass by pass.
-    with owned(sweep_dir):
-        _run_passes(backend, points, sweep_dir, announce)
-
-
-def _run_passes(
-    backend: Backend, points: Sequence[Point], sweep_dir: Path, announce: Announce | None
-) -> None:
-    batches = _numbered(points, sweep_dir)
-    whole = {p.id: p for p in points}
-    failing: list[Point] = []  # every unit failed in the last pass: the rest at once, next pass
-    given_up: set[str] = set()
-    for k, batch in enumerate(batches, 1):
-        given_up |= {p.id for p in failing}
-        batch = [p for p in batch if p.id not in given_up]
-        if len(batches) > 1:
-            log.info("pass %d/%d: one repeat of %d point(s)", k, len(batches), len(batch))
-        backend.run([*batch, *failing], sweep_dir, announce=announce or _quiet)
-        failing = [whole[p.id] for p in batch if _failed_wholly(sweep_dir, p)]
-        # Their other repeats, if any: a point with no unit left is not run again for nothing
-        # (its progress line twice, under the local backend a job started for nothing).
-        left = lacking(failing, sweep_dir)
-        failing = [p for p in failing if p.id in left]
-    if failing:
-        backend.run(failing, sweep_dir, announce=announce or _quiet)
-
-
-def _numbered(points: Sequence[Point], sweep_dir: Path) -> list[list[Point]]:
-    """The passes of what the points lack (adaptive.passes), each point marked with its pass
-    (RunPass): numbered on from the sweep's last pass, so that rows with the same run_pass
-    were measured side by side, whichever run of the sweep measured them."""
-    from dataclasses import replace
-
-    from harness.backends.adaptive import passes
-    from harness.config.plan import RunPass
-
-    batches = passes(points, lacking(points, sweep_dir))
-    first = next_pass(sweep_dir)
-    repeats = {p.id: p.measure.repeats for p in points}
-    return [
-        [
-            replace(p, run_pass=RunPass(number=first + k, k=k + 1, of=len(batches), repeats=repeats[p.id]))
-            for p in batch
-        ]
-        for k, batch in enumerate(batches)
-    ]
-
-
-def next_pass(sweep_dir: Path) -> int:
-    """The number of the sweep's next pass: one past the highest run_pass of its rows."""
-    from harness.storage.sweep import load_info, load_points
-    from harness_schema import layout
-    from harness_schema.reading import read_point
-
-    world_size = load_info(sweep_dir).world_size
-    done = [
-        read_point(layout.point_dir(sweep_dir, p.id), world_size).last_pass for p in load_points(sweep_dir)
-    ]
-    return max(done, default=-1) + 1
-
-
-def _failed_wholly(sweep_dir: Path, point: Point) -> bool:
-    """Every unit of the point so far has a failed row (a workload that does not build, no
-    device): a point run again per pass would fail as many times."""
-    from harness.storage.sweep import load_info
-    from harness_schema import layout
-    from harness_schema.reading import read_point
-
-    rows = read_point(layout.point_dir(sweep_dir, point.id), load_info(sweep_dir).world_size)
-    return bool(rows.units) and rows.failed == rows.units
-
-
-def lacking(points: Sequence[Point], sweep_dir: Path) -> dict[str, list[int]]:
-    """Point id -> the repeat numbers of which some unit (rung, repeat) has no row on every
-    rank yet: what a run of the point measures (an interrupted pass, resumed, measures each
-    missing unit once)."""
-    from harness.storage.sweep import load_info
-    from harness_schema import layout
-    from harness_schema.reading import read_point
-
-    world_size = load_info(sweep_dir).world_size
-    out = {}
-    for p in points:
-        done = read_point(layout.point_dir(sweep_dir, p.id), world_size).units
-        missing = sorted({r for r in range(p.measure.repeats) for rung in p.rungs if (rung, r) not in done})
-        if missing:
-            out[p.id] = missing
-    return out
+    """Measure the units each point lacks and wait for them: here in passes of one repeat of
+    each point (ABC ABC: harness/backends/here.py), on a scheduler as one array, each point's
+    repeats back to back (one job a point). `tune`'s rounds run through it."""
+    start(backend, points, sweep_dir, announce).wait()
 
 
 def adapt(backend: Backend, sweep_dir: Path) -> bool:
@@ -255,18 +191,32 @@ def adapt(backend: Backend, sweep_dir: Path) -> bool:
     decided or its budget is spent (harness/backends/adaptive.py); False when interrupted.
 
     Here, a round is passes of one more repeat of each point (ABC ABC: a slow spell of the
-    machine lands on several points); on a scheduler, one follow-up array per round (each
-    array waits in the queue)."""
-    from harness.backends.adaptive import measure_here, next_round, raise_repeats
+    machine lands on several points), its line logged; on a scheduler, one follow-up array per
+    round (each array waits in the queue), its line printed with the array's."""
+    from harness.backends.adaptive import next_round, raise_repeats
 
-    if backend.here:
-        return measure_here(sweep_dir, lambda points: measure(backend, points, sweep_dir, _quiet))
     while step := next_round(sweep_dir):
-        print(step.line())
         points = raise_repeats(sweep_dir, step)
-        if not measure(backend, points, sweep_dir, _resubmission(points)):
+        line = step.line()
+        if not measure(backend, points, sweep_dir, _round(line, points), _logged(line)):
             return False
+    log.info("%s", step.line())
     return True
+
+
+def _logged(line: str) -> Callable[[], None]:
+    """The round's line, logged where nothing was queued (the round runs here, in passes)."""
+    return lambda: log.info("%s", line)
+
+
+def _round(line: str, points: Sequence[Point]) -> Announce:
+    resubmitted = _resubmission(points)
+
+    def announce(job_ids: Sequence[str]) -> None:
+        print(line)
+        resubmitted(job_ids)
+
+    return announce
 
 
 def _quiet(job_ids: Sequence[str]) -> None:
@@ -297,13 +247,10 @@ def finish(sweep_dir: Path, fmt: str = "terminal") -> int:
     return EXIT_OK
 
 
-def _follow_and_finish(backend: Backend, sweep_dir: Path, spec: Spec) -> int:
+def _follow_and_finish(backend: Backend, jobs: Jobs, sweep_dir: Path, spec: Spec) -> int:
     """Follow a scheduler's live jobs of the sweep to their end, then the adaptive rounds and
     the tables."""
-    from harness.backends.follow import wait_for_sweep
-    from harness.backends.registry import recorded
-
-    wait_for_sweep(sweep_dir, recorded(sweep_dir))
+    jobs.wait()
     if spec.measure.adaptive and not adapt(backend, sweep_dir):
         return EXIT_INTERRUPTED
     return finish(sweep_dir)
@@ -325,7 +272,7 @@ def resume_sweep(
     require_torch_here(backend, "resume")
     check_backend(backend, plan, sweep_dir)
     with sweep_lock(sweep_dir, "harness resume"):
-        return _resume_locked(sweep_dir, spec, backend, wait=wait or backend.here, failed=failed)
+        return _resume_locked(sweep_dir, spec, backend, wait=wait, failed=failed)
 
 
 def _resume_backend(sweep_dir: Path, name: str | None) -> tuple[Spec, Backend, Plan]:
@@ -343,24 +290,23 @@ def _resume_backend(sweep_dir: Path, name: str | None) -> tuple[Spec, Backend, P
     backend = recorded if name is None or BACKENDS[name] is type(recorded) else make_backend(name, spec)
     plan = Plan(spec=spec, points=tuple(load_points(sweep_dir)))
     if backend is not recorded and not (
-        backend.here and recorded.here and backend.world_size(plan) == info.world_size
+        backend.where == recorded.where and backend.world_size(plan) == info.world_size
     ):
         raise UsageError(
             f"{sweep_dir}: its points ran on {info.backend} with {info.world_size} rank(s) each; "
             f"--backend {name} runs {backend.world_size(plan)} rank(s) "
-            f"{'here' if backend.here else 'as Slurm jobs'}: resume it with --backend {info.backend}"
+            f"{backend.where}: resume it with --backend {info.backend}"
         )
     return spec, backend, plan
 
 
 def _resume_locked(sweep_dir: Path, spec: Spec, backend: Backend, *, wait: bool, failed: bool) -> int:
-    from harness.backends.follow import counts, wait_for_orphaned_jobs
+    from harness.backends.follow import counts
     from harness.backends.registry import recorded
     from harness.backends.status import scheduler_view, sweep_status, to_resume
 
-    statuses = sweep_status(sweep_dir, scheduler_view(sweep_dir, recorded(sweep_dir)))
-    if backend.here:
-        statuses = wait_for_orphaned_jobs(statuses, sweep_dir, recorded(sweep_dir))
+    was = recorded(sweep_dir)
+    statuses = backend.settle(sweep_status(sweep_dir, scheduler_view(sweep_dir, was)), sweep_dir, was)
     active = [st for st in statuses if st.active]
     todo, moved = to_resume(statuses, sweep_dir, failed=failed)
     for line in moved:
@@ -371,23 +317,32 @@ def _resume_locked(sweep_dir: Path, spec: Spec, backend: Backend, *, wait: bool,
         return _resume_adaptive(sweep_dir, spec, backend, wait)
     if not todo:
         print("nothing to resume: every other point has complete results")
-        if wait and active and not backend.here:
-            return _follow_and_finish(backend, sweep_dir, spec)
-        return EXIT_OK
-    if backend.here:
+        jobs = backend.follow(sweep_dir) if wait and active else None
+        return EXIT_OK if jobs is None else _follow_and_finish(backend, jobs, sweep_dir, spec)
+
+    def said() -> None:  # nothing queued: the points run here, now
         print(f"running the {len(todo)} point(s) without complete results here ({backend.name})")
-    return _measure_again(todo, sweep_dir, spec, backend, wait)
+
+    return _measure_again(todo, sweep_dir, spec, backend, wait, _resubmission(todo), said)
 
 
-def _measure_again(todo: Sequence[Point], sweep_dir: Path, spec: Spec, backend: Backend, wait: bool) -> int:
+def _measure_again(
+    todo: Sequence[Point],
+    sweep_dir: Path,
+    spec: Spec,
+    backend: Backend,
+    wait: bool,
+    announce: Announce,
+    said: Callable[[], None],
+) -> int:
     """The points measured again (each measures what it lacks): waited for, with the adaptive
-    rounds and the tables, or only submitted."""
-    announce = _resubmission(todo)
-    if not wait:
-        with _submission():
-            announce(backend.submit(todo, sweep_dir))
+    rounds and the tables, or, where their jobs go on alone and `wait` is not asked, only
+    submitted."""
+    with _submission():
+        jobs = start(backend, todo, sweep_dir, announce, said)
+    if not wait and jobs.detached:
         return EXIT_OK
-    if not measure(backend, todo, sweep_dir, announce):
+    if not waited(jobs, sweep_dir):
         return EXIT_INTERRUPTED
     if spec.measure.adaptive and not adapt(backend, sweep_dir):
         return EXIT_INTERRUPTED  # an interrupted round goes on where it stopped
@@ -404,8 +359,8 @@ def _resume_adaptive(sweep_dir: Path, spec: Spec, backend: Backend, wait: bool) 
     if not step:
         print("nothing to resume: every point has complete results")
         return EXIT_OK
-    if backend.here:
-        if not adapt(backend, sweep_dir):
-            return EXIT_INTERRUPTED
-        return finish(sweep_dir)
-    return _measure_again(raise_repeats(sweep_dir, step), sweep_dir, spec, backend, wait)
+    line = step.line()
+    points = raise_repeats(sweep_dir, step)
+    return _measure_again(
+        points, sweep_dir, spec, backend, wait, _resubmission(points), lambda: log.info("%s", line)
+    )

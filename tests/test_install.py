@@ -178,7 +178,9 @@ def test_the_missing_extra_is_named_without_importing_torch(monkeypatch: pytest.
 
 def test_tune_on_slurm_imports_no_torch(base_venv: Path) -> None:
     # The driver runs on a login node: it submits and follows, the jobs run the points.
-    modules = "harness.tune.driver, harness.backends.slurm, harness.backends.follow, analysis.tune.report"
+    modules = (
+        "harness.tune.driver, harness.backends.slurm.backend, harness.backends.follow, analysis.tune.report"
+    )
     code = f"import sys, {modules}; assert 'torch' not in sys.modules, 'torch imported'"
     done = subprocess.run([str(base_venv / "bin" / "python"), "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]

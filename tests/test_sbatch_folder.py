@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.slurm import portable_script
+from harness.backends.slurm.sbatch import portable_script
 
 ROOT = Path(__file__).resolve().parent.parent
 LABS = ["dlojz_dataloader", "rand_optimisation_sequence", "io_lab", "caching_ladder_gpu"]
@@ -42,7 +42,7 @@ def test_the_folder_says_how_to_submit_and_regenerate_each_script() -> None:
 
 
 def test_the_first_task_makes_the_sweep_and_the_others_find_it(tmp_path: Path) -> None:
-    from harness.backends.slurm import create_sweep_once
+    from harness.backends.slurm.sbatch import create_sweep_once
     from harness.config.plan import expand
     from harness.config.spec import parse_spec
     from tests.conftest import TINY_WORKLOAD

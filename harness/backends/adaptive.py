@@ -24,7 +24,7 @@ or a comparison reads them like any other.
 
 Where they run: here (inline, local), one repeat of each point in turn (ABC ABC, as the runner
 orders rungs and as every sweep's first round runs here: a slow spell of the machine lands on
-several points, not on all repeats of one; harness.sweeps.run_points).
+several points, not on all repeats of one; harness/backends/here.py).
 On Slurm, as a follow-up job array of only those points, through the resume machinery: the
 sweep's repeats.json raises their planned repeats (harness.storage.sweep.load_points), so
 `harness status` counts the new repeats as missing until they are measured, `harness resume`
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -154,23 +154,9 @@ def passes(points: Sequence[Point], lacking: Mapping[str, Sequence[int]]) -> lis
     k-th repeat (`lacking`: point id -> the repeat numbers it lacks, ascending), with its
     repeats raised to that repeat's, so that it measures that repeat only (skip_done: the
     earlier ones were measured in the earlier passes). A sweep's first round, a resume and an
-    adaptive round run here alike (harness.sweeps.run_points)."""
+    adaptive round run here alike (harness/backends/here.py)."""
     most = max((len(lacking.get(p.id, ())) for p in points), default=0)
     return [
         [with_repeats(p, lacking[p.id][k] + 1) for p in points if len(lacking.get(p.id, ())) > k]
         for k in range(most)
     ]
-
-
-def measure_here(sweep_dir: Path, run: Callable[[Sequence[Point]], bool]) -> bool:
-    """Rounds run here (inline, local) until no point is undecided or every budget is spent.
-    `run` measures points (the missing repeats of each) and says False when interrupted."""
-    while True:
-        step = next_round(sweep_dir)
-        log.info("%s", step.line())
-        if not step:
-            return True
-        want_repeats(sweep_dir, step.targets)
-        # run() measures the points in passes of one more repeat each (ABC ABC).
-        if not run([p for p in load_points(sweep_dir) if p.id in step.targets]):
-            return False

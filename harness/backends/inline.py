@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from harness.backends.base import no_announcement
+from harness.backends.here import HereBackend
 from harness.config.plan import Plan, Point
 from harness.config.spec import Spec
 from harness_schema.settings import LOADER_COLUMNS
@@ -88,11 +88,10 @@ def _untaken(point: Point) -> tuple[str, ...]:
         return ()  # the spec's check said why; the point's rows will too
 
 
-class InlineBackend:
+class InlineBackend(HereBackend):
     """The points in this process, one rank each (the Backend protocol, harness/backends/base.py)."""
 
     name: ClassVar[str] = "inline"
-    here: ClassVar[bool] = True
 
     def __init__(self, spec: Spec) -> None:
         self.spec = spec
@@ -103,18 +102,9 @@ class InlineBackend:
     def world_size(self, plan: Plan) -> int:
         return 1
 
-    def run(
-        self,
-        points: Sequence[Point],
-        sweep_dir: Path,
-        *,
-        announce: Callable[[Sequence[str]], None] = no_announcement,
-    ) -> None:
+    def run(self, points: Sequence[Point], sweep_dir: Path) -> None:
+        """One pass of the points (the handle's passes: harness/backends/here.py)."""
         run_inline(points, sweep_dir)
-
-    def submit(self, points: Sequence[Point], sweep_dir: Path) -> list[str]:
-        self.run(points, sweep_dir)
-        return []
 
     @classmethod
     def states(cls, jobs: Sequence[str]) -> Mapping[str, object]:

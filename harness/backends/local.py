@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from harness.backends.base import BackendRefusal, no_announcement
+from harness.backends.base import BackendRefusal
+from harness.backends.here import HereBackend
 from harness.config.plan import Plan, Point
 from harness.config.spec import SlurmConfig, Spec
 from harness_schema import layout
@@ -253,12 +254,11 @@ def _shown() -> str:
     return "CUDA_VISIBLE_DEVICES unset" if shown is None else f"CUDA_VISIBLE_DEVICES={shown!r}"
 
 
-class LocalBackend:
+class LocalBackend(HereBackend):
     """`slurm.tasks_per_node` local subprocesses per point, one point at a time (the Backend
     protocol, harness/backends/base.py)."""
 
     name: ClassVar[str] = "local"
-    here: ClassVar[bool] = True
 
     def __init__(self, spec: Spec) -> None:
         self.spec = spec
@@ -270,18 +270,9 @@ class LocalBackend:
     def world_size(self, plan: Plan) -> int:
         return plan.spec.slurm.tasks_per_node
 
-    def run(
-        self,
-        points: Sequence[Point],
-        sweep_dir: Path,
-        *,
-        announce: Callable[[Sequence[str]], None] = no_announcement,
-    ) -> None:
+    def run(self, points: Sequence[Point], sweep_dir: Path) -> None:
+        """One pass of the points (the handle's passes: harness/backends/here.py)."""
         run_local(points, sweep_dir, self.spec.slurm)
-
-    def submit(self, points: Sequence[Point], sweep_dir: Path) -> list[str]:
-        self.run(points, sweep_dir)
-        return []
 
     @classmethod
     def states(cls, jobs: Sequence[str]) -> Mapping[str, object]:

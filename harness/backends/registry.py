@@ -12,7 +12,7 @@ from pathlib import Path
 from harness.backends.base import Backend
 from harness.backends.inline import InlineBackend
 from harness.backends.local import LocalBackend
-from harness.backends.slurm import SlurmBackend
+from harness.backends.slurm.backend import SlurmBackend
 from harness.config.spec import Spec
 from harness.storage.sweep import load_info
 

@@ -2,115 +2,34 @@
 sweep run here), and its results; and what a user should do about the points not done.
 
 Results decide "done": a point is complete when every rank wrote a row for every (rung,
-repeat). The job's state, classified once in `slurm.classify`, says why one is not (queued,
+repeat). The job's state, classified once in `slurm.states.classify`, says why one is not (queued,
 held, running, suspended, cancelled, timed out) and whether it may still write results: a
 point with a live job is never run again by `harness resume`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from harness.backends.base import Backend
-from harness.backends.slurm_states import LIVE, StateClass, classify, job_list
+from harness.backends.point_status import PointStatus
+from harness.backends.slurm.accounting import log_tail, unseen_state
+from harness.backends.slurm.states import ENDED_WORD, job_advice
 from harness.config.plan import Point
 from harness.storage.sweep import latest_job_entries, live_owner, load_info, load_points, process_alive
 from harness_schema import layout
-from harness_schema.reading import UnreadableFile, read_point, set_aside_units, set_aside_unreadable
+from harness_schema.reading import read_point, set_aside_units, set_aside_unreadable
 
-# A job neither queued nor in accounting this long after its submission was cancelled before
-# it started (Slurm does not account never-started array tasks); before that, accounting lags.
-ACCOUNTING_LAG_S = 60
-
-_ENDED_WORD = {
-    "TIMEOUT": "timed-out",
-    "DEADLINE": "timed-out",
-    "FAILED": "failed",
-    "NODE_FAIL": "failed",
-    "OUT_OF_MEMORY": "failed",
-    "BOOT_FAIL": "failed",
-    "LAUNCH_FAILED": "failed",
-    "PREEMPTED": "preempted",
-}
-"""The progress word of a job that ended badly; any other (CANCELLED...) is "cancelled"."""
-
-_LIVE_WORD = {
-    StateClass.QUEUED: "pending",
-    StateClass.HELD: "held",
-    StateClass.RUNNING: "running",
-    StateClass.SUSPENDED: "suspended",
-    StateClass.UNKNOWN: "unknown",
-}
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class PointStatus:
-    point: Point
-    job_id: str
-    state: str
-    """Scheduler state (PENDING, RUNNING, SUSPENDED, COMPLETED, TIMEOUT, CANCELLED...) or "-"."""
-    units_done: int
-    units_total: int
-    failed_units: int
-    error: str
-    reason: str = ""
-    """Why a queued job waits (squeue's JobHeldUser, Resources...), or which process runs it."""
-    unreadable: tuple[UnreadableFile, ...] = ()
-    """Its rank files that exist and cannot be read (torn): their units count as missing."""
-
-    @property
-    def complete(self) -> bool:
-        return self.units_done == self.units_total
-
-    @property
-    def kind(self) -> StateClass | None:
-        """The class of its job's state; None without a job state."""
-        return None if self.state == "-" else classify(self.state, self.reason)
-
-    @property
-    def progress(self) -> str:
-        """One word for the table: where the point stands, so what a user needs to do about it
-        (completed, failed, pending, held, running, suspended, timed-out, preempted, cancelled,
-        unknown, not run, partial)."""
-        if self.complete:
-            return "failed" if self.failed_units else "completed"
-        kind = self.kind
-        if kind in _LIVE_WORD:
-            return _LIVE_WORD[kind]
-        if kind is StateClass.ENDED_BAD:
-            return _ENDED_WORD.get(self.state.split()[0], "cancelled")
-        if self.unreadable:
-            return "torn"
-        return "not run" if self.units_done == 0 else "partial"
-
-    @property
-    def active(self) -> bool:
-        """Its job may still write results: resume leaves it alone, --wait waits for it."""
-        return not self.complete and self.kind in LIVE
-
-    @property
-    def needs_resubmit(self) -> bool:
-        """Results missing and no job left to write them: what `harness resume` runs again."""
-        return not self.complete and not self.active
-
-    @property
-    def state_text(self) -> str:
-        """The state as the table shows it, with squeue's reason when it says something."""
-        return f"{self.state} ({self.reason})" if self.reason and self.reason != "None" else self.state
+__all__ = ["PointStatus", "advice", "scheduler_view", "sweep_status", "to_resume"]
 
 
 def scheduler_view(sweep_dir: Path, backend: type[Backend]) -> dict[str, object]:
     """Job id -> its state (an object with .state and .reason), asked of the scheduler for a
-    Slurm sweep; empty for a sweep run here (its process is looked at by sweep_status).
-    `backend`: the sweep's recorded one (registry.recorded; given, not looked up, so that this
-    module, which the Slurm backend's following uses, does not import the registry)."""
-    if backend.here:
-        return {}
+    Slurm sweep; empty for a sweep run here (the backend's `states`: its process is looked at
+    by sweep_status). `backend`: the sweep's recorded one (registry.recorded; given, not looked
+    up, so that this module, which the Slurm backend's following uses, does not import the
+    registry)."""
     jobs = sorted({entry["job_id"] for entry in latest_job_entries(sweep_dir).values()})
     return dict(backend.states(jobs)) if jobs else {}
 
@@ -139,9 +58,9 @@ def sweep_status(sweep_dir: Path, states: Mapping[str, object]) -> list[PointSta
             state = str(getattr(states[job], "state", "-"))
             reason = str(getattr(states[job], "reason", ""))
         elif entry and info.backend == "slurm":
-            state = _unseen_state(job, entry, states)
-        if not error and job and state.split(" ")[0] in _ENDED_WORD:
-            error = _log_tail(sweep_dir, job)
+            state = unseen_state(job, entry, states)
+        if not error and job and state.split(" ")[0] in ENDED_WORD:
+            error = log_tail(sweep_dir, job)
         out.append(
             PointStatus(
                 point=point,
@@ -158,18 +77,6 @@ def sweep_status(sweep_dir: Path, states: Mapping[str, object]) -> list[PointSta
     return out
 
 
-def _unseen_state(job: str, entry: Mapping[str, Any], states: Mapping[str, object]) -> str:
-    """Not queued and not accounted: cancelled before it started if Slurm knows other tasks of
-    its array (accounting has caught up), else a submission not yet seen."""
-    array = job.split("_")[0] + "_"
-    known = "_" in job and any(other.startswith(array) for other in states)
-    try:
-        age = (datetime.now() - datetime.fromisoformat(str(entry.get("submitted")))).total_seconds()
-    except ValueError:  # an entry without its time: accounting has had time to catch up
-        age = float("inf")
-    return "NEVER_STARTED" if known or age > ACCOUNTING_LAG_S else "SUBMITTED"
-
-
 def advice(
     statuses: Sequence[PointStatus], sweep_dir: Path, backend: type[Backend], *, resume: bool = True
 ) -> list[str]:
@@ -181,41 +88,14 @@ def advice(
         for st in statuses
         for e in st.unreadable
     ]
-    for word, what in (
-        ("held", "held: release them with: scontrol release {ids} (harness resume leaves them alone)"),
-        (
-            "suspended",
-            "suspended: let them go on with: scontrol resume {ids} (harness resume leaves them alone)",
-        ),
-        ("unknown", "in a state this harness does not know: left alone; see: scontrol show job {ids}"),
-    ):
-        jobs = [st.job_id for st in statuses if st.progress == word and st.job_id]
-        if jobs:
-            lines.append(f"{len(jobs)} point(s) {what.format(ids=job_list(jobs))}")
+    lines += job_advice([(st.progress, st.job_id) for st in statuses])
     missing = [st for st in statuses if st.needs_resubmit]
     if missing and resume:
-        verb = "run here" if backend.here else "resubmit"
         lines.append(
-            f"{verb} the {len(missing)} point(s) without complete results: harness resume {sweep_dir}"
+            f"{backend.again} the {len(missing)} point(s) without complete results: "
+            f"harness resume {sweep_dir}"
         )
     return lines
-
-
-def _log_tail(sweep_dir: Path, job_id: str) -> str:
-    """The last line of the job's stderr that says something, for a job that left no row."""
-    # submitit's layout, <sweep>/slurm/<job id>/<job id>_<task>_log.err, or flat for a
-    # standalone script: <sweep>/slurm/<job id>_<task>_log.err
-    for log_file in sorted((sweep_dir / "slurm").glob(f"**/{job_id}_*_log.err")):
-        lines = [line.strip() for line in log_file.read_text(errors="replace").splitlines() if line.strip()]
-        meaningful = [line for line in lines if not line.startswith(("submitit ", "srun: "))]
-        if meaningful:
-            return f"{_LOG_PREFIX.sub('', meaningful[-1])[:300]} (see {log_file})"
-    return ""
-
-
-_LOG_PREFIX = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [A-Z] ")
-"""A job's log line's time and level (job._job_logging): "2026-11-25 06:37:58,649 W "; the
-status's error column says what, the log file says when."""
 
 
 def to_resume(

@@ -2,7 +2,11 @@
 
 What a standalone sbatch script written by `harness sbatch` runs on every task (srun starts
 one per rank); the array index picks the point. With `--spec` (the portable scripts kept in
-sbatch/), the first task to start makes the sweep folder from the spec; the others find it.
+sbatch/), the first task to start makes the sweep folder from the spec; the others find it
+(harness/backends/slurm/sbatch.py, sweep_from_spec).
+
+Not in harness/backends/slurm/: torchrun runs it too (`torchrun -m harness.backends.worker`), and
+the committed scripts of sbatch/ and every standalone script already written name this module.
 """
 
 from __future__ import annotations
@@ -36,7 +40,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from harness.storage.sweep import load_points
 
     if args.spec is not None:
-        _sweep_from_spec(args.spec, args.sweep_dir)
+        from harness.backends.slurm.sbatch import sweep_from_spec
+
+        sweep_from_spec(args.spec, args.sweep_dir)
 
     points = load_points(args.sweep_dir)
     if not 0 <= args.index < len(points):
@@ -47,15 +53,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     result = PointJob(str(args.sweep_dir))(points[args.index].to_json())
     return 1 if result["failed"] else 0
-
-
-def _sweep_from_spec(spec_path: Path, sweep_dir: Path) -> None:
-    from harness.backends.slurm import create_sweep_once
-    from harness.config.plan import expand
-    from harness.config.spec import load_spec
-
-    plan = expand(load_spec(spec_path))
-    create_sweep_once(plan, sweep_dir, world_size=plan.spec.slurm.world_size)
 
 
 if __name__ == "__main__":

@@ -78,7 +78,7 @@ class Tuner:
     def run(self, points: Sequence[Point]) -> pd.DataFrame:
         """Run the points through the backend (a point measured already runs only the repeats
         it lacks, as resume does); the ok rows of the given points."""
-        from harness.backends.slurm import SubmissionError
+        from harness.backends.slurm.backend import SubmissionError
         from harness.sweeps import run_points
 
         known = {m.id for m in self.measured}

@@ -51,7 +51,7 @@ def test_a_sweep_is_resumed_only_on_a_backend_that_runs_its_points_alike(
 
 
 def test_a_standalone_scripts_sweep_is_resumed_on_slurm_by_its_own_name_or_slurms(tmp_path: Path) -> None:
-    from harness.backends.slurm import SlurmBackend
+    from harness.backends.slurm.backend import SlurmBackend
     from harness.sweeps import _resume_backend
 
     sweep = create_sweep(expand(parse_spec(SPEC)), tmp_path, backend="sbatch")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.slurm_states import LIVE, classify
+from harness.backends.slurm.states import LIVE, classify
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -176,10 +176,9 @@ def test_auto_plans_a_first_round_of_three_with_its_budget() -> None:
 
 
 def test_an_interrupted_round_is_resumed_and_the_rounds_go_on(tmp_path: Path) -> None:
-    from harness.backends.adaptive import measure_here
     from harness.backends.inline import InlineBackend, run_inline
     from harness.storage.sweep import create_sweep
-    from harness.sweeps import measure
+    from harness.sweeps import adapt
 
     spec = tmp_path / "adaptive.yaml"
     spec.write_text(spec_text(tmp_path.name, "repeats: auto, max_repeats: 6"))
@@ -197,7 +196,7 @@ def test_an_interrupted_round_is_resumed_and_the_rounds_go_on(tmp_path: Path) ->
             super().run(points, sweep_dir, **kwargs)
 
     backend = InterruptedAfterOnePass(plan.spec)
-    assert not measure_here(sweep, lambda points: measure(backend, points, sweep, lambda ids: None))
+    assert not adapt(backend, sweep)  # the rounds run here: in passes, Ctrl-C'd in the second
     assert repeats_of(sweep) == [list(range(4)), list(range(4))]  # round raised to 6, one pass ran
     assert main(["resume", str(sweep)]) == 0
     # The round's missing repeats, then rounds until every point is decided or at max_repeats.

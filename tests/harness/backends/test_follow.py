@@ -19,8 +19,8 @@ import pytest
 from harness.backends import follow
 from harness.backends.inline import InlineBackend
 from harness.backends.local import LocalBackend
-from harness.backends.slurm import SlurmBackend
-from harness.backends.slurm_states import JobState
+from harness.backends.slurm.backend import SlurmBackend
+from harness.backends.slurm.states import JobState
 from harness.backends.status import PointStatus, advice, sweep_status
 from harness.config.plan import Point, expand
 from harness.config.spec import parse_spec

@@ -1,9 +1,10 @@
 """What a Slurm job's state means for its point, classified once (`classify`: `status`,
 `--wait` and `resume` share it), and the jobs as scontrol and scancel name them (`job_list`).
 
-A module of its own, beside slurm.py (which asks sacct and squeue for the states), so that
-status.py reads the classification without importing the Slurm backend, whose blocking run
-follows the sweep through status.py."""
+A module of its own, beside queue.py (which asks sacct and squeue for the states), so that
+status.py reads the classification without importing the Slurm backend, whose handle follows
+the sweep through status.py. Every backend's job states are said in Slurm's words (a local
+job whose process lives is RUNNING): the words of the status table, one vocabulary."""
 
 from __future__ import annotations
 
@@ -69,6 +70,18 @@ STATE_CLASSES: dict[str, StateClass] = {
     "NEVER_STARTED": StateClass.ENDED_BAD,
 }
 
+ENDED_WORD = {
+    "TIMEOUT": "timed-out",
+    "DEADLINE": "timed-out",
+    "FAILED": "failed",
+    "NODE_FAIL": "failed",
+    "OUT_OF_MEMORY": "failed",
+    "BOOT_FAIL": "failed",
+    "LAUNCH_FAILED": "failed",
+    "PREEMPTED": "preempted",
+}
+"""The progress word of a job that ended badly; any other (CANCELLED...) is "cancelled"."""
+
 HOLD_REASONS: frozenset[str] = frozenset({"JobHeldUser", "JobHeldAdmin"})
 """squeue's reasons of a PENDING job that `scontrol hold` (or an admin) holds."""
 
@@ -117,3 +130,21 @@ def job_list(job_ids: Sequence[str]) -> str:
             f"{base}_{text}" if len(ranges) == 1 and ranges[0][0] == ranges[0][1] else f"{base}_[{text}]"
         )
     return ",".join([*parts, *plain])
+
+
+_ADVICE = {
+    "held": "held: release them with: scontrol release {ids} (harness resume leaves them alone)",
+    "suspended": "suspended: let them go on with: scontrol resume {ids} (harness resume leaves them alone)",
+    "unknown": "in a state this harness does not know: left alone; see: scontrol show job {ids}",
+}
+
+
+def job_advice(jobs: Sequence[tuple[str, str]]) -> list[str]:
+    """What to do about the jobs that wait for a person, a line per progress word: `jobs` holds
+    (progress word, job id) of each point not done (status.PointStatus.progress)."""
+    lines = []
+    for word, what in _ADVICE.items():
+        ids = [job for progress, job in jobs if progress == word and job]
+        if ids:
+            lines.append(f"{len(ids)} point(s) {what.format(ids=job_list(ids))}")
+    return lines
