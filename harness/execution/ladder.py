@@ -32,17 +32,10 @@ from torch.utils.data import (
     get_worker_info,
 )
 
+from harness.adapters import registry
 from harness.execution import batches, worker_deaths
 from harness.naming import type_name
-from harness.workloads.contract import (
-    BytesDataset,
-    SplitDataset,
-    SplitStream,
-    WholeSampleDataset,
-    folder_split,
-    hf_split,
-    memory_split,
-)
+from harness.workloads.contract import BytesDataset, SplitDataset, SplitStream, WholeSampleDataset
 from harness_schema import rungs as rung_names
 from harness_schema.settings import LoaderSettings
 
@@ -566,8 +559,8 @@ def _cut(rung: str, dataset: Any) -> _Cut:
             )
         steps = _compose_steps(dataset.transform_sample)
         return _Cut(functools.partial(_first_raw, dataset), dataset.transform_sample, steps, None, None)
-    # a stock ImageFolder, a Hugging Face Dataset with_transform: split as they are
-    dataset = folder_split(dataset) or memory_split(dataset) or hf_split(dataset) or dataset
+    # a library's data set read as it is (an adapter's `samples`: a stock ImageFolder...)
+    dataset = registry.first(lambda adapter: adapter.samples(dataset)) or dataset
     read = getattr(dataset, "read_bytes", None)
     decode = getattr(dataset, "decode", None)
     if isinstance(dataset, WholeSampleDataset):
@@ -671,8 +664,14 @@ class _Compose:
 
 
 def _compose_steps(transform: Any) -> list[Callable[[Any], Any]] | None:
+    """A Compose's steps (its `.transforms`, a list), else those an adapter finds in a
+    transform of its library's (a recipe's preset holding its Compose one level down)."""
     steps = getattr(transform, "transforms", None)
-    return steps if isinstance(steps, list) else None
+    if isinstance(steps, list):
+        return steps
+    if transform is None:
+        return None
+    return registry.first(lambda adapter: adapter.steps(transform))
 
 
 def transform_names(dataset: Dataset[Any]) -> str:
