@@ -1,7 +1,7 @@
 """How the harness names a user's object in its messages: by its class and the module that
-defines it (`mypkg.data.Shards`, `transformers.tokenization_utils_base.BatchEncoding`), so
-that a class named like one of PyTorch's (`IterableDataset`) or a common name (`Dataset`,
-`Batch`) says whose it is. Python's own types keep their short names (`tuple`, `dict`)."""
+defines it (`mypkg.data.Shards`, `mylib.tokenization.BatchEncoding`), so that a class named
+like one of PyTorch's (`IterableDataset`) or a common name (`Dataset`, `Batch`) says whose it
+is. Python's own types keep their short names (`tuple`, `dict`)."""
 
 from __future__ import annotations
 

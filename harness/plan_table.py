@@ -17,7 +17,7 @@ from harness.execution.loop_length import batches_before_run, stock_decided_by_s
 from harness.plan_cost import point_cost, sweep_lines, warmup_cell
 from harness.text_tables import render
 from harness.workloads import registry
-from harness_schema.settings import AUTO_RSE, MODEL_LOSS
+from harness_schema.settings import AUTO_RSE, MODEL_LOSS, OWN_LOSS
 
 
 def plan_text(plan: Plan, overrides: Sequence[str], results_root: Path, fmt: str = "terminal") -> str:
@@ -78,7 +78,7 @@ def plan_table(plan: Plan, fmt: str = "terminal") -> str:
 
 def _loss_lines(plan: Plan) -> list[str]:
     """How the loss is found, where the spec leaves it to the model: `loss: model`, or no loss
-    and no step with a user's model (whose output may carry its loss, Hugging Face's way)."""
+    and no step with a user's model (whose output may carry its loss: settings.OWN_LOSS)."""
     own = [p for p in plan.points if p.workload.loss == MODEL_LOSS]
     default = [
         p
@@ -96,8 +96,7 @@ def _loss_lines(plan: Plan) -> list[str]:
     if default:
         lines.append(
             f"loss: none given in {len(default)} point(s): the model's own where its output carries "
-            "one (output.loss or output['loss'], as Hugging Face models return it), else "
-            "cross-entropy on (inputs, targets)"
+            f"one ({OWN_LOSS}), else cross-entropy on (inputs, targets)"
         )
     return lines
 

@@ -59,6 +59,7 @@ from typing import Any
 import torch
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler, SequentialSampler
 
+from harness.adapters import registry as adapters
 from harness.config.plan import Point, resolve_loader
 from harness.execution import batches, given_loader, ladder, termination
 from harness.execution.loop import Clocked, one_step
@@ -225,11 +226,10 @@ class _AnnouncedBatches(BatchSampler):
     """The batch sampler of `probe.loader`'s loader: its batches as they are, with the script's
     record, and a len() of the batches the probe yields to each rank's loop times the ranks.
 
-    Why: a library may re-make the loader around its batch sampler. Hugging Face Accelerate's
-    `accelerator.prepare(loader)` builds a DataLoaderShard over `BatchSamplerShard(this)`, whose
+    Why: a library may re-make the loader around its batch sampler, in a shard of it whose
     len() is this one's divided by the ranks (this one itself on one rank): so `len()` of the
-    prepared loader, which Accelerate's scripts read after prepare to size their schedule and
-    their `max_train_steps`, is the probe's number; and `measure` finds the record through it
+    prepared loader, which such scripts read after prepare to size their schedule and their
+    `max_train_steps`, is the probe's number; and `measure` finds the record through it
     (_probe_record) and measures the point as probe.loader's."""
 
     def __init__(self, inner: Iterable[list[int]], length: int, recorded: _Recorded) -> None:
@@ -237,7 +237,7 @@ class _AnnouncedBatches(BatchSampler):
         self.inner = inner
         self.length = length
         self.sampler = getattr(inner, "sampler", None)  # type: ignore[assignment]
-        self.batch_size = getattr(inner, "batch_size", None)  # type: ignore[assignment]  # Accelerate reads it
+        self.batch_size = getattr(inner, "batch_size", None)  # type: ignore[assignment]  # a shard reads it
         self.drop_last = bool(getattr(inner, "drop_last", False))
         setattr(self, _PROBE, recorded)
 
@@ -250,8 +250,8 @@ class _AnnouncedBatches(BatchSampler):
 
 def _probe_record(source: Any) -> _Recorded | None:
     """What the script gave `probe.loader`, found on its loader, or on a loader a library
-    re-made around that loader's batch sampler (Accelerate's DataLoaderShard: its batch sampler
-    is a BatchSamplerShard whose `batch_sampler` is ours); None for any other loader."""
+    re-made around that loader's batch sampler (its batch sampler a shard whose
+    `batch_sampler` is ours); None for any other loader."""
     found = getattr(source, _PROBE, None)
     batches = getattr(source, "batch_sampler", None)
     for _ in range(3):  # the loader's batch sampler, and the one a shard of it wraps
@@ -266,37 +266,26 @@ def _sharded_as_prepared(recorded: _Recorded, source: Any) -> _Recorded:
     """probe.loader's record, its own sampler or batch sampler sharded as the prepared loader
     shards it: each rung reads this rank's share of the batches.
 
-    Why: `accelerator.prepare` wraps the loader's batch sampler in a BatchSamplerShard (each rank
-    its own batches) whatever sampler the script gave; transformers' Trainer gives a
-    RandomSampler of its own and relies on it. The rungs rebuild the loader from the record,
-    and a sampler of the script's is used as it is (LoaderParts: it shards itself), so every
-    rank read the whole data set. Without a sampler of the script's, the rungs' own sampler is
-    a DistributedSampler already: the record is left as it is, as on one rank."""
-    shard = getattr(source, "batch_sampler", None)
-    accelerate_loaders = sys.modules.get("accelerate.data_loader")  # imported where prepared
+    Why: a library that prepares a loader for several ranks may wrap its batch sampler in a
+    shard of its own (each rank its own batches) whatever sampler the script gave, and a
+    trainer built on it may give a sampler of its own and rely on that. The rungs rebuild the
+    loader from the record, and a sampler of the script's is used as it is (LoaderParts: it
+    shards itself), so every rank read the whole data set. Without a sampler of the script's,
+    the rungs' own sampler is a DistributedSampler already: the record is left as it is, as on
+    one rank. How the library shards is its adapter's (`sharding`)."""
     parts = recorded.parts
-    if (
-        accelerate_loaders is None
-        or not isinstance(shard, accelerate_loaders.BatchSamplerShard)
-        or shard.num_processes <= 1
-        or (parts.sampler is None and parts.batch_sampler is None)
-    ):
+    if parts.sampler is None and parts.batch_sampler is None:
+        return recorded
+    shard = adapters.first(lambda adapter: adapter.sharding(source))
+    if shard is None:
         return recorded
     sampler, batch_sampler = parts.sampler, parts.batch_sampler
 
     def sharded(dataset: Any, where: ladder.Placement, batch_size: int, drop_last: bool) -> Any:
         if batch_sampler is not None:
-            inner = batch_sampler(dataset, where, batch_size, drop_last)
-        else:
-            assert sampler is not None
-            inner = BatchSampler(sampler(dataset, where), batch_size, drop_last)
-        return accelerate_loaders.BatchSamplerShard(
-            inner,
-            num_processes=shard.num_processes,
-            process_index=shard.process_index,
-            split_batches=shard.split_batches,
-            even_batches=shard.even_batches,
-        )
+            return shard(batch_sampler(dataset, where, batch_size, drop_last))
+        assert sampler is not None
+        return shard(BatchSampler(sampler(dataset, where), batch_size, drop_last))
 
     return replace(recorded, parts=replace(parts, sampler=None, batch_sampler=sharded))
 
@@ -625,7 +614,7 @@ def _harnessed(
         log.info("harness.probe: the point is measured; this loop gets no batch")
         return _Batches(iter(()), lambda: 0)
     _measured_here = True
-    made = _probe_record(source)  # probe.loader's loader, or Accelerate's prepared one of it
+    made = _probe_record(source)  # probe.loader's loader, or a library's prepared one of it
     if made is not None:
         made = _sharded_as_prepared(made, source)
     given = None if made is not None else _given(source, job)
@@ -666,10 +655,10 @@ def _say_length(length: int | None, announced: int) -> None:
 
 def _given(source: Any, job: ProbeJob) -> given_loader.GivenLoader | None:
     """The script's loader measured as it is given (None for a plain DataLoader, whose parts the
-    rungs rebuild with the point's settings): a DataLoader subclass (litdata's
-    StreamingDataLoader: its constructor is its own, so the point's settings cannot be swapped
-    in), a torchdata.nodes Loader or any iterable of batches, a DataModule (its
-    train_dataloader(), on several ranks with the sampler Lightning's Trainer would give it)."""
+    rungs rebuild with the point's settings): a DataLoader subclass (its constructor is its own,
+    so the point's settings cannot be swapped in), a loader of threads or any iterable of
+    batches, a holder of loaders an adapter opens (a DataModule's train_dataloader(), on several
+    ranks with the sampler its trainer would give it)."""
     if type(source) is DataLoader:
         return None
     loader = train_loader(source, rank=job.env.rank, world_size=job.env.world_size)

@@ -139,6 +139,8 @@ def _lower_amp(v: Any) -> str:
 BOOL = "true or false"
 MODEL_LOSS = "model"
 """workload.loss: the model's output carries its loss (harness/execution/train_step.py)."""
+OWN_LOSS = "output.loss or output['loss'], as Hugging Face models return it"
+"""Where a model's output carries its loss, as the spec's reference and `harness plan` say it."""
 
 
 def _factory_path(v: Any) -> bool:
@@ -252,9 +254,8 @@ class WorkloadSettings:
         None,
         check=lambda v: v == MODEL_LOSS or _factory_path(v),
         allowed=f'"{MODEL_LOSS}", "package.module:factory" or null',
-        doc="loss_fn(model output, batch) -> scalar; model: the output's own loss (output.loss or "
-        "output['loss'], as Hugging Face models return it); null: that where the output carries "
-        "one, else cross-entropy on (inputs, targets)",
+        doc=f"loss_fn(model output, batch) -> scalar; model: the output's own loss ({OWN_LOSS}); null: "
+        "that where the output carries one, else cross-entropy on (inputs, targets)",
         axis=True,
         id_at_default=False,
     )

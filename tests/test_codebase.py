@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Collection, Mapping
@@ -239,3 +240,40 @@ def test_no_circle_of_imports() -> None:
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     found = circles(import_graph())
     assert not found, "modules that import each other:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+LIBRARY_NAME = re.compile(
+    r"(?<![a-z])(timm|webdataset|lightning|accelerate|transformers|litdata|mosaic|mosaicml|torchdata"
+    r"|hugging ?face)(?![a-z])",
+    re.IGNORECASE,
+)
+"""The libraries the adapters know (harness/adapters/registry.py), as code or prose names them:
+a word of its own (`SplitDataset` holds "litdata" and names nothing; `lightning_fabric` names
+Lightning)."""
+MAY_NAME_LIBRARIES = (
+    Path("harness/adapters"),
+    Path("harness/examples"),
+    Path("harness/workloads/make_data.py"),  # `harness make-data --webdataset` writes its shards
+    Path("harness/cli.py"),  # make-data's flag
+)
+MAX_MODULES_NAMING_LIBRARIES = 2
+
+
+def test_no_core_module_names_a_library() -> None:
+    """What is a library's is its adapter's (harness/adapters/: one file, one registry line):
+    the core asks the registry and never names a library, in code or in prose. The examples,
+    and the data maker with the flag that asks for its layout, may."""
+    core = [
+        path
+        for path in modules()
+        if path.parts[0] == "harness" and not any(path.is_relative_to(p) for p in MAY_NAME_LIBRARIES)
+    ]
+    named = [
+        f"{path}:{number}: {line.strip()}"
+        for path in core
+        for number, line in enumerate((REPO / path).read_text().splitlines(), start=1)
+        if LIBRARY_NAME.search(line)
+    ]
+    assert not named, "a library named in a core module (move it to its adapter):\n" + "\n".join(named)
+    allowed = {p for p in MAY_NAME_LIBRARIES if p.suffix == ".py"}
+    assert len(allowed) <= MAX_MODULES_NAMING_LIBRARIES

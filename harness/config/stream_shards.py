@@ -3,7 +3,7 @@
 A stream is sharded between its readers (every rank's workers) by the stream itself: Hugging
 Face's IterableDataset gives worker k the shards k, k + num_workers, ... and stops the workers
 past its `n_shards` (its `to_iterable_dataset` makes 1 shard unless told `num_shards`);
-webdataset's `split_by_worker` and `streams.shard` give them nothing. Those workers idle while
+a tar-shard stream's `split_by_worker` and `streams.shard` give them nothing. Those workers idle while
 the row says num_workers=N. The plan can tell only where the spec says the shards without
 building the dataset: a `num_shards` or `n_shards` integer in `dataset_args`, or a dataset
 class with such an integer class attribute; for a `workload.loader` factory that takes the
@@ -49,7 +49,7 @@ def declared_shards(dataset: str, dataset_args: Mapping[str, Any]) -> tuple[int,
 
 def declared_shards_of(dataset: Any) -> int | None:
     """The shards a built stream says it has (the runner's idle-workers line), read from its
-    attributes under SHARD_NAMES without iterating it (Hugging Face's IterableDataset.n_shards);
+    attributes under SHARD_NAMES without iterating it (an IterableDataset's `n_shards`);
     None where none says."""
     for name in SHARD_NAMES:
         try:

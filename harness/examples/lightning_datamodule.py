@@ -12,7 +12,7 @@ pipeline, written as Lightning's documentation writes one).
 - Ranks: `train_dataloader()` says `shuffle=True` and no sampler, as a DataModule for
   Lightning does: on several ranks the Trainer (`use_distributed_sampler=True`, its default)
   re-makes the loader with a `DistributedSampler`, and so does the harness
-  (harness/execution/trainer_sampler.py), each rank reading its share.
+  (harness/adapters/lightning.py), each rank reading its share.
 - The data are `size` seeded random images: `load_raw(i)` is the read (`read_ms` of sleep, a
   stand-in for storage), `transform` the augmentations (`transform_ms` of sleep, then to float).
   The data set offers the harness's split contract (`load_raw`, `transform`), so the ladder cuts

@@ -33,7 +33,7 @@ def to_device(
 ) -> Any:
     """`batch` with every tensor in it on `device`; every other leaf (strings, ids) as is.
 
-    A user type with its own `to(device, ...)` (a Hugging Face BatchEncoding, a custom batch
+    A user type with its own `to(device, ...)` (a tokenizer's BatchEncoding, a custom batch
     class) moves itself, as it would in the user's own loop. `memory_format` is given to the
     copy of every tensor it applies to (`torch.channels_last`: the 4-D ones, the images; a
     course copies `images.to(gpu, memory_format=torch.channels_last)` as part of loading)."""

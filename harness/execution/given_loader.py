@@ -1,7 +1,7 @@
 """The rungs of a loader the harness did not build: the one a `workload.loader` factory made
 (harness/workloads/loader_factory.py), or, under `harness.probe`, a script's loader measured as
-it is given (a DataLoader subclass such as litdata's StreamingDataLoader, a torchdata.nodes
-`Loader`, a DataModule's `train_dataloader()`).
+it is given (a DataLoader subclass whose constructor is its own, a loader of threads that is
+no DataLoader, what a library's holder of loaders gives: harness/adapters/ knows each).
 
 - `device_batch`, `host_batch`: the loader's first batch, repeated (on the device, on the host).
 - `full`: the loader itself, epoch after epoch (a new `iter()` at each end, as in training).
@@ -23,8 +23,10 @@ from typing import Any
 
 from torch.utils.data import DataLoader, IterableDataset
 
+from harness.adapters import registry as adapters
+from harness.adapters.base import size
 from harness.config.plan import Point
-from harness.execution import ladder, trainer_sampler, worker_deaths
+from harness.execution import ladder, splits, worker_deaths
 from harness.naming import type_name
 from harness.workloads import loader_factory, registry
 from harness.workloads.loader_factory import LOADER_SETTINGS
@@ -60,13 +62,12 @@ class GivenLoader:
 
 def loader_given(loader: Any, *, whole_on: int = 0) -> str:
     """The rows' `loader_given` for a loader measured as given: its class, where the harness
-    re-made a DataModule's loader as Lightning's Trainer does on several ranks, with what
-    sampler, and where each of `whole_on` ranks read the whole data set."""
+    re-made it (an adapter's `described`: a sampler put in it on several ranks), and where
+    each of `whole_on` ranks read the whole data set."""
     name = type_name(loader)
-    if trainer_sampler.remade(loader):
-        ranks = getattr(loader.sampler, "num_replicas", "several")
-        sampler = type(loader.sampler).__name__
-        name += f", re-made with a {sampler} over {ranks} ranks as Lightning's Trainer does"
+    done = adapters.first(lambda adapter: adapter.described(loader))
+    if done is not None:
+        name += f", {done}"
     if whole_on > 1:
         name += f", not split by rank: each of {whole_on} ranks read the whole data set"
     return name
@@ -88,66 +89,52 @@ def reported(loader: Any, point: LoaderSettings, applied: Iterable[str]) -> Load
 
 def wrapped_dataloader(loader: Any) -> DataLoader[Any] | None:
     """The torch DataLoader a loader of its own wraps, else None: its settings are the
-    wrapper's. Two shapes: in `.loader` (timm's PrefetchLoader, which moves each batch to the
-    device and normalises it there; the sample-level rungs are read through a copy of it), or
-    as the first stage of its `.pipeline` (webdataset's WebLoader, a DataPipeline that iterates
-    its DataLoader and runs its own stages on what it yields, in the main process)."""
+    wrapper's. Which attribute holds it is the library's: its adapter says (`dataloader`)."""
     if isinstance(loader, DataLoader):
         return None
-    inner = getattr(loader, "loader", None)
-    if isinstance(inner, DataLoader):
-        return inner
-    stages = getattr(loader, "pipeline", None)
-    if isinstance(stages, list) and stages and isinstance(stages[0], DataLoader):
-        return stages[0]
-    return None
+    inner = adapters.first(lambda adapter: adapter.dataloader(loader))
+    return inner if isinstance(inner, DataLoader) else None
 
 
 def batch_size(loader: Any) -> int | None:
     """The batch size of a loader measured as given, as it says it: its own (or its batch
-    sampler's: timm's PrefetchLoader gives its DataLoader's); for webdataset's WebLoader, the last
-    `batched(n)` stage after its DataLoader (a re-batching: `.unbatched().shuffle(k).batched(n)`),
-    else its DataLoader's batch_size, else the last `batched(n)` of the pipeline its DataLoader
-    reads (OpenCLIP's: the workers make the batches, and the DataLoader's batch_size is None).
-    None where nothing says a number."""
+    sampler's); where it wraps a DataLoader, the batch size its own stages re-batch with (an
+    adapter's `batch_size`), else its DataLoader's, else the one the pipeline its DataLoader
+    reads batches with (the workers make the batches, and the DataLoader's batch_size is
+    None). None where nothing says a number."""
     inner = wrapped_dataloader(loader)
-    after = _stages(loader)[1:] if inner is not None else []
-    inside = _stages(getattr(inner, "dataset", None))
-    for found in (said_batch_size(loader), _batched(after), said_batch_size(inner), _batched(inside)):
-        if found is not None:
-            return found
-    return None
-
-
-def said_batch_size(loader: Any) -> int | None:
-    """A loader's batch size (or a batch sampler's): its own `batch_size`, else its batch
-    sampler's (a DataLoader given a batch_sampler, Accelerate's DataLoaderShard, says None: the
-    batch sampler knows); None where neither says a number (a batch sampler of variable sizes)."""
-    for holder in (loader, getattr(loader, "batch_sampler", None)):
-        size = _size(getattr(holder, "batch_size", None))
+    if inner is None:
+        return said_batch_size(loader)
+    inside = getattr(inner, "dataset", None)
+    for found in (
+        lambda: said_batch_size(loader),
+        lambda: adapters.first(lambda adapter: adapter.batch_size(loader)),
+        lambda: said_batch_size(inner),
+        lambda: adapters.first(lambda adapter: adapter.batch_size(inside)),
+    ):
+        size = found()
         if size is not None:
             return size
     return None
 
 
-def _stages(holder: Any) -> list[Any]:
-    """A webdataset DataPipeline's stages (`.pipeline`), else none."""
-    stages = getattr(holder, "pipeline", None)
-    return stages if isinstance(stages, list) else []
-
-
-def _batched(stages: list[Any]) -> int | None:
-    """n of the last of webdataset's `batched(n)` stages among `stages`: `wds.batched(n)` and
-    `.batched(n)` are a FilterFunction of webdataset.filters._batched, its size the first argument."""
-    for stage in reversed(stages):
-        if getattr(getattr(stage, "f", None), "__name__", None) == "_batched":
-            args, kw = getattr(stage, "args", ()), getattr(stage, "kw", {})
-            return _size(args[0] if args else kw.get("batchsize"))
+def said_batch_size(loader: Any) -> int | None:
+    """A loader's batch size (or a batch sampler's): its own `batch_size`, else its batch
+    sampler's (a DataLoader given a batch_sampler, or re-made by a library around its batch
+    sampler, says None: the batch sampler knows); None where neither says a number (a batch
+    sampler of variable sizes)."""
+    for holder in (loader, getattr(loader, "batch_sampler", None)):
+        found = size(getattr(holder, "batch_size", None))
+        if found is not None:
+            return found
     return None
 
 
-def _size(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+def in_threads(loader: Any) -> bool:
+    """Whether a given loader works in threads of the rank's process: its adapter's answer
+    (`in_threads`), else any loader that is not a DataLoader (it has no workers of torch's)."""
+    said = adapters.first(lambda adapter: adapter.in_threads(loader))
+    return said if said is not None else not isinstance(loader, DataLoader)
 
 
 def own_settings(loader: DataLoader[Any], point: LoaderSettings) -> LoaderSettings:
@@ -156,7 +143,7 @@ def own_settings(loader: DataLoader[Any], point: LoaderSettings) -> LoaderSettin
 
 
 def _own_set_epoch(loader: Any, epoch: int) -> None:
-    """A loader of its own is told the epoch where it takes one (litdata's, a nodes Loader's)."""
+    """A loader of its own is told the epoch where it takes one."""
     set_epoch = getattr(loader, "set_epoch", None)
     if callable(set_epoch):
         set_epoch(epoch)
@@ -219,7 +206,7 @@ def loop_stream(given: GivenLoader, timeout_s: float = 0) -> ladder.LoaderStream
         return ladder.LoaderStream(given.loader)  # its close() drops the stream's hold only
     settings = given.recorded
     inner = wrapped_dataloader(given.loader)
-    if inner is not None:  # timm's PrefetchLoader, webdataset's WebLoader: their DataLoader
+    if inner is not None:  # a wrapper's DataLoader (an adapter's `dataloader`)
         _bound(inner, timeout_s)
     return IterStream(given.loader, stock=settings.prefetch_factor or 0, inner=inner)
 
@@ -261,7 +248,7 @@ def build_stream(
     )
     if inner is None:
         return ladder.LoaderStream(staged)
-    # The wrapper's own per-batch work (timm's: to the device, uint8 to float, normalised) on
+    # The wrapper's own per-batch work (to the device, uint8 to float, normalised...) on
     # the cached stage's batches: without it the step would get batches of another kind.
     rewrapped = copy.copy(given.loader)
     rewrapped.loader = staged  # type: ignore[attr-defined]
@@ -270,7 +257,7 @@ def build_stream(
 
 def _no_samples(rung: str, given: GivenLoader) -> str:
     """Why a sample-level rung cannot be read from a given loader: it exposes no dataset, or
-    its DataLoader reads a stream (an IterableDataset: webdataset's pipeline, batched in the
+    its DataLoader reads a stream (an IterableDataset: a pipeline of tar shards, batched in the
     workers as OpenCLIP does), whose samples cannot be taken by index to be cached."""
     whole = "the harness cannot cut its pipeline (device_batch, host_batch and full measure it whole)"
     inner = wrapped_dataloader(given.loader)
@@ -349,7 +336,7 @@ def _whole_on(name: str, factory: Any, loader: Any, world_size: int) -> int:
     """The ranks that each read the whole data set (GivenLoader.whole_on), said in the log as
     `harness plan` said it before the run (loader_factory.ranks_note)."""
     passed = loader_factory.passed(factory)
-    if world_size <= 1 or "rank" in passed or "world_size" in passed or not trainer_sampler.unsplit(loader):
+    if world_size <= 1 or "rank" in passed or "world_size" in passed or not splits.unsplit(loader):
         return 0
     log.warning(
         "%s's %s on %d ranks: its factory takes neither rank nor world_size and its sampler (%s) "

@@ -32,17 +32,10 @@ from torch.utils.data import (
     get_worker_info,
 )
 
+from harness.adapters import registry
 from harness.execution import batches, worker_deaths
 from harness.naming import type_name
-from harness.workloads.contract import (
-    BytesDataset,
-    SplitDataset,
-    SplitStream,
-    WholeSampleDataset,
-    folder_split,
-    hf_split,
-    memory_split,
-)
+from harness.workloads.contract import BytesDataset, SplitDataset, SplitStream, WholeSampleDataset
 from harness_schema import rungs as rung_names
 from harness_schema.settings import LoaderSettings
 
@@ -164,8 +157,8 @@ def make_loader(
 class WorkerTally:
     """The collate, counting the batches each DataLoader worker makes, in shared memory.
 
-    Why: a stream with fewer shards than workers leaves the extra workers without data (Hugging
-    Face's stops them, webdataset's and `streams.shard` give them nothing), and the row would
+    Why: a stream with fewer shards than workers leaves the extra workers without data (one
+    library's stops them, a tar-shard stream's and `streams.shard` give them nothing), and the row would
     say num_workers=2 where one worked. The collate runs in the worker for every batch, so it
     is the one cheap place to count (one add per batch); the counts live in a tensor in shared
     memory, which forked and spawned workers alike write into (each its own slot)."""
@@ -275,7 +268,7 @@ def timed_out(loader: DataLoader[Any]) -> LoaderTimeout:
 def _stuck_where(dataset: Any) -> str:
     """Where a worker that delivers nothing is stuck, as the dataset's kind says."""
     if isinstance(dataset, IterableDataset):
-        # A stream whose iteration starts threads that hold locks (MosaicML Streaming's), read
+        # A stream whose iteration starts threads that hold locks (a streaming library's), read
         # in the process the workers forked from: they inherit the locks held, not the threads.
         return (
             f"a worker stuck in {type_name(dataset)}.__iter__? (a read that never returns, or a "
@@ -319,7 +312,7 @@ def next_across_epochs(stream: Any, announce: Callable[[Any, int], None], empty:
     """The next batch of `stream.loader`, epoch after epoch, as a training loop takes them:
     each epoch announced to the loader's parts (`announce(loader, epoch)`) before its iter(),
     the first (0) too, as `for epoch in range(n): sampler.set_epoch(epoch)` does: a part whose
-    own count does not start at 0 (LitData's StreamingDataset starts at 1) would otherwise be
+    own count does not start at 0 (a streaming library's starts at 1) would otherwise be
     told 1 at the second epoch and read the first's order again. An iterator that yields
     nothing even after a restart raises RuntimeError(`empty(loader)`). `stream` keeps `loader`,
     `iterator` and `epoch` (LoaderStream, given_loader.IterStream)."""
@@ -359,7 +352,7 @@ def _no_batch(loader: DataLoader[Any]) -> str:
 def _set_epoch(loader: DataLoader[Any], epoch: int) -> None:
     """Tell the samplers a new epoch starts, as a training loop does (DistributedSampler
     reshuffles only then): the loader's sampler, its batch sampler and the sampler that one
-    wraps, and a stream that reshuffles by epoch (Hugging Face's, webdataset's), each once,
+    wraps, and a stream that reshuffles by epoch (a library's stream of shards), each once,
     wherever they have `set_epoch`."""
     stream = loader.dataset if isinstance(loader.dataset, IterableDataset) else None
     found = (loader.sampler, loader.batch_sampler, getattr(loader.batch_sampler, "sampler", None), stream)
@@ -443,7 +436,7 @@ class CachedStream(IterableDataset[Any]):
     `distinct` copies in turn (CachedStage says why). Endless, as a cached rung of a stream
     never ends an epoch, where `full` may (the row's epoch_restarts says so). The reader that
     made the value sizes it, as CachedStage does (`value_bytes`, shared memory): the what-if of
-    a stream that has a length (LitData's)."""
+    a stream that has a length."""
 
     def __init__(
         self, produce: Callable[[], Any], finish: Callable[[Any], Any] | None, distinct: int = 1
@@ -547,7 +540,7 @@ def cached_value_bytes(stream: LoaderStream | RepeatStream) -> int | None:
 
 
 def _selected(dataset: Any) -> Any:
-    """The data set a Subset selects from (random_split's, as Lightning DataModules split off
+    """The data set a Subset selects from (random_split's, as DataModules split off
     their validation set): a cached stage serves one sample at every index, so which indices
     the Subset holds does not matter, and its data set's load_raw and transform are the cut."""
     while isinstance(dataset, Subset):
@@ -566,8 +559,8 @@ def _cut(rung: str, dataset: Any) -> _Cut:
             )
         steps = _compose_steps(dataset.transform_sample)
         return _Cut(functools.partial(_first_raw, dataset), dataset.transform_sample, steps, None, None)
-    # a stock ImageFolder, a Hugging Face Dataset with_transform: split as they are
-    dataset = folder_split(dataset) or memory_split(dataset) or hf_split(dataset) or dataset
+    # a library's data set read as it is (an adapter's `samples`: a stock ImageFolder...)
+    dataset = registry.first(lambda adapter: adapter.samples(dataset)) or dataset
     read = getattr(dataset, "read_bytes", None)
     decode = getattr(dataset, "decode", None)
     if isinstance(dataset, WholeSampleDataset):
@@ -671,8 +664,14 @@ class _Compose:
 
 
 def _compose_steps(transform: Any) -> list[Callable[[Any], Any]] | None:
+    """A Compose's steps (its `.transforms`, a list), else those an adapter finds in a
+    transform of its library's (a recipe's preset holding its Compose one level down)."""
     steps = getattr(transform, "transforms", None)
-    return steps if isinstance(steps, list) else None
+    if isinstance(steps, list):
+        return steps
+    if transform is None:
+        return None
+    return registry.first(lambda adapter: adapter.steps(transform))
 
 
 def transform_names(dataset: Dataset[Any]) -> str:
@@ -733,7 +732,7 @@ def build_stream(
 def on(parts: LoaderParts, dataset: Dataset[Any]) -> LoaderParts:
     """The parts with the user's sampler or batch sampler built on the user's own dataset, not
     on a rung's cached stage: a sampler may read the dataset's attributes (a length-bucketing
-    one reads its `lengths`, as Hugging Face's LengthGroupedSampler does), and the stage has
+    one reads its `lengths`, as a length-grouped sampler does), and the stage has
     the dataset's length and serves any index, so the indices it gets stay valid."""
     sampler, batch_sampler = parts.sampler, parts.batch_sampler
     return dataclasses.replace(

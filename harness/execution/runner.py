@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, IterableDataset
+from torch.utils.data import IterableDataset
 
+from harness.adapters import registry as adapters
 from harness.config.plan import Point
 from harness.config.stream_shards import declared_shards_of
 from harness.execution import given_loader, ladder, peer_failure, termination, worker_deaths
@@ -168,8 +169,8 @@ def open_rank(
     sampler = RankSampler(
         hz=point.sampler.hz, host=point.sampler.host, gpu=point.sampler.gpu, device=device, rank=env.rank
     )
-    # A loader that is not a DataLoader may work in threads of this process (torchdata.nodes).
-    sampler.threads_as_loader(given is not None and not isinstance(given.loader, DataLoader))
+    # A loader that is not a DataLoader may work in threads of this process.
+    sampler.threads_as_loader(given is not None and given_loader.in_threads(given.loader))
     # A requeued or resumed point appends to the timeline of its earlier runs (TimelineFile).
     timeline = TimelineFile(opened.path / timeline_name(env.rank), keep_earlier=opened.skip_done)
     return Rank(
@@ -411,12 +412,12 @@ def _caching_sizes(rank: Rank, rung: str) -> tuple[int | None, int | None, float
 
 
 def dataset_samples(dataset: Any, world_size: int) -> int | None:
-    """The data set's samples, where it says without being read: a map-style one's len(); a
-    stream's len() (LitData's, MosaicML Streaming's) times the ranks, as such a stream shards
-    itself and says the rank's share (what its DataLoader's len needs). Its len() is asked
-    anyway by the rung's DataLoader (ladder.LoaderStream's epoch length), and reads no sample:
-    a stream is never read in the rank's process between rungs (issue 27: the Mosaic fork hang).
-    None for a stream without a length."""
+    """The data set's samples, without reading it: its adapter's `length`, else a map-style one's
+    len(), a stream's len() (the rank's share: it shards itself) times the ranks. A stream is
+    never read in the rank's process between rungs (issue 27: a fork inherited held locks)."""
+    said = adapters.first(lambda adapter: adapter.length(dataset, world_size))
+    if said is not None:
+        return said
     try:
         length = len(dataset)
     except TypeError:  # no __len__, or a stream's that says it has none

@@ -148,8 +148,8 @@ class StepParts:
 
 
 def output_loss(output: Any) -> torch.Tensor | None:
-    """The loss a model's output carries, as Hugging Face models return it (`output.loss`, or
-    `output["loss"]` of a mapping or a ModelOutput), where it is a scalar tensor; else None
+    """The loss a model's output carries (settings.OWN_LOSS: `output.loss`, or `output["loss"]`
+    of a mapping or a ModelOutput), where it is a scalar tensor; else None
     (a plain tensor of logits, a loss of None when no labels were given)."""
     if isinstance(output, torch.Tensor):
         return None
@@ -376,8 +376,8 @@ class TrainStep:
         return loss
 
     def _default_loss(self, output: Any, batch: Any) -> torch.Tensor:
-        """No loss given: the model's own where its output carries one (Hugging Face's
-        convention), else cross-entropy on (inputs, targets)."""
+        """No loss given: the model's own where its output carries one (settings.OWN_LOSS),
+        else cross-entropy on (inputs, targets)."""
         carried = output_loss(output)
         if carried is not None:
             return carried

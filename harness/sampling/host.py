@@ -15,7 +15,7 @@ disappears: what it used after its last sample is lost (at most one sampling int
 workers (and torch.compile's compile workers, if any). "Main" is the rank's process with all
 its threads: the pin-memory thread, and this sampler's own thread, count there.
 
-A loader that works in threads of the rank's own process (torchdata.nodes' ParallelMapper,
+A loader that works in threads of the rank's own process (a graph of nodes' ParallelMapper,
 its PinMemory and Prefetcher; any loader a `workload.loader` factory or a script hands over
 that is not a DataLoader) has no process of its own: with `threads_as_loader` on, the Python
 threads of the process other than the main thread and the harness's own (named `harness-*`,

@@ -25,8 +25,8 @@ from harness_schema.settings import MODEL_LOSS
 
 def build_dataset(settings: WorkloadSettings, place: Mapping[str, Any] | None = None) -> Dataset[Any]:
     """The point's dataset. `place` (batch_size, rank, world_size: the point's and this rank's)
-    goes to a factory whose signature names them (loader_factory.DATASET_PLACE): MosaicML's
-    StreamingDataset takes batch_size, a stream sharding by rank its rank and world size."""
+    goes to a factory whose signature names them (loader_factory.DATASET_PLACE): a streaming
+    library's data set takes batch_size, a stream sharding by rank its rank and world size."""
     factory = registry.resolve(settings.dataset, registry.DATASETS, "dataset")
     asked = {k: v for k, v in (place or {}).items() if k in loader_factory.dataset_place(factory)}
     try:

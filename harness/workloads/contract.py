@@ -15,22 +15,12 @@ transforming lets the ladder cache a raw sample (and time the transforms), in on
 Where `transform` or `transform_sample` is a Compose (`.transforms`, a list), the
 `transform:<k>` rungs cut it after its k-th step.
 
-A stock torchvision `DatasetFolder` (`ImageFolder`, `ImageNet`: their `__getitem__` is
-`loader(path)` over `samples`, then `transform` and `target_transform`, all public) is read in
-the (input, target) form as it is (`folder_split`), with the stored bytes too where its loader
-is torchvision's PIL one: the user adds nothing. So are torchvision's data sets held in memory
-(`CIFAR10`, the MNIST family, SVHN, STL10: `memory_split`), whose raw sample is the PIL image
-their `__getitem__` makes of the array. So is a Hugging Face `datasets.Dataset` whose
-format is a transform of the user's (`with_transform`/`set_transform`, on every column:
-`hf_split`): its row as Python values (the Arrow read and the features' decoding: an `Image`
-column's PIL image) is the raw sample, and the transform, on that row as a batch of one, is
-`transform_sample`, as the formatter calls it.
+A library's own data set is read in one of these forms as it is, by its adapter (the
+`samples` answer of harness/adapters/): the user adds nothing.
 """
 
 from __future__ import annotations
 
-import copy
-import io
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -78,149 +68,6 @@ class SplitStream(Protocol):
     def iter_raw(self) -> Iterator[Any]: ...
 
     def transform_sample(self, raw: Any) -> Any: ...
-
-
-def folder_split(dataset: Any) -> SplitDataset | None:
-    """A stock torchvision DatasetFolder (ImageFolder, ImageNet...) in the (input, target) form;
-    None for any other dataset, and for a subclass with its own `__getitem__` or `load_raw`
-    (its own pipeline, which only it can say how to cut)."""
-    try:
-        from torchvision.datasets import folder
-    except ImportError:  # no torchvision: no torchvision dataset either
-        return None
-    stock = folder.DatasetFolder
-    if not isinstance(dataset, stock) or hasattr(dataset, "load_raw"):
-        return None
-    if type(dataset).__getitem__ is not stock.__getitem__:
-        return None
-    if dataset.loader in (folder.default_loader, folder.pil_loader) and _pil_backend():
-        return _PilFolder(dataset)
-    return _Folder(dataset)
-
-
-IN_MEMORY = ("CIFAR10", "CIFAR100", "MNIST", "FashionMNIST", "KMNIST", "QMNIST", "EMNIST", "SVHN", "STL10")
-"""torchvision's data sets held in memory as arrays: their `__getitem__` makes a PIL image of
-the sample's array, then applies `transform` to it and `target_transform` to the target (the
-datasets' own code, torchvision 0.29: cifar.py, mnist.py, svhn.py, stl10.py)."""
-
-
-def memory_split(dataset: Any) -> SplitDataset | None:
-    """A stock torchvision data set held in memory (IN_MEMORY: CIFAR10, the course labs' and the
-    tutorials' data set) in the (input, target) form: its raw sample is what its own
-    `__getitem__` gives without `transform` (the PIL image, the target mapped), and `transform`
-    is its own. None for any other data set, and for a subclass with its own `__getitem__` or
-    `load_raw` (only it can say how to cut its pipeline)."""
-    try:
-        from torchvision import datasets
-    except ImportError:  # no torchvision: no torchvision data set either
-        return None
-    stock: tuple[type, ...] = tuple(getattr(datasets, name) for name in IN_MEMORY if hasattr(datasets, name))
-    if hasattr(dataset, "load_raw") or not isinstance(dataset, stock):
-        return None
-    own = getattr(type(dataset), "__getitem__", None)
-    if own not in {getattr(kind, "__getitem__", None) for kind in stock}:
-        return None
-    return _InMemory(dataset)
-
-
-def hf_split(dataset: Any) -> WholeSampleDataset | None:
-    """A Hugging Face `datasets.Dataset` formatted by a transform of the user's
-    (`with_transform(f)`, `set_transform(f)`), in the whole-sample form; None for any other
-    dataset, and where the transform is given columns (the format then mixes formatted and
-    plain columns). Told without importing `datasets`: by the format it carries."""
-    if hasattr(dataset, "load_raw") or not callable(getattr(dataset, "with_format", None)):
-        return None
-    if (
-        getattr(dataset, "_format_type", None) != "custom"
-        or getattr(dataset, "_format_columns", 0) is not None
-    ):
-        return None
-    transform = getattr(dataset, "_format_kwargs", {}).get("transform")
-    return _HFTransformed(dataset, transform) if callable(transform) else None
-
-
-class _HFTransformed:
-    """`Dataset.__getitem__` under a custom format, split: the row the Python formatter gives
-    (`with_format(None)`), then the transform on it as a batch of one, its first row taken
-    (datasets' CustomFormatter.format_row)."""
-
-    def __init__(self, dataset: Any, transform: Callable[[dict[str, list[Any]]], Any]) -> None:
-        self.plain = dataset.with_format(None)
-        self.transform = transform
-
-    def __len__(self) -> int:
-        return len(self.plain)
-
-    def load_raw(self, index: int) -> Any:
-        return self.plain[index]
-
-    def transform_sample(self, raw: dict[str, Any]) -> dict[str, Any]:
-        batch = self.transform({key: [value] for key, value in raw.items()})
-        return {key: values[0] for key, values in batch.items()}
-
-
-def _pil_backend() -> bool:
-    from torchvision import get_image_backend
-
-    return bool(get_image_backend() == "PIL")
-
-
-class _Folder:
-    """DatasetFolder.__getitem__, split: `load_raw` reads with the folder's own loader (and
-    maps the target), `transform` is the folder's."""
-
-    def __init__(self, folder: Any) -> None:
-        self.folder = folder
-        self.transform: Callable[[Any], Any] | None = folder.transform
-
-    def __len__(self) -> int:
-        return len(self.folder)
-
-    def _target(self, index: int) -> tuple[Any, Any]:
-        path, target = self.folder.samples[index]
-        if self.folder.target_transform is not None:
-            target = self.folder.target_transform(target)
-        return path, target
-
-    def load_raw(self, index: int) -> tuple[Any, Any]:
-        path, target = self._target(index)
-        return sample_read(index, lambda: str(path), lambda: self.folder.loader(path)), target
-
-
-class _InMemory:
-    """An IN_MEMORY data set's `__getitem__`, split: `load_raw` is its own `__getitem__` on a
-    shallow copy without `transform` (the arrays shared, not copied), `transform` is its own."""
-
-    def __init__(self, dataset: Any) -> None:
-        self.raw = copy.copy(dataset)
-        self.raw.transform = None
-        self.transform: Callable[[Any], Any] | None = dataset.transform
-
-    def __len__(self) -> int:
-        return len(self.raw)
-
-    def load_raw(self, index: int) -> tuple[Any, Any]:
-        image, target = self.raw[index]
-        return image, target
-
-
-class _PilFolder(_Folder):
-    """With torchvision's PIL loader (ImageFolder's default): the file's bytes, then the decode
-    `pil_loader` does (Image.open, convert("RGB"))."""
-
-    def read_bytes(self, index: int) -> tuple[bytes, Any]:
-        path, target = self._target(index)
-
-        def read() -> bytes:
-            with open(path, "rb") as f:
-                return f.read()
-
-        return sample_read(index, lambda: str(path), read), target
-
-    def decode(self, data: bytes) -> Any:
-        from PIL import Image
-
-        return Image.open(io.BytesIO(data)).convert("RGB")
 
 
 class UnreadableSample(Exception):

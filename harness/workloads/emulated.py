@@ -10,7 +10,7 @@ measured `device_batch` on the real GPU node (see harness/config/step_source.py)
 
 A tiny pooled linear head after the sleep gives the loss, backward, optimizer and DDP's
 gradient all-reduce something real to work on, whatever the input's shape or structure: one
-tensor, a dict of tensors passed as keywords (a Hugging Face `BatchEncoding`), or a list of
+tensor, a dict of tensors passed as keywords (a tokenizer's `BatchEncoding`), or a list of
 per-sample tensors (torchvision detection's images). So the stand-in serves every pipeline,
 and its loss (`EmulatedAccelerator.loss`) needs no targets it could not use.
 """

@@ -1,16 +1,15 @@
 """`workload.loader`: a loader the user's factory builds whole, for the loaders that replace or
-wrap PyTorch's DataLoader (torchdata.nodes' `Loader`, a Lightning DataModule's
-`train_dataloader()`, litdata's `StreamingDataLoader`, a DALI-style iterator).
+wrap PyTorch's DataLoader (a loader of threads, a DataModule's loader, a DataLoader subclass
+of a streaming library's, a DALI-style iterator).
 
 The harness calls `factory(**passed, **loader_args)`, where `passed` holds those of the point's
 own values the factory's signature accepts (by name, or all of them through `**kwargs`), the
 convention of a dataset factory's `num_classes`: `batch_size`, the loader settings
 (`LOADER_SETTINGS`), the rank's place (`rank`, `world_size`, `seed`) and, where the spec gives
 `workload.dataset`, the built `dataset`. What it returns is any iterable of batches; an object
-that is not iterable but has `train_dataloader()` (a LightningDataModule) is asked for it, after
-its `prepare_data()` and `setup("fit")`, as Lightning's Trainer does; on several ranks, a plain
-sampler in it becomes the DistributedSampler the Trainer would put there
-(harness/execution/trainer_sampler.py).
+that is not iterable is opened by the adapter that knows it (harness/adapters/: `train_loader`,
+a DataModule as its library's trainer opens it, on several ranks with the sampler that trainer
+would put in it).
 
 A loader setting the factory does not accept cannot be applied by the harness: the plan says so
 (`untaken_note`), an axis over it is refused at load time (its points would measure one loader
@@ -23,7 +22,6 @@ Torch-free at import: the spec's check and the plan use it on a login node.
 from __future__ import annotations
 
 import inspect
-import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -39,8 +37,8 @@ PASSED: tuple[str, ...] = (*PLACE, *LOADER_SETTINGS, "dataset")
 
 DATASET_PLACE: tuple[str, ...] = ("batch_size", "rank", "world_size")
 """What a dataset factory gets beside its dataset_args, where it asks for them (by name; a
-`**kwargs` does not ask): MosaicML's StreamingDataset takes batch_size, a sharded stream its
-rank and world size."""
+`**kwargs` does not ask): a streaming library's data set takes batch_size, a sharded stream
+its rank and world size."""
 
 
 def passed(factory: Callable[..., Any], *, with_dataset: bool = False) -> tuple[str, ...]:
@@ -102,22 +100,24 @@ def untaken_note(name: str, factory: Callable[..., Any]) -> str | None:
 
 def ranks_note(name: str, factory: Callable[..., Any], ranks: int) -> str | None:
     """`harness plan`'s line for a factory that cannot split the data between the spec's `ranks`
-    (it takes neither `rank` nor `world_size`, and is not known to make a DataModule, whose
-    loader the harness re-makes as Lightning's Trainer does); None where it can, or one rank.
-    The harness keeps a loader a factory returns (trainer_sampler.py's docstring says why), so
-    a plain DataLoader would give every rank the whole data set."""
+    (it takes neither `rank` nor `world_size`, and is not known to make a holder whose loader
+    an adapter re-makes by rank: `makes_loader_holder`); None where it can, or one rank. The
+    harness keeps a loader a factory returns (nothing says a trainer would re-make it), so a
+    plain DataLoader would give every rank the whole data set."""
+    from harness.adapters import registry as adapters
+
     if ranks <= 1 or any(registry.accepts(factory, place) for place in ("rank", "world_size")):
         return None
-    if _makes_datamodule(factory):
+    if adapters.first(lambda adapter: adapter.makes_loader_holder(factory)):
         return None
+    fix = adapters.first(lambda adapter: adapter.ranks_fix())
     return (
         f"{name} takes neither rank nor world_size, and the spec runs {ranks} ranks "
         f"(slurm.nodes × slurm.tasks_per_node{_RANKS_WHERE}): "
         "unless its loader splits the data by rank itself (a "
         "DistributedSampler over the process group, a stream sharded by node), each rank reads the "
         f"whole data set, an epoch {ranks} times the training's; accept rank and world_size and "
-        "split by them, or return a DataModule, whose loader the harness re-makes with a "
-        "DistributedSampler as Lightning's Trainer does"
+        f"split by them{f', or {fix}' if fix else ''}"
     )
 
 
@@ -128,17 +128,6 @@ def is_ranks_note(note: str) -> bool:
     """Whether a plan's note is ranks_note's: a sweep whose backend runs one rank per point
     (inline) leaves it out of its plan.json, since no rank there reads another's share."""
     return _RANKS_WHERE in note
-
-
-def _makes_datamodule(factory: Callable[..., Any]) -> bool:
-    """Whether the factory is, or is annotated to return, a class with train_dataloader()."""
-    made: Any = factory
-    if not inspect.isclass(factory):
-        try:
-            made = typing.get_type_hints(factory).get("return")
-        except Exception:  # an annotation that does not resolve: not known
-            return False
-    return inspect.isclass(made) and callable(getattr(made, "train_dataloader", None))
 
 
 def axis_over_untaken(
@@ -167,8 +156,8 @@ def rung_notes(name: str, rungs: Sequence[str]) -> list[str]:
     return [
         f"rung{'s' if len(sample) > 1 else ''} {', '.join(sample)} of {name}: measured only where its "
         "loader exposes a map-style dataset (.dataset, as a torch DataLoader does: a plain DataLoader "
-        "over a cached sample, with its collate_fn and settings); skipped otherwise (a torchdata.nodes "
-        "Loader, a DALI iterator, a stream), the rows saying why. device_batch, host_batch and full "
+        "over a cached sample, with its collate_fn and settings); skipped otherwise (a loader of "
+        "threads, a DALI iterator, a stream), the rows saying why. device_batch, host_batch and full "
         "are measured on the loader itself"
     ]
 
@@ -194,10 +183,11 @@ def call(
 
 
 def train_loader(made: Any, *, rank: int = 0, world_size: int = 1, seed: int = 0) -> Any:
-    """The iterable of batches in what a factory made: the thing itself, or a DataModule's
-    train_dataloader() (after prepare_data() and setup("fit"), as Lightning's Trainer calls them),
-    on several ranks with the DistributedSampler the Trainer would put in it
-    (harness/execution/trainer_sampler.py)."""
+    """The iterable of batches in what a factory made: the thing itself, or the loader the
+    adapter that knows it opens (`train_loader`: a DataModule's train_dataloader(), on several
+    ranks with the sampler its trainer would put in it)."""
+    from harness.adapters import registry as adapters
+    from harness.adapters.base import NotALoader
     from harness.naming import type_name
 
     once = one_shot(made)
@@ -205,24 +195,18 @@ def train_loader(made: Any, *, rank: int = 0, world_size: int = 1, seed: int = 0
         raise registry.WorkloadError(once)
     if _iterable(made):
         return made
-    make = getattr(made, "train_dataloader", None)
-    if not callable(make):
+    try:
+        loader = adapters.first(
+            lambda adapter: adapter.train_loader(made, rank=rank, world_size=world_size, seed=seed)
+        )
+    except NotALoader as e:
+        raise registry.WorkloadError(str(e)) from None
+    if loader is None:
         raise registry.WorkloadError(
             f"the loader factory returned {type_name(made)}, which is not iterable (no __iter__) "
             "and has no train_dataloader(); return the loader, or a DataModule"
         )
-    for hook, hook_args in (("prepare_data", ()), ("setup", ("fit",))):
-        method = getattr(made, hook, None)
-        if callable(method):
-            method(*hook_args)
-    from harness.execution import trainer_sampler  # torch: only once a loader is built
-
-    loader = trainer_sampler.request(make, world_size)
-    if not _iterable(loader):
-        raise registry.WorkloadError(
-            f"{type_name(made)}.train_dataloader() returned {type_name(loader)}, which is not iterable"
-        )
-    return trainer_sampler.as_trainer(loader, rank=rank, world_size=world_size, seed=seed)
+    return loader
 
 
 def _iterable(value: Any) -> bool:

@@ -4,8 +4,8 @@ A map-style dataset is split between ranks by the harness's DistributedSampler; 
 cannot be: every rank and every DataLoader worker gets its own copy of the dataset and reads it
 from the start, so without sharding each of them yields the same samples (PyTorch's
 documentation of IterableDataset says the same). Sharding is the dataset's job. Libraries do it
-their own way (webdataset's `split_by_node`/`split_by_worker`, Hugging Face's
-`split_dataset_by_node`); `shard` is the plain way for a dataset that has none: apply it to the
+their own way (a `split_by_node`/`split_by_worker` stage, a `split_dataset_by_node` call);
+`shard` is the plain way for a dataset that has none: apply it to the
 list of files or shards the stream reads, so that each reader opens only its own.
 """
 

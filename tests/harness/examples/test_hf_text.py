@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader
 
 datasets = pytest.importorskip("datasets", reason="the optional extra `libs` (datasets) is not installed")
 
-from harness.examples.hf_text import HFTexts, HFTextStream, make_bare, make_dataset, make_stream  # noqa: E402
+from harness.examples.hf_text import HFTexts, HFTextStream, make_dataset, make_stream  # noqa: E402
 from harness.examples.text import make_collate  # noqa: E402
 from tests.fixtures.ladder_runs import SPLIT_LADDER, ladder_run, ladder_verdict  # noqa: E402
 
@@ -129,21 +129,6 @@ def test_streaming_a_cost_injected_is_named_by_the_ladder(
         rungs=rungs,
     )
     assert verdict.stages == named, verdict.sentence
-
-
-def test_a_bare_dataset_with_transform_is_split_at_its_transform() -> None:
-    # No class of the harness's around it: the row is the raw sample, the transform on it as a
-    # batch of one is the processed sample, as datasets' own formatter gives it.
-    from harness.workloads.contract import WholeSampleDataset, hf_split
-
-    bare = make_bare(size=16)
-    split = hf_split(bare)
-    assert isinstance(split, WholeSampleDataset) and len(split) == 16
-    raw = split.load_raw(3)
-    assert set(raw) == {"text"} and isinstance(raw["text"], str)
-    assert torch.equal(split.transform_sample(raw)["input_ids"], bare[3]["input_ids"])
-    assert hf_split(bare.with_format(None)) is None  # no transform: nothing to split
-    assert hf_split(bare.with_format("torch")) is None
 
 
 @pytest.mark.serial

@@ -109,21 +109,6 @@ def test_a_webloaders_rows_record_its_dataloaders_settings_and_refuse_the_sample
     assert {r["samples"] for r in got if r["status"] == "ok"} == {str(3 * 4)}  # 3 steps of 4
 
 
-def test_a_webloaders_batch_size_is_the_one_its_pipeline_batches_with() -> None:
-    """OpenCLIP's DataLoader has batch_size None: its workers batch (`wds.batched(n)` in the
-    pipeline). The batch size a WebLoader delivers is its last batching: a re-batching after
-    the DataLoader, else the DataLoader's own, else the pipeline's inside the workers."""
-    import webdataset as wds
-
-    from harness.execution.given_loader import batch_size
-    from tests.fixtures.loaders import Numbered, web_loader
-
-    assert batch_size(web_loader(batch_size=4, workers=0)) == 4
-    assert batch_size(web_loader(batch_size=4, workers=0).unbatched().shuffle(8).batched(6)) == 6
-    assert batch_size(wds.WebLoader(Numbered(8), batch_size=3)) == 3
-    assert batch_size(wds.WebLoader(Numbered(8), batch_size=None)) is None
-
-
 def test_the_sample_rungs_start_and_order_their_workers_as_the_given_loader_does(tmp_path: Path) -> None:
     """The cached stages' DataLoader kept only the given one's worker_init_fn: a script's
     spawned workers (a dataset that cannot be forked) were forked at the sample rungs, and its

@@ -539,38 +539,6 @@ def test_the_cached_value_of_a_sample_rung_is_sized_where_it_is_made() -> None:
     stream.close()
 
 
-def test_a_stock_torchvision_image_folder_gets_every_sample_rung_as_it_is(tmp_path: Path) -> None:
-    import torchvision.transforms as T
-    from torchvision.datasets import ImageFolder
-
-    make_image_folder(tmp_path, images=4, classes=2, size=16)
-    steps = [T.CenterCrop(8), T.ToTensor()]
-    folder = ImageFolder(str(tmp_path), transform=T.Compose(steps), target_transform=lambda t: t + 10)
-    whole = folder[1]
-    for rung in ("raw_sample", "raw_bytes", "transform:1"):
-        cached = ladder.sample_dataset(rung, folder)  # no load_raw from the user
-        image, target = cached[3]  # any index serves the cached sample 0, finished afresh
-        assert image.shape == whole[0].shape == (3, 8, 8) and target == folder[0][1] == 10
-        assert torch.equal(image, folder[0][0])
-    assert ladder.transform_names(folder) == "CenterCrop,ToTensor"
-
-
-def test_an_image_folder_with_its_own_getitem_is_not_cut_behind_its_back(tmp_path: Path) -> None:
-    import torchvision.transforms as T
-    from torchvision.datasets import ImageFolder
-
-    class Mine(ImageFolder):
-        def __getitem__(self, index: int) -> Any:
-            return super().__getitem__(index)
-
-    make_image_folder(tmp_path, images=2, classes=1, size=16)
-    with pytest.raises(
-        ladder.RungUnavailable,
-        match=r"rung raw_sample needs a dataset with load_raw.*; tests\.harness\.execution\.test_ladder\..*<locals>\.Mine has not",
-    ):
-        ladder.sample_dataset("raw_sample", Mine(str(tmp_path), transform=T.ToTensor()))
-
-
 def test_idle_workers_are_counted_by_the_loaders_own_collate() -> None:
     """Each worker's batches are counted where they are made: a map-style dataset keeps both
     workers busy, a stream of 1 shard leaves the second idle; without workers nothing is
@@ -617,37 +585,6 @@ def test_every_cached_stage_pickles_as_a_spawned_worker_receives_it(rung: str, t
         assert type(copied) is type(original)
         pickled += 1
     assert pickled >= 1  # every rung here has a dataset that serves it
-
-
-def test_a_stock_torchvision_cifar10_gets_every_sample_rung_as_it_is() -> None:
-    """CIFAR10 (the course's cifar10.py, the tutorials') holds its images in memory and makes a
-    PIL image of each in its own __getitem__, then transforms it: raw_sample caches that PIL
-    image and runs the transforms at every item, as a stock ImageFolder is cut. Before, it
-    had no sample rung below processed_sample (no load_raw)."""
-    cifar = pipelines.cifar10(8)
-    assert ladder.transform_names(cifar) == "RandomHorizontalFlip,RandomCrop,SleepSample,ToTensor"
-    for rung in ("raw_sample", "transform:2"):
-        image, target = ladder.sample_dataset(rung, cifar)[5]  # the cached sample 0, finished
-        assert image.shape == (3, 32, 32) and image.dtype == torch.float32
-        assert target == cifar[0][1]
-    assert cifar.transform is not None  # the split's copy lost its transform, not the data set
-    with pytest.raises(ladder.RungUnavailable, match=r"rung raw_bytes needs a file-backed dataset"):
-        ladder.sample_dataset("raw_bytes", cifar)
-
-
-def test_a_cifar10_with_its_own_getitem_is_not_cut_behind_its_back() -> None:
-    from torchvision.datasets import CIFAR10
-
-    class Mine(CIFAR10):
-        def __getitem__(self, index: int) -> Any:
-            return super().__getitem__(index)
-
-    mine = pipelines.cifar10(4)
-    mine.__class__ = Mine
-    with pytest.raises(
-        ladder.RungUnavailable, match=r"rung raw_sample needs a dataset with load_raw.*Mine has not"
-    ):
-        ladder.sample_dataset("raw_sample", mine)
 
 
 @pytest.mark.serial

@@ -1,4 +1,9 @@
-"""A DataModule's training loader on several ranks, as Lightning's Trainer hands it to training.
+"""Lightning: a DataModule opened as its Trainer opens it, and its training loader on several
+ranks as the Trainer hands it to training.
+
+A `workload.loader` factory (or a script's probe.measure) may give a DataModule: an object
+that is not iterable but has `train_dataloader()`. It is asked for that loader after its
+`prepare_data()` and `setup("fit")`, as Lightning's Trainer calls them.
 
 The harness calls a DataModule's `train_dataloader()` without a Trainer. Lightning's Trainer
 (`use_distributed_sampler=True`, its default), on more than one rank, does not use that
@@ -41,29 +46,24 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import inspect
 import logging
+import typing
 import weakref
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from torch.utils.data import (
-    BatchSampler,
-    DataLoader,
-    DistributedSampler,
-    IterableDataset,
-    RandomSampler,
-    SequentialSampler,
-)
-
+from harness.adapters.base import NoAnswer, NotALoader, module_of
 from harness.naming import type_name
+
+if TYPE_CHECKING:
+    from torch.utils.data import DataLoader, DistributedSampler
 
 log = logging.getLogger(__name__)
 
 _REMADE: weakref.WeakSet[DataLoader[Any]] = weakref.WeakSet()
 """The loaders this module re-made, for their rows' `loader_given` (remade())."""
 
-
-_OWN_SAMPLER = "a sampler of its own"
 _TWICE = (
     "; a sampler that splits by rank already (for use_distributed_sampler=False) is now split "
     "twice: make it a DistributedSampler subclass, which is kept"
@@ -81,6 +81,8 @@ def request(hook: Callable[[], Any], world_size: int) -> Any:
 
 @contextlib.contextmanager
 def _recording() -> Iterator[None]:
+    from torch.utils.data import BatchSampler, DataLoader
+
     data = _lightning_data()
     if data is None:  # no lightning: a plain DataLoader is re-made from its attributes
         yield
@@ -105,13 +107,17 @@ def _lightning_data() -> Any:
 def as_trainer(loader: Any, *, rank: int, world_size: int, seed: int) -> Any:
     """`loader` as the Trainer would give it to training on rank `rank` of `world_size` (the
     module's docstring says when that is a new DataLoader with a DistributedSampler)."""
+    from torch.utils.data import DataLoader, DistributedSampler, IterableDataset
+
+    from harness.execution import splits
+
     if world_size <= 1 or not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
         return loader
     if isinstance(loader.sampler, DistributedSampler):
         log.info("the DataModule's %s has its own %s: kept", type_name(loader), type_name(loader.sampler))
         return loader
-    custom = _custom(loader)
-    if custom is not None and not custom.startswith(_OWN_SAMPLER):
+    custom = splits.custom(loader)
+    if custom is not None and not custom.startswith(splits.OWN_SAMPLER):
         log.warning(
             "the DataModule's %s has %s: kept as given on %d ranks (Lightning's Trainer would put its "
             "DistributedSampler into it unless use_distributed_sampler=False); if it does not split "
@@ -154,6 +160,8 @@ def _distributed(
     shuffle=True): a DistributedSampler over the data set in place of a plain sampler, Lightning's
     DistributedSamplerWrapper around a sampler of the user's own class (each rank its share of
     what that sampler yields); None for the latter without lightning."""
+    from torch.utils.data import DistributedSampler, RandomSampler, SequentialSampler
+
     if isinstance(loader.sampler, (RandomSampler, SequentialSampler)):
         return DistributedSampler(loader.dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
     wrapper = _wrapper()
@@ -180,24 +188,6 @@ def remade(loader: Any) -> bool:
         return False
 
 
-def unsplit(loader: Any) -> bool:
-    """Whether `loader` is a torch DataLoader over a map-style data set whose sampler and batch
-    sampler are PyTorch's plain ones: nothing in it splits the data by rank."""
-    if not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
-        return False
-    return _custom(loader) is None
-
-
-def _custom(loader: DataLoader[Any]) -> str | None:
-    """What of the loader's is the user's own class (the Trainer wraps or injects; we keep)."""
-    if not isinstance(loader.sampler, (RandomSampler, SequentialSampler)):
-        return f"{_OWN_SAMPLER} ({type_name(loader.sampler)})"
-    batch_sampler = loader.batch_sampler
-    if batch_sampler is not None and type(batch_sampler) is not BatchSampler:
-        return f"a batch sampler of its own ({type_name(batch_sampler)})"
-    return None
-
-
 def _update(loader: DataLoader[Any], sampler: DistributedSampler[Any]) -> DataLoader[Any] | None:
     """The loader re-made with `sampler`, by Lightning's own helper where it is installed (the
     Trainer's: it re-makes a subclass with its recorded arguments, keeps every attribute), else
@@ -212,6 +202,8 @@ def _update(loader: DataLoader[Any], sampler: DistributedSampler[Any]) -> DataLo
 def _rebuilt(loader: DataLoader[Any], sampler: DistributedSampler[Any]) -> DataLoader[Any] | None:
     """Without lightning (a DataModule of the standalone pytorch_lightning, or a look-alike):
     a plain DataLoader, whose constructor arguments are all attributes; None for a subclass."""
+    from torch.utils.data import DataLoader
+
     if type(loader) is not DataLoader:
         return None
     workers = loader.num_workers
@@ -232,3 +224,50 @@ def _rebuilt(loader: DataLoader[Any], sampler: DistributedSampler[Any]) -> DataL
         pin_memory_device=loader.pin_memory_device,
         in_order=loader.in_order,
     )
+
+
+class Lightning(NoAnswer):
+    name = "lightning"
+
+    def recognises(self, thing: Any) -> bool:
+        return module_of(thing) in ("lightning", "pytorch_lightning", "lightning_fabric") or remade(thing)
+
+    def train_loader(self, made: Any, *, rank: int, world_size: int, seed: int) -> Any | None:
+        """A DataModule's train_dataloader(), after its prepare_data() and setup("fit"), on
+        several ranks with the DistributedSampler the Trainer would put in it; NotALoader where
+        it returns no iterable. None for anything without train_dataloader()."""
+        make = getattr(made, "train_dataloader", None)
+        if not callable(make):
+            return None
+        for hook, hook_args in (("prepare_data", ()), ("setup", ("fit",))):
+            method = getattr(made, hook, None)
+            if callable(method):
+                method(*hook_args)
+        loader = request(make, world_size)
+        if not callable(getattr(loader, "__iter__", None)):
+            raise NotALoader(
+                f"{type_name(made)}.train_dataloader() returned {type_name(loader)}, which is not iterable"
+            )
+        return as_trainer(loader, rank=rank, world_size=world_size, seed=seed)
+
+    def makes_loader_holder(self, made: Any) -> bool | None:
+        """Whether the factory is, or is annotated to return, a class with train_dataloader()."""
+        if not inspect.isclass(made):
+            try:
+                made = typing.get_type_hints(made).get("return")
+            except Exception:  # an annotation that does not resolve: not known
+                return None
+        return True if inspect.isclass(made) and callable(getattr(made, "train_dataloader", None)) else None
+
+    def ranks_fix(self) -> str | None:
+        return (
+            "return a DataModule, whose loader the harness re-makes with a DistributedSampler as "
+            "Lightning's Trainer does"
+        )
+
+    def described(self, loader: Any) -> str | None:
+        if not remade(loader):
+            return None
+        ranks = getattr(loader.sampler, "num_replicas", "several")
+        sampler = type(loader.sampler).__name__
+        return f"re-made with a {sampler} over {ranks} ranks as Lightning's Trainer does"

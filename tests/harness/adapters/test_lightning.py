@@ -1,5 +1,5 @@
 """A DataModule's loader on several ranks, as Lightning's Trainer hands it to training
-(harness/execution/trainer_sampler.py): re-made with a DistributedSampler where its sampler is
+(harness/adapters/lightning.py): re-made with a DistributedSampler where its sampler is
 plain, the same indices as the Trainer's own sampler; kept, and said, where it is not."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from torch.utils.data import (
     WeightedRandomSampler,
 )
 
-from harness.execution import trainer_sampler
-from harness.execution.trainer_sampler import as_trainer, remade, request
+from harness.adapters import lightning as trainer_sampler
+from harness.adapters.lightning import as_trainer, remade, request
 
 DATA = list(range(20))
 
@@ -96,7 +96,7 @@ class _OwnBatches(BatchSampler):
         (DataLoader(DATA, sampler=DistributedSampler(DATA, num_replicas=2, rank=0)), "has its own "),
         (
             DataLoader(DATA, batch_sampler=_OwnBatches(SequentialSampler(DATA), 4, False)),
-            "has a batch sampler of its own (tests.harness.execution.test_trainer_sampler._OwnBatches)",
+            "has a batch sampler of its own (tests.harness.adapters.test_lightning._OwnBatches)",
         ),
         (DataLoader(_Stream(), batch_size=4), None),
     ],
@@ -156,7 +156,7 @@ def test_a_sampler_of_its_own_on_two_ranks_is_wrapped_as_the_trainer_wraps_it(
     made[0].sampler.set_epoch(1)
     assert own.epochs[-1] == 1  # the wrapper tells the user's sampler the epoch
     assert (
-        "had a sampler of its own (tests.harness.execution.test_trainer_sampler._Reversed): re-made "
+        "had a sampler of its own (tests.harness.adapters.test_lightning._Reversed): re-made "
         "with a DistributedSamplerWrapper (rank 1 of 2, shuffled, seed 3) as Lightning's Trainer does "
         "on several ranks (use_distributed_sampler=True); a sampler that splits by rank already (for "
         "use_distributed_sampler=False) is now split twice: make it a DistributedSampler subclass, "
