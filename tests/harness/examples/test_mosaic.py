@@ -97,6 +97,9 @@ def test_the_whole_ladder_with_workers_finishes_every_row_ok_and_counted(
     assert (ran["samples"] == ran["steps"] * BATCH).all(), ran[["rung", "steps", "samples"]]
 
 
+# A known answer, judged in the serial pass: beside the parallel pass's load the control with
+# nothing injected named "transforms + raw data loading" (a CI-equivalent run, load 4 to 6).
+@pytest.mark.serial
 @pytest.mark.parametrize(("read_ms", "named"), [(100, True), (0, False)], ids=["slow-read", "nothing"])
 def test_a_slow_read_is_named_by_the_ladder_and_nothing_without_it(
     shards: Path, tmp_path: Path, read_ms: float, named: bool
