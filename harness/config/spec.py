@@ -114,7 +114,7 @@ class Spec:
     notes: tuple[str, ...] = field(default=())
     loader_named: frozenset[str] = frozenset()
     """The loader settings the spec names (its loader section, a sequence step): with a script
-    workload, the others keep the script's own values (harness/probe.py)."""
+    workload, the others keep the script's own values (harness/probe/recording.py)."""
     limits: Limits = field(default_factory=Limits)
     """How long a wait may last before it is a fault (not part of a point's id)."""
 

@@ -479,7 +479,7 @@ def account(point: Point, sweep_dir: Path, env: DistEnv, ended: Ended) -> PointO
 
 
 def as_run(point: Point, settings: Mapping[str, Any] | None) -> Point:
-    """The point with the settings the probe said it ran with (harness.probe._say): the failed
+    """The point with the settings the probe said it ran with (harness/probe/harnessed.py, `_say`): the failed
     rows of a script that died then record what ran, as its ok rows do."""
     if not settings:
         return point

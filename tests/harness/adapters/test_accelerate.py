@@ -1,5 +1,5 @@
 """The Accelerate adapter: a prepared loader's BatchSamplerShard is how it shards, and the
-probe's rungs shard alike (the probe's own tests, tests/harness/test_probe.py, run the
+probe's rungs shard alike (the probe's own tests, tests/harness/probe/test_recording.py, run the
 prepared loaders end to end)."""
 
 from __future__ import annotations

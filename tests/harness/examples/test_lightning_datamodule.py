@@ -152,9 +152,9 @@ def test_under_probe_a_datamodule_on_rank_1_of_2_reads_its_half() -> None:
     world size the probe's job runs with."""
     from types import SimpleNamespace
 
-    from harness import probe
+    from harness.probe import recording
 
     job = SimpleNamespace(env=SimpleNamespace(rank=1, world_size=2))
-    given = probe._given(make_loader(batch_size=4, size=40), job)  # type: ignore[arg-type]
+    given = recording.given(make_loader(batch_size=4, size=40), job)  # type: ignore[arg-type]
     assert given is not None and isinstance(given.loader.sampler, DistributedSampler)
     assert (given.loader.sampler.rank, given.loader.sampler.num_replicas, len(given.loader)) == (1, 2, 4)

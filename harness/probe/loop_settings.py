@@ -1,0 +1,47 @@
+"""The DataLoader settings a script's loop runs with (`probe.settings()`): the point's under
+the harness, as its rows record them; the script's own alone."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from harness.config.plan import Point
+from harness_schema.settings import LOADER_COLUMNS, LoaderSettings
+
+POINT_OWNS = tuple(name for name in LOADER_COLUMNS if name != "non_blocking")
+"""DataLoader arguments a point's settings replace (with batch_size, where the spec gives one):
+every loader setting but non_blocking, which is the copy's (the probe copies)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Settings(LoaderSettings):
+    """The DataLoader settings a loop runs with (every loader setting, and the batch size): the
+    point's under the harness (what its rows record), the script's own alone."""
+
+    batch_size: int | None = None
+
+    def dataloader(self) -> dict[str, Any]:
+        """The DataLoader keywords among them, for the script's other loaders (validation):
+        `DataLoader(val, batch_size=250, shuffle=False, **probe.settings().dataloader())`."""
+        return {name: getattr(self, name) for name in POINT_OWNS}
+
+
+SETTING_NAMES = tuple(f.name for f in fields(Settings))
+
+
+def settings_alone(given: dict[str, Any]) -> Settings:
+    pin = bool(given.get("pin_memory", False))
+    return Settings(
+        batch_size=given.get("batch_size", 1),
+        num_workers=int(given.get("num_workers", 0)),
+        persistent_workers=bool(given.get("persistent_workers", False)),
+        pin_memory=pin,
+        non_blocking=bool(given.get("non_blocking", pin)),
+        prefetch_factor=given.get("prefetch_factor"),
+        drop_last=bool(given.get("drop_last", False)),
+    )
+
+
+def settings_of(point: Point) -> Settings:
+    return Settings(batch_size=point.workload.batch_size or None, **asdict(point.loader))
