@@ -35,7 +35,7 @@ from harness.config.spec import parse_spec
 from harness.execution import ladder
 from harness.execution.loop import drive, window
 from harness.execution.train_step import TrainStep
-from harness.workloads.build import build_workload
+from harness.execution.workload import build_workload
 
 SPEC = """\
 name: generic-batches

@@ -34,9 +34,9 @@ from harness.config.spec import load_spec
 from harness.execution import ladder
 from harness.execution.loop import LoopTimes, timed_loop
 from harness.execution.train_step import TrainStep, choose_device, device_sync
+from harness.execution.workload import build_workload
 from harness.sampling.host import DEFAULT_MEMORY_INTERVAL_S, MEMORY_CPU_BUDGET, HostSampler
 from harness.sampling.timeline import RankSampler
-from harness.workloads.build import build_workload
 
 ROOT = Path(__file__).resolve().parents[1]
 QUIET_CORES = 0.25

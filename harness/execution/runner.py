@@ -38,10 +38,10 @@ from harness.execution.train_step import (
     reset_peak_memory,
 )
 from harness.execution.waiting import watched
+from harness.execution.workload import build_workload, loader_parts
 from harness.naming import type_name
 from harness.sampling.host import job_memory_limit_bytes, process_tree_memory_bytes
 from harness.sampling.timeline import Phase, RankSampler, TimelineFile, timeline_name
-from harness.workloads.build import build_workload, loader_parts
 from harness.workloads.emulated import one_host_thread
 from harness_schema import rows as results
 from harness_schema import rungs as rung_names

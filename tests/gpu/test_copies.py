@@ -14,7 +14,7 @@ from harness.config.spec import load_spec
 from harness.execution import ladder
 from harness.execution.dist import DistEnv
 from harness.execution.runner import run_point
-from harness.workloads.build import build_workload
+from harness.execution.workload import build_workload
 
 pytestmark = pytest.mark.gpu
 
