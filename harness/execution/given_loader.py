@@ -28,6 +28,7 @@ from harness.adapters.base import size
 from harness.config.plan import Point
 from harness.execution import ladder, splits, worker_deaths
 from harness.naming import type_name
+from harness.sources.length import length
 from harness.workloads import loader_factory, registry
 from harness.workloads.loader_factory import LOADER_SETTINGS
 from harness_schema.settings import LoaderSettings
@@ -156,7 +157,7 @@ class IterStream:
         self.loader = loader
         self.iterator: Iterator[Any] | None = None
         self.epoch = 0
-        self.epoch_steps: int | None = _length(loader)
+        self.epoch_steps: int | None = length(loader)
         self.stock = stock
         """Batches the loader may hold ready (its prefetch, where the point set it)."""
         self.inner = inner
@@ -186,13 +187,6 @@ class IterStream:
     def close(self) -> None:
         self.iterator = None
         gc.collect()  # a thread-based loader's threads stop when its iterator goes
-
-
-def _length(loader: Any) -> int | None:
-    try:
-        return len(loader)
-    except TypeError:
-        return None
 
 
 def loop_stream(given: GivenLoader, timeout_s: float = 0) -> ladder.LoaderStream | IterStream:

@@ -35,6 +35,7 @@ from torch.utils.data import (
 from harness.adapters import registry
 from harness.execution import batches, worker_deaths
 from harness.naming import type_name
+from harness.sources.length import length
 from harness.workloads.contract import BytesDataset, SplitDataset, SplitStream, WholeSampleDataset
 from harness_schema import rungs as rung_names
 from harness_schema.settings import LoaderSettings
@@ -199,7 +200,7 @@ class LoaderStream:
     def __init__(self, loader: DataLoader[Any]) -> None:
         self.loader, self.epoch = loader, 0
         self.iterator: Any = None
-        self.epoch_steps: int | None = _length(loader)
+        self.epoch_steps: int | None = length(loader)
         """Batches per epoch of this rank's share of the data; None for a stream that does not
         say (an IterableDataset without __len__): its epochs are counted when it ends."""
         workers = loader.num_workers
@@ -299,13 +300,6 @@ def kill_workers(iterator: Any) -> None:
         if worker.is_alive():
             worker.kill()
             worker.join(timeout=5)
-
-
-def _length(loader: DataLoader[Any]) -> int | None:
-    try:
-        return len(loader)
-    except TypeError:  # a stream without __len__
-        return None
 
 
 def next_across_epochs(stream: Any, announce: Callable[[Any, int], None], empty: Callable[[Any], str]) -> Any:

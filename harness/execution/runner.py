@@ -42,6 +42,8 @@ from harness.execution.workload import build_workload, loader_parts
 from harness.naming import type_name
 from harness.sampling.host import job_memory_limit_bytes, process_tree_memory_bytes
 from harness.sampling.timeline import Phase, RankSampler, TimelineFile, timeline_name
+from harness.sources.base import LoaderSource, Stream
+from harness.sources.of_point import of_point
 from harness.workloads.emulated import one_host_thread
 from harness_schema import rows as results
 from harness_schema import rungs as rung_names
@@ -80,12 +82,10 @@ def run_point(
         return opened.fail_all(e)
     rank = open_rank(
         opened,
-        dataset=dataset,
-        given=given,
+        source=of_point(point, where, dataset=dataset, parts=parts, given=given),
         device=device,
         to_device=step.to_device,
         count=step.count,
-        parts=parts,
         on_rung=step.input_shapes.clear,
         shapes=lambda: len(step.input_shapes),
     )
@@ -112,7 +112,9 @@ class Rank:
     """What this rank measures with: its rows, data, copy, placement, sampler and collectives."""
 
     opened: OpenPoint
-    dataset: Any
+    source: LoaderSource
+    """Where each rung's batches come from (harness/sources/): the DataLoader built from the
+    spec, a loader the harness was given, or a script's loader recorded by the probe."""
     to_device: Callable[[Any], Any]
     """The copy call the window times with next(): the harness's TrainStep.to_device, or the
     generic copy of any batch structure for a user's loop (harness.execution.batches)."""
@@ -121,11 +123,6 @@ class Rank:
     on_rung: Callable[[], None]
     shapes: Callable[[], int | None]
     """Distinct input shapes seen in the rung (None where nobody looks)."""
-    parts: ladder.LoaderParts
-    """The user's collate, sampler or batch sampler and other DataLoader arguments."""
-    given: given_loader.GivenLoader | None
-    """A loader the harness did not build (workload.loader's, a script's measured as given):
-    the rungs read it (given_loader.build_stream); `dataset` is then the one it exposes."""
     where: ladder.Placement
     sampler: RankSampler
     agree: Callable[[bool], bool]
@@ -143,6 +140,11 @@ class Rank:
     the job's memory limit."""
 
     @property
+    def dataset(self) -> Any:
+        """The data set the rows and the caching what-if read (the source's)."""
+        return self.source.dataset
+
+    @property
     def point(self) -> Point:
         return self.opened.point
 
@@ -154,14 +156,12 @@ class Rank:
 def open_rank(
     opened: OpenPoint,
     *,
-    dataset: Any,
+    source: LoaderSource,
     device: torch.device,
     to_device: Callable[[Any], Any],
     count: Callable[[Any], int] = count_samples,
     on_rung: Callable[[], None] = lambda: None,
     shapes: Callable[[], int | None] = lambda: None,
-    parts: ladder.LoaderParts | None = None,
-    given: given_loader.GivenLoader | None = None,
     clock: Callable[[], float] = time.perf_counter,
 ) -> Rank:
     """What this rank measures with, its sampler and its timeline (not started yet)."""
@@ -170,18 +170,16 @@ def open_rank(
         hz=point.sampler.hz, host=point.sampler.host, gpu=point.sampler.gpu, device=device, rank=env.rank
     )
     # A loader that is not a DataLoader may work in threads of this process.
-    sampler.threads_as_loader(given is not None and given_loader.in_threads(given.loader))
+    sampler.threads_as_loader(source.in_threads())
     # A requeued or resumed point appends to the timeline of its earlier runs (TimelineFile).
     timeline = TimelineFile(opened.path / timeline_name(env.rank), keep_earlier=opened.skip_done)
     return Rank(
         opened=opened,
-        dataset=dataset,
+        source=source,
         to_device=to_device,
         count=count,
         on_rung=on_rung,
         shapes=shapes,
-        parts=parts or ladder.LoaderParts(),
-        given=given,
         where=ladder.Placement(device=device, rank=env.rank, world_size=env.world_size),
         sampler=sampler,
         agree=agreement(env, device.type),
@@ -246,7 +244,7 @@ def _rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, results.Ru
     point = rank.point
     started = now()
     phases = _Phases(rank.sampler, f"{rung}/{repeat}")
-    stream: ladder.LoaderStream | ladder.RepeatStream | given_loader.IterStream | None = None
+    stream: Stream | None = None
     died = False
     rank.on_rung()
     try:
@@ -296,7 +294,7 @@ def _rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, results.Ru
 
 def _window(
     rank: Rank,
-    stream: ladder.LoaderStream | ladder.RepeatStream | given_loader.IterStream,
+    stream: Stream,
     phases: _Phases,
 ) -> Generator[Any, None, Any]:
     """The rung's measured window (loop.window) with the point's measure and the rank's parts."""
@@ -342,9 +340,7 @@ def _failed(rank: Rank, rung: str, repeat: int, e: Exception, started: str) -> r
     return rank.rows.row(rung, repeat, status="failed", error=one_line(e), started=started)
 
 
-def _loader_facts(
-    rank: Rank, rung: str, stream: ladder.LoaderStream | ladder.RepeatStream | given_loader.IterStream
-) -> int | None:
+def _loader_facts(rank: Rank, rung: str, stream: Stream) -> int | None:
     """What the rung's loader knows before it is closed: the cached value's size (kept for the
     caching what-if), and its workers that made no batch (returned; None where there are none
     to count), said when some did not: the row's num_workers would otherwise overstate it. A
@@ -379,23 +375,10 @@ def idle_text(idle: int, workers: int, dataset: Any) -> str:
     )
 
 
-def _stream(rank: Rank, rung: str) -> ladder.LoaderStream | ladder.RepeatStream | given_loader.IterStream:
-    """The rung's stream of batches from this rank's data, each wait for the workers bounded
-    by limits.batch_timeout_s."""
-    point = rank.point
-    if rank.given is not None:
-        return given_loader.build_stream(
-            rung, rank.given, point.workload.batch_size, rank.where, timeout_s=point.limits.batch_timeout_s
-        )
-    return ladder.build_stream(
-        rung,
-        rank.dataset,
-        point.loader,
-        point.workload.batch_size,
-        rank.where,
-        rank.parts,
-        timeout_s=point.limits.batch_timeout_s,
-    )
+def _stream(rank: Rank, rung: str) -> Stream:
+    """The rung's stream of batches from this rank's loader source, each wait for the workers
+    bounded by limits.batch_timeout_s."""
+    return rank.source.stream(rung)
 
 
 def _caching_sizes(rank: Rank, rung: str) -> tuple[int | None, int | None, float]:
@@ -428,7 +411,7 @@ def dataset_samples(dataset: Any, world_size: int) -> int | None:
 def _capacity(
     rank: Rank,
     rung: str,
-    stream: ladder.LoaderStream | ladder.RepeatStream | given_loader.IterStream,
+    stream: Stream,
     phases: _Phases,
     window_s: float,
 ) -> float | None:

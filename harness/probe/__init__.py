@@ -61,9 +61,10 @@ from harness.execution.loop_length import batches_per_loop
 from harness.execution.script import ProbeJob
 from harness.probe import alone, handshake, harnessed, recording, session
 from harness.probe.alone import summary
-from harness.probe.loop_settings import POINT_OWNS, SETTING_NAMES, Settings, settings_alone, settings_of
+from harness.probe.loop_settings import SETTING_NAMES, Settings, settings_alone, settings_of
 from harness.probe.recording import loop_length
 from harness.probe.yielded import Batches, Copy, mover
+from harness.sources.recorded import POINT_OWNS, Recorded
 from harness.workloads.loader_factory import one_shot
 
 __all__ = [
@@ -171,7 +172,7 @@ def settings(**mine: Any) -> Settings:
     job: ProbeJob | None = handshake.this_job()
     if job is None:
         return settings_alone(given)
-    recorded = recording.Recorded(
+    recorded = Recorded(
         dataset=None,
         batch_size=given.get("batch_size"),
         parts=ladder.LoaderParts(),

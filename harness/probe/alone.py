@@ -13,7 +13,7 @@ import torch
 
 from harness.execution.loop import Clocked, one_step
 from harness.probe import session
-from harness.probe.recording import length
+from harness.sources.length import length
 
 
 class _Exhausted(Exception):

@@ -19,8 +19,11 @@ from harness.execution.loop_length import CLOSING, batches_per_loop
 from harness.execution.script import ProbeJob
 from harness.probe import recording, session
 from harness.probe.handshake import done, end, report_settings
-from harness.probe.recording import Recorded
 from harness.probe.yielded import Batches, Copy, mover
+from harness.sources import recorded as records
+from harness.sources.length import length
+from harness.sources.of_point import of_point
+from harness.sources.recorded import Recorded
 
 log = logging.getLogger("harness.probe")  # the probe's one logger, as a script's logging names it
 
@@ -48,7 +51,7 @@ def harnessed(
     if made is not None:
         made = recording.sharded_as_prepared(made, source)
     given = None if made is not None else recording.given(source, job)
-    recorded = made or (recording.from_given(given) if given else recording.from_dataloader(source))
+    recorded = made or (records.from_given(given) if given else records.from_dataloader(source))
     point = recording.effective_point(job, recorded, non_blocking)
     if given is not None:
         point = replace(
@@ -58,11 +61,11 @@ def harnessed(
             loader=replace(given.recorded, non_blocking=point.loader.non_blocking),
         )
     announced = batches_per_loop(point, done(job))
-    own = recording.length(source)  # probe.loader's: already its loop_length
+    own = length(source)  # probe.loader's: already its loop_length
     if made is None:
         recording.say_length(own, announced)
-    length = recording.loop_length(announced, own)
-    return Batches(_point_batches(job, recorded, point, how, count, announced, given), lambda: length)
+    said = recording.loop_length(announced, own)
+    return Batches(_point_batches(job, recorded, point, how, count, announced, given), lambda: said)
 
 
 def _point_batches(
@@ -115,14 +118,14 @@ def _measured(
     """The point's rungs from measure_point; the batches it yielded."""
     from harness.execution.runner import measure_point, open_rank
 
+    where = ladder.Placement(device=device, rank=job.env.rank, world_size=job.env.world_size)
+    point = opened.point
     rank = open_rank(
         opened,
-        dataset=recorded.dataset,
+        source=recorded.source(point, where) if given is None else of_point(point, where, given=given),
         device=device,
         to_device=copy,
         count=count,
-        parts=recorded.parts,
-        given=given,
         clock=session.clock,
     )
     point_batches = measure_point(rank)

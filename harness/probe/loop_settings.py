@@ -7,11 +7,8 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from harness.config.plan import Point
-from harness_schema.settings import LOADER_COLUMNS, LoaderSettings
-
-POINT_OWNS = tuple(name for name in LOADER_COLUMNS if name != "non_blocking")
-"""DataLoader arguments a point's settings replace (with batch_size, where the spec gives one):
-every loader setting but non_blocking, which is the copy's (the probe copies)."""
+from harness.sources.recorded import POINT_OWNS
+from harness_schema.settings import LoaderSettings
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

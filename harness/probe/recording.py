@@ -1,17 +1,17 @@
-"""Loader recording: what the script handed to `probe.loader` (or built itself, or was given by
-a library) kept as the point's rungs rebuild it (`Recorded`), the point's DataLoader built from
-it with the point's settings in place of the script's, and the length it announces to the loop
-(`loop_length`)."""
+"""Loader recording in the script's process: the point's DataLoader built from what the script
+handed to `probe.loader` (its record, harness/sources/recorded.py) with the point's settings in
+place of the script's, the length it announces to the loop (`loop_length`), and the record
+found again on the loader `measure` gets (or on a library's re-made one of it)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from typing import Any
 
 import torch
-from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler, SequentialSampler
+from torch.utils.data import BatchSampler, DataLoader
 
 from harness.adapters import registry as adapters
 from harness.config.plan import Point, resolve_loader
@@ -20,27 +20,15 @@ from harness.execution.loop_length import batches_per_loop
 from harness.execution.script import ProbeJob
 from harness.naming import type_name
 from harness.probe.handshake import done, report_settings
-from harness.probe.loop_settings import POINT_OWNS
+from harness.sources.length import length
+from harness.sources.recorded import Recorded, record
 from harness.workloads.loader_factory import train_loader
 from harness_schema.settings import LoaderSettings
 
 log = logging.getLogger("harness.probe")  # the probe's one logger, as a script's logging names it
 
-_PARTS_ARGUMENTS = ("collate_fn", "sampler", "batch_sampler")
 _PROBE = "_harness_probe"
 """The attribute of a loader made by `loader()` under the harness: what the script gave."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Recorded:
-    """What the script handed to `probe.loader`, as the point's rungs rebuild it."""
-
-    dataset: Any
-    batch_size: int | None
-    parts: ladder.LoaderParts
-    given: dict[str, Any]
-    """The script's own values of the loader settings (those it gave): the point replaces those
-    its spec names and keeps the others (Point.script_keeps)."""
 
 
 def point_loader(
@@ -203,58 +191,6 @@ def given(source: Any, job: ProbeJob) -> given_loader.GivenLoader | None:
     )
 
 
-def from_given(given: given_loader.GivenLoader) -> Recorded:
-    """A given loader as the probe records it: its own batch size (None where it does not say)."""
-    return Recorded(
-        dataset=given.dataset,
-        batch_size=given_loader.batch_size(given.loader),
-        parts=ladder.LoaderParts(),
-        given={},
-    )
-
-
-def record(dataset: Any, batch_size: int | None, kwargs: dict[str, Any]) -> Recorded:
-    """The script's DataLoader arguments split into LoaderParts and the settings the point
-    replaces (DataLoader's own rule: a batch_sampler comes without batch_size)."""
-    sampler, batch_sampler = kwargs.get("sampler"), kwargs.get("batch_sampler")
-    if kwargs.get("shuffle") and (sampler is not None or batch_sampler is not None):
-        raise ValueError("DataLoader: shuffle=True cannot go with a sampler or a batch_sampler")
-    parts = ladder.LoaderParts(
-        collate_fn=kwargs.get("collate_fn"),
-        sampler=(lambda _dataset, _where: sampler) if sampler is not None else None,
-        batch_sampler=(lambda _d, _w, _b, _l: batch_sampler) if batch_sampler is not None else None,
-        extra={k: v for k, v in kwargs.items() if k not in (*_PARTS_ARGUMENTS, *POINT_OWNS, "shuffle")},
-    )
-    return Recorded(
-        dataset=dataset,
-        batch_size=given_loader.said_batch_size(batch_sampler) if batch_sampler is not None else batch_size,
-        parts=parts,
-        given={k: kwargs[k] for k in POINT_OWNS if k in kwargs},
-    )
-
-
-def from_dataloader(source: Any) -> Recorded:
-    """A DataLoader the script built itself: its dataset, batch size, collate_fn, worker_init_fn
-    and its own sampler (not the default one that shuffle made) are what the rungs rebuild."""
-    if not isinstance(source, DataLoader):
-        raise TypeError(
-            f"harness.probe.measure needs the script's DataLoader (made by probe.loader or "
-            f"torch's DataLoader) under the harness; got {type_name(source)}"
-        )
-    # A stream (IterableDataset) takes no sampler: the one DataLoader gives it is PyTorch's
-    # internal _InfiniteConstantSampler, not the script's.
-    own_sampler = not isinstance(source.dataset, IterableDataset) and not isinstance(
-        source.sampler, (RandomSampler, SequentialSampler)
-    )
-    kwargs: dict[str, Any] = {"collate_fn": source.collate_fn, "worker_init_fn": source.worker_init_fn}
-    kwargs.update({k: getattr(source, k) for k in POINT_OWNS if hasattr(source, k)})
-    if own_sampler and source.batch_size is not None:
-        kwargs["sampler"] = source.sampler
-    if source.batch_size is None:
-        kwargs["batch_sampler"] = source.batch_sampler
-    return record(source.dataset, source.batch_size, kwargs)
-
-
 def effective_point(job: ProbeJob, recorded: Recorded, non_blocking: bool | None = None) -> Point:
     """The point as it runs: the batch size the spec gives, else the script's; the loader
     settings the spec names, and the script's own for the others (Point.script_keeps), with
@@ -273,13 +209,6 @@ def effective_point(job: ProbeJob, recorded: Recorded, non_blocking: bool | None
         loader, adjustments = resolve_loader({**asdict(point.loader), **kept})
         point = replace(point, loader=loader, adjustments=(*point.adjustments, *adjustments))
     return point
-
-
-def length(source: Any) -> int | None:
-    try:
-        return len(source)
-    except TypeError:
-        return None
 
 
 def batch_size_of(point: Any, recorded: Recorded) -> int:

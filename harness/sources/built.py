@@ -1,0 +1,38 @@
+"""A loader the harness builds from the spec: the workload's dataset and the user's collate,
+sampler or batch sampler (ladder.LoaderParts), with the point's DataLoader settings
+(ladder.build_stream makes each rung's DataLoader, ladder.make_loader)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.execution import ladder
+from harness.sources.base import Stream
+from harness_schema.settings import LoaderSettings
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BuiltSource:
+    dataset: Any
+    settings: LoaderSettings
+    batch_size: Any
+    """The point's batch size (the script's where the spec gives none; None where a batch
+    sampler of its own says none)."""
+    where: ladder.Placement
+    parts: ladder.LoaderParts = field(default_factory=ladder.LoaderParts)
+    timeout_s: float = 0
+
+    def stream(self, rung: str) -> Stream:
+        return ladder.build_stream(
+            rung,
+            self.dataset,
+            self.settings,
+            self.batch_size,
+            self.where,
+            self.parts,
+            timeout_s=self.timeout_s,
+        )
+
+    def in_threads(self) -> bool:
+        return False  # a DataLoader: its workers are processes
