@@ -79,11 +79,12 @@ def remount_read_only(mount: Path) -> None:
 
 
 # The test command (scripts/test.sh) runs the suite in two passes: the independent tests in
-# parallel (pytest-xdist), then, alone, the tests marked `serial`: those that submit to the one
-# Slurm cluster, and those that judge a measured figure (a cost injected and named by the
-# ladder, nothing named where nothing is), which a machine shared with the parallel pass
-# would make noisier than their margins assume. A test of a real pipeline's run is `slow`,
-# left out of the developer's quick pass (`-m "not slow"`, docs/contributing.md).
+# parallel (pytest-xdist), then, alone, the tests marked `serial`: those that judge a measured
+# figure (a cost injected and named by the ladder, nothing named where nothing is), which a
+# machine shared with the parallel pass would make noisier than their margins assume. The
+# tests that submit to the one Slurm cluster run one after another on one xdist process. A
+# test of a real pipeline's run is `slow`, left out of the developer's quick pass (`-m "not
+# slow"`, docs/contributing.md).
 SLOW_FOLDERS = ("slurm", "jobs", "gpu")
 
 
@@ -98,10 +99,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         # A module's costly fixture (a venv installed, a sweep run) is made once per process
         # that runs its tests: under pytest-xdist (--dist loadgroup), keep them on one.
-        if _uses_a_module_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
         if item.get_closest_marker("slurm") is not None:
-            item.add_marker(pytest.mark.serial)
+            # One cluster of two nodes: its tests one after another, on one xdist process, in
+            # the parallel pass; those that judge a figure are marked serial themselves.
+            item.add_marker(pytest.mark.xdist_group("slurm"))
+        elif _uses_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
         folder = Path(str(item.path)).resolve().relative_to(tests).parts[0]
         if folder in SLOW_FOLDERS or item.get_closest_marker("serial") is not None:
             item.add_marker(pytest.mark.slow)

@@ -22,6 +22,8 @@ SLURM = (
 )
 
 
+# How many repeats decide a point depends on the noise: judged alone.
+@pytest.mark.serial
 def test_status_names_the_undecided_points_and_resume_measures_them_as_a_follow_up_array(
     tmp_path: Path,
 ) -> None:

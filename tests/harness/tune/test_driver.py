@@ -197,7 +197,6 @@ def test_a_grid_over_an_unmodelled_setting_is_refused(tmp_path: Path) -> None:
         check_grid(expand(load_spec(spec)))
 
 
-@pytest.mark.serial
 def test_tune_on_the_local_backend_measures_every_rank(tmp_path: Path) -> None:
     """Two ranks a point (submitit's local executor): the profile counts them, and every
     measured point has both ranks' rows."""
