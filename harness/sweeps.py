@@ -74,9 +74,12 @@ def _submission() -> Iterator[None]:
 # --- a new sweep: run, submit ------------------------------------------------------------------
 
 
-def new_sweep(plan: Plan, backend: Backend, results: Path, *, wait: bool, fmt: str = "terminal") -> int:
+def new_sweep(
+    plan: Plan, backend: Backend, results: Path, *, wait: bool, fmt: str = "terminal", wide: bool = False
+) -> int:
     """`harness run` (`wait`) and `harness submit`: make the sweep folder, measure or submit
-    its points, and with `wait` (or where its jobs do not go on alone) print the tables."""
+    its points, and with `wait` (or where its jobs do not go on alone) print the tables (every
+    column with `wide`)."""
     from harness.storage.lock import sweep_lock
     from harness.storage.sweep import create_sweep
 
@@ -95,7 +98,7 @@ def new_sweep(plan: Plan, backend: Backend, results: Path, *, wait: bool, fmt: s
             return EXIT_INTERRUPTED
         if plan.spec.measure.adaptive and not adapt(backend, sweep_dir):
             return EXIT_INTERRUPTED
-        return finish(sweep_dir, fmt)
+        return finish(sweep_dir, fmt, wide)
 
 
 def _first_submission(sweep_dir: Path) -> Announce:
@@ -223,13 +226,13 @@ def _quiet(job_ids: Sequence[str]) -> None:
     """A backend that runs here submits nothing to announce."""
 
 
-def finish(sweep_dir: Path, fmt: str = "terminal") -> int:
-    """Print the tables; the exit status says whether some points failed or did not finish,
-    else whether an expectation of the spec failed."""
+def finish(sweep_dir: Path, fmt: str = "terminal", wide: bool = False) -> int:
+    """Print the tables (every column with `wide`); the exit status says whether some points
+    failed or did not finish, else whether an expectation of the spec failed."""
     from analysis.render.report import build_report
     from harness.backends.status import sweep_status
 
-    report = build_report([sweep_dir], fmt)
+    report = build_report([sweep_dir], fmt, wide=wide)
     print(report.text)
     print(f"\nresults: {sweep_dir}")
     statuses = sweep_status(sweep_dir, states={})

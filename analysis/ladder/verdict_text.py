@@ -306,7 +306,16 @@ def _cell(fmt: str) -> Callable[[float], str]:
     return lambda v: "" if pd.isna(v) else fmt.format(v)
 
 
-def render_verdict(verdict: Verdict, fmt: str = "terminal") -> str:
+READABLE = ["rung", "adds", "samples/s", "drop", "95% CI", "loader share"]
+"""The ladder's columns a person reads (issue #38): each rung, the stage it adds, its rate, what
+the stage costs in it (the drop, its interval) and in the loader's time; the rest with --wide
+(steps/s, % of bound and the loader's batches/s, which the sentence says, its interval, and the
+sampled figures)."""
+
+
+def render_verdict(verdict: Verdict, fmt: str = "terminal", *, wide: bool = False) -> str:
+    """The verdict's title, its table (with `wide`, every column; else READABLE's), its sentence
+    and its caveats."""
     t = verdict.table
     shown = pd.DataFrame(
         {
@@ -329,6 +338,8 @@ def render_verdict(verdict: Verdict, fmt: str = "terminal") -> str:
         shown["gpu_util"] = t["gpu_util"].map(_cell("{:.0f}"))
     if t["busy_cores"].notna().any():
         shown["busy cores"] = t["busy_cores"].map(_cell("{:.1f}"))
+    if not wide:
+        shown = shown[[c for c in READABLE if c in shown]]
     body = tabulate(shown, headers="keys", tablefmt=FORMATS[fmt], showindex=False, disable_numparse=True)
     lines = [f"caching ladder, node {verdict.hostname}, point {verdict.point_id}", body, verdict.sentence]
     if verdict.idle is not None:
