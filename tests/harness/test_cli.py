@@ -188,14 +188,14 @@ def test_a_failing_point_is_recorded_and_the_others_complete(write_spec, tmp_pat
         loader: {num_workers: [0, 1]}
         """
     )
-    out = harness("run", str(spec), cwd=tmp_path)
+    out = harness("run", str(spec), "--wide", cwd=tmp_path)
     assert out.returncode == 1, out.stderr
     assert (
         "harness: 2 of 4 point(s) failed or did not finish; see the rows' error column, or: harness status results/mixed/"
         in out.stderr
     )
     table = out.stdout.split("\n\n")[0].splitlines()
-    # the course's columns first; others (epoch_restarts...) follow only when they say something
+    # --wide: the course's columns first; others (epoch_restarts...) follow only when they say something
     assert table[1].split()[:13] == [
         "jobid",
         "num_workers",
@@ -405,7 +405,8 @@ def test_an_interrupted_sweep_is_completed_by_resume_each_point_measured_once(
     for point, rows in before.items():
         assert after[point] == rows  # measured once: the rows of before the stop are kept as they were
     table = resumed.stdout.split("\n", 1)[1].split("\n\n")[0].splitlines()
-    assert len(table) == 3 + 3  # title, header, rule, each point once
+    header = next(n for n, line in enumerate(table) if line.startswith("jobid"))
+    assert len(table) == header + 2 + 3  # the settings every row shares, header, rule, each point once
     assert harness("resume", str(sweep), cwd=tmp_path).stdout.startswith("nothing to resume")
 
 
