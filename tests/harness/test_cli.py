@@ -428,7 +428,7 @@ def test_a_local_job_that_outlives_its_killed_run_is_left_to_end_and_never_run_t
     run.wait(timeout=30)  # not communicate(): the orphan holds the pipes open
     orphan = f"pid {entries[0]['job_id']} on {socket.gethostname()}"
 
-    status = harness("status", str(sweep), cwd=tmp_path)
+    status = harness("status", str(sweep), "--wide", cwd=tmp_path)  # each row its state
     first = next(line for line in status.stdout.splitlines() if entries[0]["point_id"] in line)
     assert f"RUNNING ({orphan})" in first
 
