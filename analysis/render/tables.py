@@ -156,7 +156,7 @@ def readable(table: pd.DataFrame, rows: pd.DataFrame | None = None) -> Readable:
 
 
 def render(table: pd.DataFrame, fmt: str) -> str:
-    shown = _shown(table)
+    shown = _shown(table, digits=fmt != "csv")  # CSV keeps every digit, for a program to read
     if fmt == "csv":
         return str(shown.to_csv(index=False)).rstrip("\n")
     if fmt == "terminal":
@@ -164,11 +164,14 @@ def render(table: pd.DataFrame, fmt: str) -> str:
     return tabulate(shown, headers="keys", tablefmt=FORMATS[fmt], showindex=False, disable_numparse=True)
 
 
-def _shown(table: pd.DataFrame) -> pd.DataFrame:
-    """The table's cells as they are shown: numbers to their digits, a blank for no value."""
+def _shown(table: pd.DataFrame, digits: bool = True) -> pd.DataFrame:
+    """The table's cells as they are shown: with `digits`, numbers to the digits that matter and
+    a blank for no value; without, only prefetch_factor's "-" (PyTorch's None, without workers)."""
     shown = table.copy()
     if "prefetch_factor" in shown:
         shown["prefetch_factor"] = shown["prefetch_factor"].map(lambda v: "-" if pd.isna(v) else int(v))
+    if not digits:
+        return shown
     formats = {
         "loading_time": "{:.6f}",
         "loading_time_p99": "{:.6f}",

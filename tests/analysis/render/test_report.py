@@ -237,8 +237,9 @@ def test_the_table_a_person_reads_fits_120_columns_and_says_once_what_every_row_
     ]
     assert len(rows) == 3 and max(len(line) for line in [above, header, rule, *rows]) <= 120
     wide_header = _table_lines(build_report([real_sweep], wide=True).text, "node node-a")[1][0]
-    csv_header = build_report([real_sweep], "csv").text.splitlines()[1]
+    csv_header, *csv_rows = build_report([real_sweep], "csv").text.split("\n\n")[0].splitlines()[1:]
     assert wide_header.split() == csv_header.split(",")
+    assert not any("%" in row for row in csv_rows)  # every digit, for a program: 0.25, not 25%
     assert wide_header.split()[:12] == [
         *JEAN_ZAY_COLUMNS,
         "first_step_loading_time",
