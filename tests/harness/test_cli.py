@@ -217,9 +217,9 @@ def test_a_failing_point_is_recorded_and_the_others_complete(write_spec, tmp_pat
     sweep = tmp_path / out.stdout.split("results: ")[1].strip()
     assert (sweep / "spec.yaml").read_text() == spec.read_text()
     assert len(list((sweep / "points").glob("*/rank0.csv"))) == 4
-    report = harness("report", str(sweep), cwd=tmp_path)
+    report = harness("report", str(sweep), "--wide", cwd=tmp_path)
     assert report.stdout.split("\n\n")[0] == out.stdout.split("\n\n")[0]
-    status = harness("status", str(sweep), cwd=tmp_path)
+    status = harness("status", str(sweep), "--wide", cwd=tmp_path)
     assert status.returncode == 1, status.stderr
     assert (
         sorted(line.split()[4] for line in status.stdout.splitlines()[2:6])
