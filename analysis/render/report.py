@@ -146,7 +146,8 @@ def _table_text(table: pd.DataFrame, rows: pd.DataFrame, fmt: str, wide: bool) -
         line = ""
     if fmt == "html":
         return (html.paragraph(line) + "\n" if line else "") + html.scroll(render(table, fmt))
-    return (line + "\n" if line else "") + render(table, fmt)
+    # Markdown starts a table after a blank line only (else the header joins the paragraph).
+    return (line + ("\n\n" if fmt == "markdown" else "\n") if line else "") + render(table, fmt)
 
 
 def _notes(

@@ -76,7 +76,7 @@ def test_the_html_report_embeds_a_timeline(tmp_path: Path) -> None:
 def test_markdown_and_latex_carry_the_recommendation(real_sweep: Path) -> None:
     markdown = build_report([real_sweep], "markdown").text
     assert "### node node-a\n\nsame in every row: batch_size 8, " in markdown and "\n- best: " in markdown
-    assert "\n| jobid " in markdown
+    assert "non_blocking False, drop_last False\n\n| jobid " in markdown  # a paragraph, then the table
     latex = build_report([real_sweep], "latex").text
     assert "% recommendation for node-a" in latex and "\\toprule" in latex
     csv = build_report([real_sweep], "csv").text
