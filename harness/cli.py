@@ -197,6 +197,12 @@ BACKEND_HELP = (
 )
 
 
+WIDE_HELP = (
+    "every column of the tables (as CSV has them); by default the settings that vary between "
+    "points and the figures that answer, the settings the same in every row said once above"
+)
+
+
 def _add_format(verb: argparse.ArgumentParser, *, wide: bool = False) -> None:
     """--format, and with `wide` the --wide of the verbs that print the per-point tables."""
     verb.add_argument(
@@ -207,12 +213,6 @@ def _add_format(verb: argparse.ArgumentParser, *, wide: bool = False) -> None:
     )
     if wide:
         verb.add_argument("--wide", action="store_true", help=WIDE_HELP)
-
-
-WIDE_HELP = (
-    "every column of the tables (as CSV has them); by default the settings that vary between "
-    "points and the figures that answer, the settings the same in every row said once above"
-)
 
 
 def _add_backend(verb: argparse.ArgumentParser, default: str | None, more: str = "") -> None:
@@ -252,6 +252,7 @@ def _add_slurm_verbs(verbs: Verbs) -> None:
     _add_backend(
         resume, None, "; default: the sweep's own (inline and local with one task are interchangeable)"
     )
+    resume.add_argument("--wide", action="store_true", help=WIDE_HELP)
     resume.set_defaults(func=cmd_resume)
 
     sbatch = verbs.add_parser("sbatch", help="write a standalone sbatch script for the sweep")
@@ -451,7 +452,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from harness.sweeps import resume_sweep
 
     return resume_sweep(
-        _open_sweep(args.sweep), wait=args.wait, backend_name=args.backend, failed=args.failed
+        _open_sweep(args.sweep), wait=args.wait, backend_name=args.backend, failed=args.failed, wide=args.wide
     )
 
 

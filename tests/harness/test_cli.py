@@ -128,6 +128,15 @@ def test_every_verb_that_prints_tables_offers_the_same_formats() -> None:
         assert tuple(fmt.choices)[: len(TABLE_FORMATS)] == TABLE_FORMATS, name
 
 
+def test_every_verb_that_prints_the_per_point_tables_offers_wide() -> None:
+    """`--wide`: every column, wherever the per-point tables are printed (issue 38)."""
+    verbs = _verb_parsers()
+    offers = {
+        name for name, verb in verbs.items() if any("--wide" in a.option_strings for a in verb._actions)
+    }
+    assert offers == {"run", "submit", "status", "resume", "report"}
+
+
 def test_plan_prints_its_table_as_markdown(write_spec, tmp_path: Path) -> None:
     spec = write_spec("name: grid\n" + TINY_WORKLOAD + "loader: {num_workers: [0, 2]}\n")
     out = harness("plan", str(spec), "--format", "markdown", cwd=tmp_path)
