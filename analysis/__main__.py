@@ -57,6 +57,13 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         help="write the report to FILE instead of the terminal",
     )
     parser.add_argument(
+        "--wide",
+        action="store_true",
+        help="every column of the tables (as --format csv has them); by default the settings that "
+        "vary between points and the figures that answer, the settings the same in every row said "
+        "once above",
+    )
+    parser.add_argument(
         "--by",
         choices=GROUPINGS,
         default="node",
@@ -90,6 +97,7 @@ def report_main(args: argparse.Namespace) -> int:
         by=getattr(args, "by", "node"),
         plots=getattr(args, "plots", False),
         timeline=getattr(args, "timeline", []),
+        wide=getattr(args, "wide", False),
     )
     output = getattr(args, "output", None)
     if output is None and fmt == "html":

@@ -187,7 +187,7 @@ def _add_here_verbs(verbs: Verbs) -> None:
     _add_overrides(run)
     run.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help=RESULTS_HELP)
     _add_backend(run, "inline")
-    _add_format(run)
+    _add_format(run, wide=True)
     run.set_defaults(func=cmd_run)
 
 
@@ -197,13 +197,22 @@ BACKEND_HELP = (
 )
 
 
-def _add_format(verb: argparse.ArgumentParser) -> None:
+WIDE_HELP = (
+    "every column of the tables (as CSV has them); by default the settings that vary between "
+    "points and the figures that answer, the settings the same in every row said once above"
+)
+
+
+def _add_format(verb: argparse.ArgumentParser, *, wide: bool = False) -> None:
+    """--format, and with `wide` the --wide of the verbs that print the per-point tables."""
     verb.add_argument(
         "--format",
         choices=TABLE_FORMATS,
         default="terminal",
         help="how the tables are printed (default: terminal)",
     )
+    if wide:
+        verb.add_argument("--wide", action="store_true", help=WIDE_HELP)
 
 
 def _add_backend(verb: argparse.ArgumentParser, default: str | None, more: str = "") -> None:
@@ -219,12 +228,12 @@ def _add_slurm_verbs(verbs: Verbs) -> None:
     _add_overrides(submit)
     submit.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help=RESULTS_HELP)
     submit.add_argument("--wait", action="store_true", help=wait_help)
-    _add_format(submit)
+    _add_format(submit, wide=True)
     submit.set_defaults(func=cmd_submit)
 
     status = verbs.add_parser("status", help="where each point of a sweep stands (sacct and results)")
     status.add_argument("sweep", type=Path, help=SWEEP_HELP)
-    _add_format(status)
+    _add_format(status, wide=True)
     status.set_defaults(func=cmd_status)
 
     resume = verbs.add_parser(
@@ -243,6 +252,7 @@ def _add_slurm_verbs(verbs: Verbs) -> None:
     _add_backend(
         resume, None, "; default: the sweep's own (inline and local with one task are interchangeable)"
     )
+    resume.add_argument("--wide", action="store_true", help=WIDE_HELP)
     resume.set_defaults(func=cmd_resume)
 
     sbatch = verbs.add_parser("sbatch", help="write a standalone sbatch script for the sweep")
@@ -423,7 +433,7 @@ def _new_sweep(args: argparse.Namespace, backend_name: str, *, wait: bool, fmt: 
         _check_scripts(args.spec, plan)
     backend = make_backend(backend_name, plan.spec)
     check_backend(backend, plan, args.spec)
-    return new_sweep(plan, backend, args.results, wait=wait, fmt=fmt)
+    return new_sweep(plan, backend, args.results, wait=wait, fmt=fmt, wide=args.wide)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -431,7 +441,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from harness.backends.registry import recorded
 
     sweep_dir = _open_sweep(args.sweep)
-    text, done = status_report(sweep_dir, recorded(sweep_dir), args.format)
+    text, done = status_report(sweep_dir, recorded(sweep_dir), args.format, wide=args.wide)
     print(text)
     return EXIT_OK if done else EXIT_FAILED_POINTS
 
@@ -442,7 +452,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from harness.sweeps import resume_sweep
 
     return resume_sweep(
-        _open_sweep(args.sweep), wait=args.wait, backend_name=args.backend, failed=args.failed
+        _open_sweep(args.sweep), wait=args.wait, backend_name=args.backend, failed=args.failed, wide=args.wide
     )
 
 

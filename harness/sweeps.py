@@ -74,9 +74,12 @@ def _submission() -> Iterator[None]:
 # --- a new sweep: run, submit ------------------------------------------------------------------
 
 
-def new_sweep(plan: Plan, backend: Backend, results: Path, *, wait: bool, fmt: str = "terminal") -> int:
+def new_sweep(
+    plan: Plan, backend: Backend, results: Path, *, wait: bool, fmt: str = "terminal", wide: bool = False
+) -> int:
     """`harness run` (`wait`) and `harness submit`: make the sweep folder, measure or submit
-    its points, and with `wait` (or where its jobs do not go on alone) print the tables."""
+    its points, and with `wait` (or where its jobs do not go on alone) print the tables (every
+    column with `wide`)."""
     from harness.storage.lock import sweep_lock
     from harness.storage.sweep import create_sweep
 
@@ -95,7 +98,7 @@ def new_sweep(plan: Plan, backend: Backend, results: Path, *, wait: bool, fmt: s
             return EXIT_INTERRUPTED
         if plan.spec.measure.adaptive and not adapt(backend, sweep_dir):
             return EXIT_INTERRUPTED
-        return finish(sweep_dir, fmt)
+        return finish(sweep_dir, fmt, wide)
 
 
 def _first_submission(sweep_dir: Path) -> Announce:
@@ -223,13 +226,13 @@ def _quiet(job_ids: Sequence[str]) -> None:
     """A backend that runs here submits nothing to announce."""
 
 
-def finish(sweep_dir: Path, fmt: str = "terminal") -> int:
-    """Print the tables; the exit status says whether some points failed or did not finish,
-    else whether an expectation of the spec failed."""
+def finish(sweep_dir: Path, fmt: str = "terminal", wide: bool = False) -> int:
+    """Print the tables (every column with `wide`); the exit status says whether some points
+    failed or did not finish, else whether an expectation of the spec failed."""
     from analysis.render.report import build_report
     from harness.backends.status import sweep_status
 
-    report = build_report([sweep_dir], fmt)
+    report = build_report([sweep_dir], fmt, wide=wide)
     print(report.text)
     print(f"\nresults: {sweep_dir}")
     statuses = sweep_status(sweep_dir, states={})
@@ -247,32 +250,33 @@ def finish(sweep_dir: Path, fmt: str = "terminal") -> int:
     return EXIT_OK
 
 
-def _follow_and_finish(backend: Backend, jobs: Jobs, sweep_dir: Path, spec: Spec) -> int:
+def _follow_and_finish(backend: Backend, jobs: Jobs, sweep_dir: Path, spec: Spec, wide: bool = False) -> int:
     """Follow a scheduler's live jobs of the sweep to their end, then the adaptive rounds and
-    the tables."""
+    the tables (every column with `wide`)."""
     jobs.wait()
     if spec.measure.adaptive and not adapt(backend, sweep_dir):
         return EXIT_INTERRUPTED
-    return finish(sweep_dir)
+    return finish(sweep_dir, wide=wide)
 
 
 # --- resume ------------------------------------------------------------------------------------
 
 
 def resume_sweep(
-    sweep_dir: Path, *, wait: bool, backend_name: str | None = None, failed: bool = False
+    sweep_dir: Path, *, wait: bool, backend_name: str | None = None, failed: bool = False, wide: bool = False
 ) -> int:
     """Run again the points without complete results and without a live job, as `status`
     advises, and with `failed` those with failed units (their failed rows set aside): on the
     sweep's own backend (resubmitted to Slurm, run here for an inline or local sweep), or on
-    `backend_name` where it runs points with the same ranks here."""
+    `backend_name` where it runs points with the same ranks here. The tables at the end have
+    every column with `wide`."""
     from harness.storage.lock import sweep_lock
 
     spec, backend, plan = _resume_backend(sweep_dir, backend_name)
     require_torch_here(backend, "resume")
     check_backend(backend, plan, sweep_dir)
     with sweep_lock(sweep_dir, "harness resume"):
-        return _resume_locked(sweep_dir, spec, backend, wait=wait, failed=failed)
+        return _resume_locked(sweep_dir, spec, backend, wait=wait, failed=failed, wide=wide)
 
 
 def _resume_backend(sweep_dir: Path, name: str | None) -> tuple[Spec, Backend, Plan]:
@@ -300,7 +304,9 @@ def _resume_backend(sweep_dir: Path, name: str | None) -> tuple[Spec, Backend, P
     return spec, backend, plan
 
 
-def _resume_locked(sweep_dir: Path, spec: Spec, backend: Backend, *, wait: bool, failed: bool) -> int:
+def _resume_locked(
+    sweep_dir: Path, spec: Spec, backend: Backend, *, wait: bool, failed: bool, wide: bool = False
+) -> int:
     from harness.backends.follow import counts
     from harness.backends.registry import recorded
     from harness.backends.status import scheduler_view, sweep_status, to_resume
@@ -314,16 +320,16 @@ def _resume_locked(sweep_dir: Path, spec: Spec, backend: Backend, *, wait: bool,
     if active:
         print(f"{len(active)} point(s) with a live job ({counts(active)}): left alone")
     if not todo and not active and spec.measure.adaptive:
-        return _resume_adaptive(sweep_dir, spec, backend, wait)
+        return _resume_adaptive(sweep_dir, spec, backend, wait, wide)
     if not todo:
         print("nothing to resume: every other point has complete results")
         jobs = backend.follow(sweep_dir) if wait and active else None
-        return EXIT_OK if jobs is None else _follow_and_finish(backend, jobs, sweep_dir, spec)
+        return EXIT_OK if jobs is None else _follow_and_finish(backend, jobs, sweep_dir, spec, wide)
 
     def said() -> None:  # nothing queued: the points run here, now
         print(f"running the {len(todo)} point(s) without complete results here ({backend.name})")
 
-    return _measure_again(todo, sweep_dir, spec, backend, wait, _resubmission(todo), said)
+    return _measure_again(todo, sweep_dir, spec, backend, wait, _resubmission(todo), said, wide)
 
 
 def _measure_again(
@@ -334,10 +340,11 @@ def _measure_again(
     wait: bool,
     announce: Announce,
     said: Callable[[], None],
+    wide: bool = False,
 ) -> int:
     """The points measured again (each measures what it lacks): waited for, with the adaptive
-    rounds and the tables, or, where their jobs go on alone and `wait` is not asked, only
-    submitted."""
+    rounds and the tables (every column with `wide`), or, where their jobs go on alone and
+    `wait` is not asked, only submitted."""
     with _submission():
         jobs = start(backend, todo, sweep_dir, announce, said)
     if not wait and jobs.detached:
@@ -346,10 +353,10 @@ def _measure_again(
         return EXIT_INTERRUPTED
     if spec.measure.adaptive and not adapt(backend, sweep_dir):
         return EXIT_INTERRUPTED  # an interrupted round goes on where it stopped
-    return finish(sweep_dir)
+    return finish(sweep_dir, wide=wide)
 
 
-def _resume_adaptive(sweep_dir: Path, spec: Spec, backend: Backend, wait: bool) -> int:
+def _resume_adaptive(sweep_dir: Path, spec: Spec, backend: Backend, wait: bool, wide: bool = False) -> int:
     """Every point has its results: with repeats: auto, the next round of more repeats for the
     points still undecided (run here, or a follow-up array on Slurm)."""
     from harness.backends.adaptive import next_round, raise_repeats
@@ -362,5 +369,5 @@ def _resume_adaptive(sweep_dir: Path, spec: Spec, backend: Backend, wait: bool) 
     line = step.line()
     points = raise_repeats(sweep_dir, step)
     return _measure_again(
-        points, sweep_dir, spec, backend, wait, _resubmission(points), lambda: log.info("%s", line)
+        points, sweep_dir, spec, backend, wait, _resubmission(points), lambda: log.info("%s", line), wide
     )

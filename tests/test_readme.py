@@ -71,7 +71,11 @@ def test_every_file_a_page_shows_compiles_and_plans(page: Path, tmp_path: Path) 
 
 
 def _table_rows(stdout: str) -> list[str]:
-    return stdout.split("\n\n")[0].splitlines()[3:]  # after the title, header and rule
+    """The rows of the first table: after its header (the line of the settings every row shares
+    comes before it) and its rule."""
+    lines = stdout.split("\n\n")[0].splitlines()
+    header = next(n for n, line in enumerate(lines) if line.startswith("jobid"))
+    return lines[header + 2 :]
 
 
 def test_the_own_pipeline_example_runs(tmp_path: Path) -> None:

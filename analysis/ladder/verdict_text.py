@@ -239,6 +239,12 @@ did not build the loader (workload.loader's factory, a script's loader under har
 the rows' loader_given), so it cannot say which of its parts the time went to."""
 
 
+OWN_WORK, OWN_WORK_WHY = "the loader's own work", "(the loader as given, not split)"
+SHORT_ADDS = {GIVEN_WHOLE: "the loader as given (not split)", f" {OWN_WORK_WHY}": ""}
+"""The words the readable ladder table leaves out of its `adds` cells (the wide one keeps them):
+the rows of a given loader say so once, in the row whose stage is the loader as given."""
+
+
 def stage_between(above: str, below: str, transform_names: list[str], *, given: bool = False) -> str:
     """What a step on `below` pays that a step on `above` does not, in words. With `given`,
     full is a loader the harness did not build: from a batch-level rung, its pipeline whole
@@ -248,7 +254,7 @@ def stage_between(above: str, below: str, transform_names: list[str], *, given: 
         if above in ("device_batch", "host_batch"):
             return GIVEN_WHOLE
         between = stage_between(above, below, transform_names)
-        return f"{between} + the loader's own work (the loader as given, not split)"
+        return f"{between} + {OWN_WORK} {OWN_WORK_WHY}"
     stages = _elementary(transform_names)
     order = [rung for rung, _ in stages]
     start, end = order.index(above), order.index(below)
@@ -302,11 +308,26 @@ def _interval(ratio: noise.Estimate | None) -> str:
     return f"{low}..{high}"
 
 
+def _short_adds(adds: str) -> str:
+    for long, short in SHORT_ADDS.items():
+        adds = adds.replace(long, short)
+    return adds
+
+
 def _cell(fmt: str) -> Callable[[float], str]:
     return lambda v: "" if pd.isna(v) else fmt.format(v)
 
 
-def render_verdict(verdict: Verdict, fmt: str = "terminal") -> str:
+READABLE = ["rung", "adds", "samples/s", "drop", "95% CI", "loader share"]
+"""The ladder's columns a person reads (issue #38): each rung, the stage it adds, its rate, what
+the stage costs in it (the drop, its interval) and in the loader's time; the rest with --wide
+(steps/s, % of bound and the loader's batches/s, which the sentence says, its interval, and the
+sampled figures)."""
+
+
+def render_verdict(verdict: Verdict, fmt: str = "terminal", *, wide: bool = False) -> str:
+    """The verdict's title, its table (with `wide`, every column; else READABLE's), its sentence
+    and its caveats."""
     t = verdict.table
     shown = pd.DataFrame(
         {
@@ -329,6 +350,9 @@ def render_verdict(verdict: Verdict, fmt: str = "terminal") -> str:
         shown["gpu_util"] = t["gpu_util"].map(_cell("{:.0f}"))
     if t["busy_cores"].notna().any():
         shown["busy cores"] = t["busy_cores"].map(_cell("{:.1f}"))
+    if not wide:
+        shown = shown[[c for c in READABLE if c in shown]].copy()
+        shown["adds"] = shown["adds"].map(_short_adds)
     body = tabulate(shown, headers="keys", tablefmt=FORMATS[fmt], showindex=False, disable_numparse=True)
     lines = [f"caching ladder, node {verdict.hostname}, point {verdict.point_id}", body, verdict.sentence]
     if verdict.idle is not None:

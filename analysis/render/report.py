@@ -18,7 +18,7 @@ from analysis.ladder.verdict import Verdict, ladder_verdicts
 from analysis.ladder.verdict_text import render_verdict
 from analysis.load import SweepPlan, load_meta, load_plan, load_results
 from analysis.render import html
-from analysis.render.tables import loader_tables, render
+from analysis.render.tables import loader_tables, readable, render
 from analysis.stragglers import RULE, find_stragglers
 from harness_schema.settings import AUTO_RSE
 
@@ -49,8 +49,10 @@ def build_report(
     plots: bool = False,
     timeline: Sequence[str] = (),
     consolidated: bool = True,
+    wide: bool = False,
 ) -> Report:
-    """`by`: node (a table per host) or gpu (per node type: GPU model and count). `plots`:
+    """`by`: node (a table per host) or gpu (per node type: GPU model and count). `wide`: every
+    column of the tables, as CSV has them; else the columns a person reads (tables.readable). `plots`:
     write the PNGs under <sweep dir>/plots/ and name them; the HTML format embeds them anyway.
     `consolidated`: read the sweeps' consolidated files, and write them again where rank
     files were added or changed (analysis/consolidated.py); else read every rank file."""
@@ -78,8 +80,8 @@ def build_report(
     group_plots: dict[str, list[Plot]] = {}
     for plot in made:
         group_plots.setdefault(plot.group, []).append(plot)
-    sections = _group_sections(summary, recs, group_plots, fmt, by)
-    ladders = _ladder_verdicts(rows, fmt)
+    sections = _group_sections(summary, recs, group_plots, fmt, by, wide)
+    ladders = _ladder_verdicts(rows, fmt, wide)
     if ladders:
         sections.append((LADDER, ladders))
     checked = check_expectations(loaded.rows, loaded.sweep_dirs())
@@ -107,6 +109,7 @@ def _group_sections(
     group_plots: dict[str, list[Plot]],
     fmt: str,
     by: str,
+    wide: bool = False,
 ) -> list[tuple[str, str]]:
     """(title, rendered body) per group: its table, the table's notes, its recommendations and,
     in HTML, its plots (taken out of `group_plots`)."""
@@ -118,7 +121,7 @@ def _group_sections(
     of_group = dict(iter(shown.groupby("group", sort=False))) if not shown.empty else {}
     sections = []
     for group, table in loader_tables(summary).items():
-        body = html.scroll(render(table, fmt)) if fmt == "html" else render(table, fmt)
+        body = _table_text(table, of_group[group], fmt, wide)
         sep = "\n" if fmt == "html" else "\n\n"
         notes = table_notes(of_group[group])
         if notes and fmt != "csv":
@@ -131,6 +134,20 @@ def _group_sections(
             body += "\n" + "\n".join(html.figure(p.png, _caption(p)) for p in group_plots.pop(group, []))
         sections.append((_group_title(group, by, of_group[group]), body))
     return sections
+
+
+def _table_text(table: pd.DataFrame, rows: pd.DataFrame, fmt: str, wide: bool) -> str:
+    """A group's table in `fmt`: with `wide`, and in CSV (read by programs), every column; else
+    the columns a person reads, under the line of what is the same in every row."""
+    if not wide and fmt != "csv":
+        view = readable(table, rows)
+        table, line = view.table, view.line(fmt)
+    else:
+        line = ""
+    if fmt == "html":
+        return (html.paragraph(line) + "\n" if line else "") + html.scroll(render(table, fmt))
+    # Markdown starts a table after a blank line only (else the header joins the paragraph).
+    return (line + ("\n\n" if fmt == "markdown" else "\n") if line else "") + render(table, fmt)
 
 
 def _notes(
@@ -320,17 +337,17 @@ def _recommendation_html(rec: Recommendation) -> str:
     return "\n".join([html.heading(rec.title()), table, *after])
 
 
-def _verdict_html(verdict: Verdict) -> str:
+def _verdict_html(verdict: Verdict, wide: bool = False) -> str:
     """The verdict's table as an HTML table (its cells as the terminal shows them, through the
     tab-separated rendering), its title above, its sentence and caveats below."""
-    lines = render_verdict(verdict, "csv").split("\n")
+    lines = render_verdict(verdict, "csv", wide=wide).split("\n")
     size = len(verdict.table) + 1  # the header and one line per rung
     cells = [[c.strip() for c in line.split("\t")] for line in lines[1 : 1 + size]]
     rest = [html.paragraph(line, "verdict" if n == 0 else "note") for n, line in enumerate(lines[1 + size :])]
     return "\n".join([html.heading(lines[0]), html.table(cells[0], cells[1:], "ladder"), *rest])
 
 
-def _ladder_verdicts(rows: pd.DataFrame, fmt: str) -> str:
+def _ladder_verdicts(rows: pd.DataFrame, fmt: str, wide: bool = False) -> str:
     """The caching ladder's verdict (analysis.ladder.verdict) of every point that measured two rungs."""
     if rows.empty or fmt == "csv":
         return ""
@@ -339,8 +356,8 @@ def _ladder_verdicts(rows: pd.DataFrame, fmt: str) -> str:
         return ""
     verdicts = ladder_verdicts(ladder)
     if fmt == "html":
-        return "\n".join(_verdict_html(v) for v in verdicts)
-    return "\n\n".join(render_verdict(v, fmt) for v in verdicts)
+        return "\n".join(_verdict_html(v, wide) for v in verdicts)
+    return "\n\n".join(render_verdict(v, fmt, wide=wide) for v in verdicts)
 
 
 def _profiles(plans: dict[Path, SweepPlan | None], profiled: dict[str, list[str]]) -> list[str]:

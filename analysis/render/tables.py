@@ -8,9 +8,17 @@ most), `steady` and the epoch restarts only where some row needs them. Of the ta
 (analysis.grid.tail), `waited_share` wherever it was measured (how often the step waited longer than
 it computed: the one figure of the tail a reader needs on every row), `loading_time_p99` only
 where some row's wait is heavy-tailed (then the report's caveat refers to it).
+
+That is the wide table (`--wide`, and every CSV). The table a person reads (`readable`, issue
+#38) keeps the job, the settings that vary between its rows (the course's knobs in the course's
+order first), then the figures that answer: samples_per_s, loading_time, waited_share, ci95 and
+whether the window was steady; a setting the same in every row is said once, above it.
 """
 
 from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
 
 import pandas as pd
 from tabulate import tabulate
@@ -24,6 +32,17 @@ from harness_schema import settings
 JEAN_ZAY_COLUMNS = ["jobid", *settings.LOADER_COLUMNS, "loading_time", "training_time"]
 EXTRA_COLUMNS = ["first_step_loading_time", "samples_per_s", "cpu_memory_gb"]
 FORMATS = {"terminal": "simple", "markdown": "github", "latex": "latex_booktabs", "html": "html"}
+WIDTH = 120
+"""The terminal width the readable tables are made to fit (issue #38: the docs site at 1280 px)."""
+SETTINGS = [*settings.LOADER_COLUMNS, "sequence_step", *WORKLOAD_COLUMNS, "rung", "nodes", "sweep"]
+"""The columns that say what a row ran, in the order the readable table shows those that vary."""
+ANSWERS = ["samples_per_s", "loading_time", "waited_share", "runs", "ci95", "steady", "idle_workers", "ranks"]
+"""The figures of the readable table, where the wide one has them: `runs` and `ranks` only
+where they differ between rows (else they are said above), idle_workers where the row's
+num_workers overstates the loader. loading_time_p99 is left to --wide: the report's note on a
+heavy tail gives the p50 and p99 of the rows it names."""
+SAID_ONCE = {*SETTINGS, "runs", "ranks"}
+SAME = "same in every row:"
 
 
 def loader_tables(summary: pd.DataFrame) -> dict[str, pd.DataFrame]:
@@ -95,12 +114,62 @@ def _cells(ordered: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     return table
 
 
+@dataclass(frozen=True, slots=True)
+class Readable:
+    """A table as a person reads it: its columns, and what is the same in every row."""
+
+    table: pd.DataFrame
+    same: tuple[tuple[str, str], ...]
+    """(column, value as the table would show it), in the wide table's order."""
+
+    def line(self, fmt: str = "terminal") -> str:
+        """ "same in every row: pin_memory False, runs 3", wrapped to WIDTH on a terminal; "" when
+        nothing is."""
+        if not self.same:
+            return ""
+        if fmt != "terminal":
+            text = f"{SAME} " + ", ".join(f"{column} {value}" for column, value in self.same)
+            return f"% {text}" if fmt == "latex" else text
+        # A setting and its value stay on one line (a no-break space while wrapping).
+        items = ", ".join(f"{column} {value}".replace(" ", "\xa0") for column, value in self.same)
+        wrapped = textwrap.fill(f"{SAME} {items}", WIDTH, subsequent_indent="  ", break_on_hyphens=False)
+        return wrapped.replace("\xa0", " ")
+
+
+def readable(table: pd.DataFrame, rows: pd.DataFrame | None = None) -> Readable:
+    """The table a person reads (issue #38), from a wide one of loader_tables: the job, the
+    settings that vary between its rows, then the figures that answer; the settings the same
+    in every row said once (`Readable.line`), with the batch size from `rows` (the group's rows
+    of the summary) where the table leaves it out for being the same. The course's columns keep
+    the course's order. A one-row table says its settings above it too."""
+    cells = _shown(table)
+    constant = {c for c in table.columns if c in SAID_ONCE and cells[c].astype(str).nunique() <= 1}
+    same = [(c, str(cells[c].iloc[0])) for c in table.columns if c in constant and len(cells)]
+    if rows is not None and "batch_size" not in table and "batch_size" in rows and not rows.empty:
+        sizes = rows["batch_size"].dropna().unique()
+        if len(sizes) == 1:
+            same.insert(0, ("batch_size", f"{sizes[0]:.0f}"))
+    kept = ["jobid", *(c for c in [*SETTINGS, *ANSWERS] if c in table and c not in constant)]
+    return Readable(table[kept], tuple(same))
+
+
 def render(table: pd.DataFrame, fmt: str) -> str:
+    shown = _shown(table, digits=fmt != "csv")  # CSV keeps every digit, for a program to read
+    if fmt == "csv":
+        return str(shown.to_csv(index=False)).rstrip("\n")
+    if fmt == "terminal":
+        return simple_table(list(shown.columns), [[str(c) for c in row] for row in shown.to_numpy().tolist()])
+    return tabulate(shown, headers="keys", tablefmt=FORMATS[fmt], showindex=False, disable_numparse=True)
+
+
+def _shown(table: pd.DataFrame, digits: bool = True) -> pd.DataFrame:
+    """The table's cells as they are shown: with `digits`, numbers to the digits that matter and
+    a blank for no value; without, only prefetch_factor's "-" (PyTorch's None, without workers)."""
     shown = table.copy()
     if "prefetch_factor" in shown:
         shown["prefetch_factor"] = shown["prefetch_factor"].map(lambda v: "-" if pd.isna(v) else int(v))
-    if fmt == "csv":
-        return str(shown.to_csv(index=False)).rstrip("\n")
+    if not digits:
+        return shown
     formats = {
         "loading_time": "{:.6f}",
         "loading_time_p99": "{:.6f}",
@@ -124,10 +193,7 @@ def render(table: pd.DataFrame, fmt: str) -> str:
     if "batch_size" in shown:
         shown["batch_size"] = shown["batch_size"].map(lambda v: "" if pd.isna(v) else int(v))
     # A blank cell is NaN, and stays NaN through astype(str) on pandas 3: shown as "" in every format.
-    shown = shown.astype(object).where(shown.notna(), "")
-    if fmt == "terminal":
-        return simple_table(list(shown.columns), [[str(c) for c in row] for row in shown.to_numpy().tolist()])
-    return tabulate(shown, headers="keys", tablefmt=FORMATS[fmt], showindex=False, disable_numparse=True)
+    return shown.astype(object).where(shown.notna(), "")
 
 
 def simple_table(headers: list[str], rows: list[list[str]]) -> str:

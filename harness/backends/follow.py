@@ -17,10 +17,11 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from harness.backends.base import Backend
 from harness.backends.status import PointStatus, advice, scheduler_view, sweep_status
+from harness.config.plan import varying_settings
 from harness.storage.sweep import live_owner, load_points
 from harness.text_tables import render
 from harness_schema import rows as results
@@ -44,12 +45,15 @@ def counts(statuses: Sequence[PointStatus]) -> str:
     return ", ".join(f"{n} {word}" for word, n in sorted(tally.items()))
 
 
-def status_report(sweep_dir: Path, backend: type[Backend], fmt: str = "terminal") -> tuple[str, bool]:
+def status_report(
+    sweep_dir: Path, backend: type[Backend], fmt: str = "terminal", *, wide: bool = False
+) -> tuple[str, bool]:
     """What `harness status` prints: the table, the counts, what to do about the points not
     done and, for an adaptive sweep whose points are all done, its next round; and whether
-    every point is complete without failed units. `fmt`: the table's (harness/text_tables.py)."""
+    every point is complete without failed units. `fmt`: the table's (harness/text_tables.py);
+    `wide`: status_table's."""
     statuses = sweep_status(sweep_dir, scheduler_view(sweep_dir, backend))
-    lines = [status_table(statuses, fmt), f"\n{counts(statuses)}"]
+    lines = [status_table(statuses, fmt, wide=wide), f"\n{counts(statuses)}"]
     lines += advice(statuses, sweep_dir, backend)
     if all(st.complete for st in statuses) and any(p.measure.adaptive for p in load_points(sweep_dir)):
         from harness.backends.adaptive import next_round
@@ -61,10 +65,12 @@ def status_report(sweep_dir: Path, backend: type[Backend], fmt: str = "terminal"
     return "\n".join(lines), all(st.complete and not st.failed_units for st in statuses)
 
 
-def status_table(statuses: Sequence[PointStatus], fmt: str = "terminal") -> str:
+def status_table(statuses: Sequence[PointStatus], fmt: str = "terminal", *, wide: bool = False) -> str:
     """A line per point: its job, the scheduler's state, its progress and its first error (in
-    `fmt`: harness/text_tables.py)."""
-    rows = [
+    `fmt`: harness/text_tables.py). With `wide`, those columns alone, as they always were; else
+    the settings that vary between the points come after the point, and a column the same in
+    every row is said once above the table (a blank one, or "-" in every row, not at all)."""
+    rows: list[dict[str, Any]] = [
         {
             "#": st.point.index,
             "point": st.point.id,
@@ -76,7 +82,23 @@ def status_table(statuses: Sequence[PointStatus], fmt: str = "terminal") -> str:
         }
         for st in statuses
     ]
-    return render(rows, fmt)
+    if wide or not rows:
+        return render(rows, fmt)
+    varying = varying_settings([st.point for st in statuses])
+    rows = [
+        {"#": row["#"], "point": row["point"], **{k: st.point.setting(k) for k in varying}, **row}
+        for row, st in zip(rows, statuses, strict=True)
+    ]
+    fixed = ["#", "point", *varying]
+    same = [k for k in rows[0] if k not in fixed and len(rows) > 1 and len({str(r[k]) for r in rows}) == 1]
+    said = [f"{k} {rows[0][k]}" for k in same if str(rows[0][k]) not in ("", "-")]
+    if len(rows) == 1 and not rows[0]["error"]:
+        same = ["error"]
+    table = render([{k: v for k, v in row.items() if k not in same} for row in rows], fmt)
+    if not said or fmt == "csv":
+        return table
+    line = f"same in every row: {', '.join(said)}"
+    return f"{'% ' if fmt == 'latex' else ''}{line}\n{table}"
 
 
 def time_left(done: float, total: float, elapsed_s: float) -> str:

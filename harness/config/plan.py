@@ -156,17 +156,22 @@ class Plan:
     def varying_settings(self) -> list[str]:
         """Short names of the fields that vary between points (for compact displays): two
         values differ where their canonical JSON does (1 and true, 1 and 1.0 differ)."""
-        if not self.points:
-            return []
-        # A column at a time, read straight from the sections: a dict of every setting of
-        # every point took 0.7 s of CPU for 100,000 points, the columns 0.2 s.
-        workloads = [p.workload for p in self.points]
-        loaders = [p.loader for p in self.points]
-        return [
-            name
-            for name in self.points[0].settings()
-            if _varies(list(map(attrgetter(name), loaders if name in _LOADER_FIELDS else workloads)))
-        ]
+        return varying_settings(self.points)
+
+
+def varying_settings(points: Sequence[Point]) -> list[str]:
+    """Plan.varying_settings of any points (`harness status`: a sweep's points as planned)."""
+    if not points:
+        return []
+    # A column at a time, read straight from the sections: a dict of every setting of
+    # every point took 0.7 s of CPU for 100,000 points, the columns 0.2 s.
+    workloads = [p.workload for p in points]
+    loaders = [p.loader for p in points]
+    return [
+        name
+        for name in points[0].settings()
+        if _varies(list(map(attrgetter(name), loaders if name in _LOADER_FIELDS else workloads)))
+    ]
 
 
 def point_id(

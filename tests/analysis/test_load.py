@@ -48,7 +48,7 @@ def test_the_report_runs_without_torch(real_sweep: Path) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("node node-a\njobid")
+    assert out.stdout.startswith("node node-a\nsame in every row: batch_size 8, ")
 
 
 def test_rows_know_their_sweep_folder_and_file(real_sweep: Path) -> None:

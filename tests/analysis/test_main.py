@@ -18,7 +18,9 @@ def test_the_report_prints_tables_and_the_recommendation(
 ) -> None:
     assert main([str(real_sweep)]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("node node-a\njobid")
+    assert out.startswith("node node-a\nsame in every row: batch_size 8, persistent_workers False,")
+    assert main([str(real_sweep), "--wide"]) == 0
+    assert capsys.readouterr().out.startswith("node node-a\njobid  ")
     assert f"recommendation for node-b (grid/{real_sweep.name}):" in out
 
 

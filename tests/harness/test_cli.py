@@ -128,6 +128,15 @@ def test_every_verb_that_prints_tables_offers_the_same_formats() -> None:
         assert tuple(fmt.choices)[: len(TABLE_FORMATS)] == TABLE_FORMATS, name
 
 
+def test_every_verb_that_prints_the_per_point_tables_offers_wide() -> None:
+    """`--wide`: every column, wherever the per-point tables are printed (issue 38)."""
+    verbs = _verb_parsers()
+    offers = {
+        name for name, verb in verbs.items() if any("--wide" in a.option_strings for a in verb._actions)
+    }
+    assert offers == {"run", "submit", "status", "resume", "report"}
+
+
 def test_plan_prints_its_table_as_markdown(write_spec, tmp_path: Path) -> None:
     spec = write_spec("name: grid\n" + TINY_WORKLOAD + "loader: {num_workers: [0, 2]}\n")
     out = harness("plan", str(spec), "--format", "markdown", cwd=tmp_path)
@@ -188,14 +197,14 @@ def test_a_failing_point_is_recorded_and_the_others_complete(write_spec, tmp_pat
         loader: {num_workers: [0, 1]}
         """
     )
-    out = harness("run", str(spec), cwd=tmp_path)
+    out = harness("run", str(spec), "--wide", cwd=tmp_path)
     assert out.returncode == 1, out.stderr
     assert (
         "harness: 2 of 4 point(s) failed or did not finish; see the rows' error column, or: harness status results/mixed/"
         in out.stderr
     )
     table = out.stdout.split("\n\n")[0].splitlines()
-    # the course's columns first; others (epoch_restarts...) follow only when they say something
+    # --wide: the course's columns first; others (epoch_restarts...) follow only when they say something
     assert table[1].split()[:13] == [
         "jobid",
         "num_workers",
@@ -217,9 +226,9 @@ def test_a_failing_point_is_recorded_and_the_others_complete(write_spec, tmp_pat
     sweep = tmp_path / out.stdout.split("results: ")[1].strip()
     assert (sweep / "spec.yaml").read_text() == spec.read_text()
     assert len(list((sweep / "points").glob("*/rank0.csv"))) == 4
-    report = harness("report", str(sweep), cwd=tmp_path)
+    report = harness("report", str(sweep), "--wide", cwd=tmp_path)
     assert report.stdout.split("\n\n")[0] == out.stdout.split("\n\n")[0]
-    status = harness("status", str(sweep), cwd=tmp_path)
+    status = harness("status", str(sweep), "--wide", cwd=tmp_path)
     assert status.returncode == 1, status.stderr
     assert (
         sorted(line.split()[4] for line in status.stdout.splitlines()[2:6])
@@ -405,7 +414,8 @@ def test_an_interrupted_sweep_is_completed_by_resume_each_point_measured_once(
     for point, rows in before.items():
         assert after[point] == rows  # measured once: the rows of before the stop are kept as they were
     table = resumed.stdout.split("\n", 1)[1].split("\n\n")[0].splitlines()
-    assert len(table) == 3 + 3  # title, header, rule, each point once
+    header = next(n for n, line in enumerate(table) if line.startswith("jobid"))
+    assert len(table) == header + 2 + 3  # the settings every row shares, header, rule, each point once
     assert harness("resume", str(sweep), cwd=tmp_path).stdout.startswith("nothing to resume")
 
 
@@ -427,7 +437,7 @@ def test_a_local_job_that_outlives_its_killed_run_is_left_to_end_and_never_run_t
     run.wait(timeout=30)  # not communicate(): the orphan holds the pipes open
     orphan = f"pid {entries[0]['job_id']} on {socket.gethostname()}"
 
-    status = harness("status", str(sweep), cwd=tmp_path)
+    status = harness("status", str(sweep), "--wide", cwd=tmp_path)  # each row its state
     first = next(line for line in status.stdout.splitlines() if entries[0]["point_id"] in line)
     assert f"RUNNING ({orphan})" in first
 

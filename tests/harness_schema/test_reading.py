@@ -78,7 +78,7 @@ def test_a_rank_file_torn_mid_row_is_named_by_status_and_measured_again_once_by_
     header, row = (len(next(csv.reader([line]))) for line in data[: len(data) - 40].decode().splitlines())
     assert row < header
 
-    status = harness("status", str(sweep), cwd=tmp_path)
+    status = harness("status", str(sweep), "--wide", cwd=tmp_path)  # the columns by their place
     assert status.returncode == 1, status.stderr
     assert (
         f"{torn}: torn (line 2 has {row} fields, the header {header}; a torn or hand-edited file): "

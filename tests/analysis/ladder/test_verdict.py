@@ -671,5 +671,10 @@ def test_a_given_loaders_pipeline_is_judged_whole_not_as_stages_it_cannot_see(tm
     assert f"costliest: {GIVEN} (100% of the loader's time at full)" in given.sentence
     assert given.table.set_index("rung").loc["full", "adds"] == GIVEN
     assert "collation and worker IPC" not in render_verdict(given)
+    # The table a person reads says it short, within 120 columns; --wide, in full.
+    table = render_verdict(given).splitlines()[1:5]
+    assert max(map(len, table)) <= 120
+    assert table[-1].startswith("full") and "  the loader as given (not split)  " in table[-1]
+    assert GIVEN in render_verdict(given, wide=True).splitlines()[4]
     built = ladder(tmp_path / "built", rates, capacity, repeats=3, names=[])
     assert built.stages == ["collation and worker IPC + transforms + raw data loading"]

@@ -46,7 +46,7 @@ def test_a_ratio_beyond_twice_is_written_as_a_multiple() -> None:
 def test_the_rung_table_shows_intervals_only_with_repeats(tmp_path: Path) -> None:
     rates = {"host_batch": 10.0, "processed_sample": 9.9, "full": 5.0}
     capacity = {"processed_sample": 500.0, "full": 5.1}
-    once = render_verdict(ladder(tmp_path / "once", rates, capacity, names=TWO)).splitlines()
+    once = render_verdict(ladder(tmp_path / "once", rates, capacity, names=TWO), wide=True).splitlines()
     assert once[1].split() == [
         "rung",
         "adds",
@@ -61,7 +61,9 @@ def test_the_rung_table_shows_intervals_only_with_repeats(tmp_path: Path) -> Non
         "loader",
         "share",
     ]
-    thrice = render_verdict(ladder(tmp_path / "thrice", rates, capacity, repeats=3, names=TWO), "markdown")
+    thrice = render_verdict(
+        ladder(tmp_path / "thrice", rates, capacity, repeats=3, names=TWO), "markdown", wide=True
+    )
     header = [c.strip() for c in thrice.splitlines()[1].strip("|").split("|")]
     assert header == [
         "rung",
@@ -78,3 +80,7 @@ def test_the_rung_table_shows_intervals_only_with_repeats(tmp_path: Path) -> Non
     assert thrice.splitlines()[-1].startswith(
         "the input pipeline does not keep up: full delivers 5.1 batches/s"
     )
+    # By default: the stage, the rate and what the stage costs; the rest with --wide.
+    readable = render_verdict(ladder(tmp_path / "thrice", rates, capacity, repeats=3, names=TWO))
+    header = readable.splitlines()[1]
+    assert header.split() == ["rung", "adds", "samples/s", "drop", "95%", "CI", "loader", "share"]

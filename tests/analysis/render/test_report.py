@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 from analysis.render.report import build_report
+from analysis.render.tables import JEAN_ZAY_COLUMNS
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
 from harness.storage.sweep import create_sweep
@@ -47,7 +48,8 @@ def test_a_corrupt_plan_is_reported_and_the_tables_still_print(tmp_path: Path) -
     write_rows(sweep, synthetic_row(point_id=ids[0]))
     (sweep / "plan.json").write_text("{")
     report = build_report([sweep])
-    assert report.text.startswith("node n1\njobid")
+    assert report.text.startswith("node n1\nsame in every row: batch_size 8, num_workers 2,")
+    assert "\njobid " in report.text
     assert f"{sweep / 'plan.json'}: unreadable (not JSON: line 1 column 2: " in report.text
 
 
@@ -73,7 +75,8 @@ def test_the_html_report_embeds_a_timeline(tmp_path: Path) -> None:
 
 def test_markdown_and_latex_carry_the_recommendation(real_sweep: Path) -> None:
     markdown = build_report([real_sweep], "markdown").text
-    assert "### node node-a\n\n| jobid " in markdown and "\n- best: " in markdown
+    assert "### node node-a\n\nsame in every row: batch_size 8, " in markdown and "\n- best: " in markdown
+    assert "non_blocking False, drop_last False\n\n| jobid " in markdown  # a paragraph, then the table
     latex = build_report([real_sweep], "latex").text
     assert "% recommendation for node-a" in latex and "\\toprule" in latex
     csv = build_report([real_sweep], "csv").text
@@ -203,3 +206,83 @@ def test_the_traces_of_a_profiled_point_are_named_whether_its_sweep_or_the_point
     for given in (sweep, tmp_path, sweep / "points" / ids[0]):
         lines = [line.split("  (")[0] for line in build_report([given]).text.splitlines()]
         assert [line for line in lines if line.startswith("profiler traces")] == named, given
+
+
+def _table_lines(text: str, title: str) -> tuple[list[str], list[str]]:
+    """A group's section up to its first blank line: the lines that say what every row shares
+    (wrapped at 120 columns), and the table's (the header, the rule and the rows)."""
+    lines = text.split(f"{title}\n", 1)[1].splitlines()
+    lines = lines[: lines.index("")] if "" in lines else lines
+    header = next(n for n, line in enumerate(lines) if line.startswith("jobid"))
+    return lines[:header], lines[header:]
+
+
+def test_the_table_a_person_reads_fits_120_columns_and_says_once_what_every_row_shares(
+    real_sweep: Path,
+) -> None:
+    """A real sweep (num_workers 0, 1, 2): the settings that vary, then the figures that answer;
+    the others once, above; every column with wide, as the CSV has them."""
+    (above,), (header, rule, *rows) = _table_lines(build_report([real_sweep]).text, "node node-a")
+    assert above == (
+        "same in every row: batch_size 8, persistent_workers False, pin_memory False, "
+        "non_blocking False, drop_last False"
+    )
+    assert header.split() == [
+        "jobid",
+        "num_workers",
+        "prefetch_factor",
+        "samples_per_s",
+        "loading_time",
+        "waited_share",
+    ]
+    assert len(rows) == 3 and max(len(line) for line in [above, header, rule, *rows]) <= 120
+    wide_header = _table_lines(build_report([real_sweep], wide=True).text, "node node-a")[1][0]
+    csv_header, *csv_rows = build_report([real_sweep], "csv").text.split("\n\n")[0].splitlines()[1:]
+    assert wide_header.split() == csv_header.split(",")
+    assert not any("%" in row for row in csv_rows)  # every digit, for a program: 0.25, not 25%
+    assert wide_header.split()[:12] == [
+        *JEAN_ZAY_COLUMNS,
+        "first_step_loading_time",
+        "samples_per_s",
+        "cpu_memory_gb",
+    ]
+
+
+def test_a_two_rank_table_keeps_the_course_order_and_fits_120_columns(tmp_path: Path) -> None:
+    """Two ranks, three repeats, a grid of num_workers and pin_memory: 18 columns wide (no
+    sampled figures here), and the course's columns keep their order in the one a person reads."""
+    write_rows(
+        tmp_path,
+        *(
+            synthetic_row(
+                point_id=f"w{workers}p{pin:d}",
+                num_workers=workers,
+                pin_memory=pin,
+                rank=rank,
+                world_size=2,
+                repeat=repeat,
+                window_steady=not (workers == 0 and repeat == 1),
+                training_time=1.0 + 0.01 * repeat + 0.1 * workers,
+                loading_time=0.01 + 0.02 * rank,
+            )
+            for workers in (0, 4)
+            for pin in (False, True)
+            for rank in (0, 1)
+            for repeat in range(3)
+        ),
+    )
+    nothing_above, (wide, *_) = _table_lines(build_report([tmp_path], wide=True).text, "node n1")
+    assert not nothing_above and len(wide.split()) == 18 and len(wide) > 200
+    above, (header, *rows) = _table_lines(build_report([tmp_path]).text, "node n1")
+    said = " ".join(line.strip() for line in above)
+    assert said.startswith("same in every row: batch_size 8, persistent_workers False,")
+    assert said.endswith(", runs 3, ranks 2")
+    columns = header.split()
+    assert columns == [
+        *("jobid", "num_workers", "pin_memory", "samples_per_s", "loading_time"),
+        *("ci95", "steady"),
+    ]
+    course = [c for c in columns if c in JEAN_ZAY_COLUMNS]
+    assert course == sorted(course, key=JEAN_ZAY_COLUMNS.index)
+    assert max(len(line) for line in [*above, header, *rows]) <= 120
+    assert sum(" no" in row for row in rows) == 2  # the unsteady windows of num_workers=0

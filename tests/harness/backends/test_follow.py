@@ -3,6 +3,7 @@ lines, the wait loop (its backoff, and the results read between the scheduler's 
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import itertools
 import json
@@ -99,11 +100,25 @@ def test_the_progress_word_says_what_to_do(
 def test_the_status_table_and_the_counts_line(point: Point) -> None:
     statuses = [status(point, "RUNNING", 1), status(point, "COMPLETED", 2), status(point, "COMPLETED", 2)]
     assert follow.counts(statuses) == "2 completed, 1 running"
-    header, _, first, *_ = follow.status_table(statuses).splitlines()
+    header, _, first, *_ = follow.status_table(statuses, wide=True).splitlines()
     assert header.split() == ["#", "point", "job", "slurm", "state", "status", "results", "error"]
     assert first.split() == ["0", point.id, "7_0", "RUNNING", "running", "1/2"]
     held = follow.status_table([status(point, "PENDING", reason="JobHeldUser")]).splitlines()[2]
     assert "PENDING (JobHeldUser)" in held and " held " in held
+
+
+def test_the_status_table_says_once_what_every_point_shares(point: Point) -> None:
+    """By default, a column the same in every row is said above the table, a blank one not at
+    all, and the settings that vary between the points follow the point."""
+    two = dataclasses.replace(
+        point, index=1, id="b" * 10, loader=dataclasses.replace(point.loader, num_workers=4)
+    )
+    statuses = [status(point, "COMPLETED", 2, job="7_0"), status(two, "COMPLETED", 2, job="7_1")]
+    above, header, _, first, second = follow.status_table(statuses).splitlines()
+    assert above == "same in every row: slurm state COMPLETED, status completed, results 2/2"
+    assert header.split() == ["#", "point", "num_workers", "job"]
+    assert first.split() == ["0", point.id, str(point.loader.num_workers), "7_0"]
+    assert second.split() == ["1", "b" * 10, "4", "7_1"]
 
 
 def test_the_advice_names_what_to_run_for_each_point_not_done(point: Point) -> None:
