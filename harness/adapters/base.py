@@ -133,13 +133,21 @@ def module_of(thing: Any) -> str:
     return (type(thing).__module__ or "").partition(".")[0]
 
 
-def shared_length(dataset: Any, world_size: int) -> int | None:
-    """A self-sharding stream's samples: its len() (the rank's share) times the ranks; None
-    where its len() says it has none."""
-    try:
-        return len(dataset) * world_size
-    except TypeError:
-        return None
+class SelfShardingStream(NoAnswer):
+    """A library (its top-level package: `name`) whose data set shards itself between ranks
+    and workers, and whose len() is this rank's share: the data set's samples are that times
+    the ranks."""
+
+    def recognises(self, thing: Any) -> bool:
+        return module_of(thing) == self.name
+
+    def length(self, dataset: Any, world_size: int) -> int | None:
+        if not self.recognises(dataset):
+            return None
+        try:
+            return len(dataset) * world_size
+        except TypeError:  # its len() says it has none
+            return None
 
 
 def size(value: Any) -> int | None:

@@ -7,18 +7,8 @@ epoch 0 first accounts for)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from harness.adapters.base import NoAnswer, module_of, shared_length
+from harness.adapters.base import SelfShardingStream
 
 
-class LitData(NoAnswer):
+class LitData(SelfShardingStream):
     name = "litdata"
-
-    def recognises(self, thing: Any) -> bool:
-        return module_of(thing) == "litdata"
-
-    def length(self, dataset: Any, world_size: int) -> int | None:
-        if not self.recognises(dataset):
-            return None
-        return shared_length(dataset, world_size)

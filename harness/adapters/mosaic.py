@@ -7,18 +7,8 @@ held, not the threads, and hangs); the core reads only its len() between rungs."
 
 from __future__ import annotations
 
-from typing import Any
-
-from harness.adapters.base import NoAnswer, module_of, shared_length
+from harness.adapters.base import SelfShardingStream
 
 
-class Mosaic(NoAnswer):
+class Mosaic(SelfShardingStream):
     name = "streaming"
-
-    def recognises(self, thing: Any) -> bool:
-        return module_of(thing) == "streaming"
-
-    def length(self, dataset: Any, world_size: int) -> int | None:
-        if not self.recognises(dataset):
-            return None
-        return shared_length(dataset, world_size)

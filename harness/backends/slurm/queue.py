@@ -13,14 +13,7 @@ def sacct_states(job_ids: Sequence[str]) -> dict[str, JobState]:
     """State of each job (array tasks as `<array>_<task>`), from accounting."""
     if not job_ids:
         return {}
-    bases = sorted({j.split("_")[0] for j in job_ids})
-    out = subprocess.run(
-        ["sacct", "-X", "-P", "-n", "--format=JobID,State,ExitCode,NodeList", "-j", ",".join(bases)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    out = _ask(["sacct", "-X", "-P", "-n", "--format=JobID,State,ExitCode,NodeList"], job_ids)
     if out.returncode != 0:
         raise RuntimeError(f"sacct failed: {out.stderr.strip() or out.returncode}")
     return parse_sacct(out.stdout)
@@ -68,15 +61,15 @@ def squeue_states(job_ids: Sequence[str]) -> dict[str, JobState]:
     """
     if not job_ids:
         return {}
+    return parse_squeue(_ask(["squeue", "-r", "-h", "-o", "%i|%T|%N|%r"], job_ids).stdout)
+
+
+def _ask(command: list[str], job_ids: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    """`command -j` the arrays these jobs (or array tasks, `<array>_<task>`) belong to."""
     bases = sorted({j.split("_")[0] for j in job_ids})
-    out = subprocess.run(
-        ["squeue", "-r", "-h", "-o", "%i|%T|%N|%r", "-j", ",".join(bases)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    return subprocess.run(
+        [*command, "-j", ",".join(bases)], capture_output=True, text=True, timeout=60, check=False
     )
-    return parse_squeue(out.stdout)
 
 
 def parse_squeue(text: str) -> dict[str, JobState]:
