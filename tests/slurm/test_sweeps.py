@@ -69,7 +69,9 @@ def test_an_array_of_ddp_points_gives_the_inline_table(
     spec = write(
         tmp_path, dataset="tests.fixtures.workloads:logged_indices", dataset_args=f", log: {str(log)!r}"
     )
-    out = harness("submit", str(spec), "--wait", cwd=tmp_path)
+    # --wide: every column, as inline's (a node's table of one point says its settings once
+    # above it, where inline's table of four shows them as columns).
+    out = harness("submit", str(spec), "--wait", "--wide", cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "submitted 4 point(s) as job array" in out.stdout
     sweep = sweep_of(out, tmp_path)
@@ -92,7 +94,7 @@ def test_an_array_of_ddp_points_gives_the_inline_table(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.yaml", "results"]
     assert list((sweep / "slurm").glob("*/*_0_log.out"))
 
-    inline = harness("run", str(spec), cwd=tmp_path)
+    inline = harness("run", str(spec), "--wide", cwd=tmp_path)
     assert inline.returncode == 0, inline.stderr
     inline_sweep = tmp_path / inline.stdout.split("results: ")[1].strip()
     assert settings_of(load_results([inline_sweep]).rows) == settings_of(slurm_rows)
