@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from harness.sources import length as lengths
+
 
 class NotALoader(Exception):
     """What a factory made holds no loader (its hook returned something not iterable): the
@@ -142,12 +144,8 @@ class SelfShardingStream(NoAnswer):
         return module_of(thing) == self.name
 
     def length(self, dataset: Any, world_size: int) -> int | None:
-        if not self.recognises(dataset):
-            return None
-        try:
-            return len(dataset) * world_size
-        except TypeError:  # its len() says it has none
-            return None
+        share = lengths.length(dataset) if self.recognises(dataset) else None  # None: it says it has none
+        return None if share is None else share * world_size
 
 
 def size(value: Any) -> int | None:

@@ -43,6 +43,7 @@ from harness.naming import type_name
 from harness.sampling.host import job_memory_limit_bytes, process_tree_memory_bytes
 from harness.sampling.timeline import Phase, RankSampler, TimelineFile, timeline_name
 from harness.sources.base import LoaderSource, Stream
+from harness.sources.length import length
 from harness.sources.of_point import of_point
 from harness.workloads.emulated import one_host_thread
 from harness_schema import rows as results
@@ -401,11 +402,10 @@ def dataset_samples(dataset: Any, world_size: int) -> int | None:
     said = adapters.first(lambda adapter: adapter.length(dataset, world_size))
     if said is not None:
         return said
-    try:
-        length = len(dataset)
-    except TypeError:  # no __len__, or a stream's that says it has none
+    samples = length(dataset)  # None: no __len__, or a stream's that says it has none
+    if samples is None:
         return None
-    return length * world_size if isinstance(dataset, IterableDataset) else length
+    return samples * world_size if isinstance(dataset, IterableDataset) else samples
 
 
 def _capacity(
