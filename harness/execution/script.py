@@ -409,22 +409,30 @@ def run_process(
             raise
         for reader in readers:
             reader.join(timeout=10)
-    words = report_path.read_text().split() if report_path and report_path.exists() else []
     excerpt, error_line, frame = error_excerpt(tail)
-    return Ended(
+    ended = Ended(
         returncode=returncode,
         stderr_tail=excerpt,
         error_line=error_line,
         last_frame=frame,
-        reached="reached" in words,
-        done="done" in words,
-        left_after=next((int(w.split(":")[1]) for w in words if w.startswith("left:")), None),
-        settings=next((json.loads(w[9:]) for w in reversed(words) if w.startswith("settings:")), None),
-        imported="imported" in words,
-        checked="checked" in words,
-        timed_out=timed_out,
-        probe_ended=next((unquote(w[len(ENDING) :]) for w in words if w.startswith(ENDING)), ""),
+        reached=False,
+        done=False,
     )
+    return replace(ended, timed_out=timed_out, **_reported(report_path))
+
+
+def _reported(report_path: Path | None) -> dict[str, Any]:
+    """What the probe told the job (ProbeJob.report), as Ended's fields."""
+    words = report_path.read_text().split() if report_path and report_path.exists() else []
+    return {
+        "reached": "reached" in words,
+        "done": "done" in words,
+        "left_after": next((int(w.split(":")[1]) for w in words if w.startswith("left:")), None),
+        "settings": next((json.loads(w[9:]) for w in reversed(words) if w.startswith("settings:")), None),
+        "imported": "imported" in words,
+        "checked": "checked" in words,
+        "probe_ended": next((unquote(w[len(ENDING) :]) for w in words if w.startswith(ENDING)), ""),
+    }
 
 
 END_GRACE_S = 5.0
