@@ -9,6 +9,7 @@ A view of harness.config.plan.Plan for the terminal; torch-free and pandas-free,
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +74,8 @@ def plan_table(plan: Plan, fmt: str = "terminal") -> str:
         f"{spec.name}: {len(plan.points)} point(s) × {len(spec.rungs)} rung(s) × "
         f"{repeats}, {window} after a warmup (its column)"
     )
-    return "\n".join([head, render(rows, fmt), *sweep_lines(plan, costs), *_loss_lines(plan)])
+    notes = [LOOP_LENGTH_NOTE] if any(" a pass " in str(r.get("len(loader)", "")) for r in rows) else []
+    return "\n".join([head, render(rows, fmt), *notes, *sweep_lines(plan, costs), *_loss_lines(plan)])
 
 
 def _loss_lines(plan: Plan) -> list[str]:
@@ -114,8 +116,21 @@ def _setting_cell(point: Point, name: str, value: Any) -> Any:
 
 def _loop_length(point: Point) -> str:
     """The batches each `probe.measure` loop of the script receives (its loader's len()), or
-    where the script's own settings decide it, that the probe says it at the start."""
+    where the script's own settings decide it, that the probe says it at the start. With
+    several repeats, each run of the script receives one repeat's where they run here (passes
+    of one repeat: harness/backends/here.py), every repeat's on a scheduler (one job a point):
+    both are said (LOOP_LENGTH_NOTE)."""
     count = batches_before_run(point)
-    if count is not None:
+    if count is None:
+        return f"the script's (its own {'/'.join(stock_decided_by_script(point))})"
+    if point.measure.repeats == 1:
         return f"{count:,}"
-    return f"the script's (its own {'/'.join(stock_decided_by_script(point))})"
+    one = batches_before_run(replace(point, measure=replace(point.measure, repeats=1)))
+    return f"{one:,} a pass ({count:,} in one job)"
+
+
+LOOP_LENGTH_NOTE = (
+    "len(loader): the batches each run of the script receives; run here (inline, local) the "
+    "repeats run one a pass, so each run receives one repeat's; on slurm a point's repeats run "
+    "back to back in one job, which receives them all (in brackets)"
+)

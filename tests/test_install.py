@@ -193,6 +193,7 @@ OPTIONAL_MODULES = (
     "litdata",
     "torchdata",
     "lightning",
+    "jsonargparse",
     "accelerate",
     "timm",
     "transformers",

@@ -87,6 +87,12 @@ class Adapter(Protocol):
         the rank's, not workers')."""
         ...
 
+    def before_loop(self) -> dict[str, Callable[[Any], None]] | None:
+        """For `harness plan`'s check run, which must stop at the script's loop having neither
+        trained nor validated: the library's modules (by name) and what to change in each as it
+        is imported, so that the library's own work before the loop is skipped."""
+        ...
+
 
 class NoAnswer:
     """An adapter that answers None to every question: the base of each library's."""
@@ -127,6 +133,9 @@ class NoAnswer:
         return None
 
     def in_threads(self, loader: Any) -> bool | None:
+        return None
+
+    def before_loop(self) -> dict[str, Callable[[Any], None]] | None:
         return None
 
 

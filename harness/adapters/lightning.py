@@ -265,9 +265,35 @@ class Lightning(NoAnswer):
             "Lightning's Trainer does"
         )
 
+    def before_loop(self) -> dict[str, Callable[[Any], None]] | None:
+        """The Trainer's sanity validation (`num_sanity_val_steps`, 2 by default) runs in
+        `Trainer.fit` before the fit loop asks for the train loader (lightning 2.6,
+        `Trainer._run_stage`: `_run_sanity_check()`, then `fit_loop.run()`, whose `setup_data`
+        calls `train_dataloader()`): the check run skips it, and reaches the loader."""
+        return {
+            f"{package}.trainer.trainer": _no_sanity_check
+            for package in ("lightning.pytorch", "pytorch_lightning")
+        }
+
     def described(self, loader: Any) -> str | None:
         if not remade(loader):
             return None
         ranks = getattr(loader.sampler, "num_replicas", "several")
         sampler = type(loader.sampler).__name__
         return f"re-made with a {sampler} over {ranks} ranks as Lightning's Trainer does"
+
+
+SANITY_SKIPPED = (
+    "harness.probe: harness plan's check run skips Lightning's sanity validation "
+    "(num_sanity_val_steps): the check neither validates nor trains"
+)
+
+
+def _no_sanity_check(module: Any) -> None:
+    """The Trainer of `module` (lightning.pytorch.trainer.trainer) without its sanity validation."""
+    import sys
+
+    def skipped(trainer: Any) -> None:
+        print(SANITY_SKIPPED, file=sys.stderr, flush=True)
+
+    module.Trainer._run_sanity_check = skipped

@@ -45,6 +45,11 @@ def first(ask: Callable[[Adapter], T | None]) -> T | None:
     return None
 
 
+def every(ask: Callable[[Adapter], T | None]) -> list[T]:
+    """Every adapter's answer to `ask` that is not None, in the registry's order."""
+    return [answer for adapter in ADAPTERS if (answer := ask(adapter)) is not None]
+
+
 def owner(thing: Any) -> Adapter | None:
     """The adapter that recognises `thing` (a loader, a data set), else None."""
     return next((adapter for adapter in ADAPTERS if adapter.recognises(thing)), None)

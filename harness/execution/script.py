@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from harness.config.plan import Point
 from harness.execution.dist import TORCHRUN_VARIABLES, DistEnv
@@ -56,6 +57,9 @@ ERROR_CHARS = 500
 LINE_CHARS = 1000
 """An error line longer than this keeps its first and its last characters (a tensor's repr)."""
 TRACEBACK = "Traceback (most recent call last):"
+ENDING = "ending:"
+"""The probe's report as it ends the script itself (handshake.end): this, then its reason,
+URL-quoted (a report is one word)."""
 CHECK_TIMEOUT_S = 60
 """`harness plan`'s check run (check_script): the script's imports, flags and loaders, up to
 its loop; a script still going after this long is stopped."""
@@ -157,6 +161,9 @@ class Ended:
     """The batches the point's loop receives, as its loader's len() says (loop_length)."""
     timed_out: bool = False
     """It was stopped at the time limit it was given (`harness plan`'s check run)."""
+    probe_ended: str = ""
+    """Why the probe ended the script itself ("": it did not): where the script still exited
+    with an error, something raised over the probe's SystemExit (a framework's teardown)."""
 
     @property
     def last_line(self) -> str:
@@ -170,16 +177,30 @@ class Ended:
     def reason(self) -> str:
         """Why units of the point have no row, in one line for the rows' error column: what
         happened, then the end of the script's stderr, its error line whole."""
-        if self.returncode == 0 and self.left_after is not None:
-            return (
+        # An error raised over the probe's own end (a framework's teardown) is not the cause.
+        over = self.returncode != 0 and bool(self.probe_ended)
+        if (self.returncode == 0 or over) and self.left_after is not None:
+            text = (
                 f"the script's loop left harness.probe.measure early (after {self.left_after} "
                 f"batches{self._needed()}): iterate it to its end (no break) so that every rung "
                 "is measured"
             )
-        text = f"the script {self.status()} {self._where()}"
+            if not over:
+                return text
+            text += f" ({self._over()})"
+        elif over:
+            text = f"harness.probe ended the script: {self.probe_ended} ({self._over()})"
+        else:
+            text = f"the script {self.status()} {self._where()}"
         if self.stderr_tail:
             text += f"; stderr: {self.stderr_tail}"
         return text
+
+    def _over(self) -> str:
+        return (
+            f"the script then {self.status()}: an error was raised over the probe's SystemExit as "
+            "it unwound, a framework's teardown; the error below is not the cause"
+        )
 
     def _needed(self) -> str:
         if self.needs is None:
@@ -388,21 +409,30 @@ def run_process(
             raise
         for reader in readers:
             reader.join(timeout=10)
-    words = report_path.read_text().split() if report_path and report_path.exists() else []
     excerpt, error_line, frame = error_excerpt(tail)
-    return Ended(
+    ended = Ended(
         returncode=returncode,
         stderr_tail=excerpt,
         error_line=error_line,
         last_frame=frame,
-        reached="reached" in words,
-        done="done" in words,
-        left_after=next((int(w.split(":")[1]) for w in words if w.startswith("left:")), None),
-        settings=next((json.loads(w[9:]) for w in reversed(words) if w.startswith("settings:")), None),
-        imported="imported" in words,
-        checked="checked" in words,
-        timed_out=timed_out,
+        reached=False,
+        done=False,
     )
+    return replace(ended, timed_out=timed_out, **_reported(report_path))
+
+
+def _reported(report_path: Path | None) -> dict[str, Any]:
+    """What the probe told the job (ProbeJob.report), as Ended's fields."""
+    words = report_path.read_text().split() if report_path and report_path.exists() else []
+    return {
+        "reached": "reached" in words,
+        "done": "done" in words,
+        "left_after": next((int(w.split(":")[1]) for w in words if w.startswith("left:")), None),
+        "settings": next((json.loads(w[9:]) for w in reversed(words) if w.startswith("settings:")), None),
+        "imported": "imported" in words,
+        "checked": "checked" in words,
+        "probe_ended": next((unquote(w[len(ENDING) :]) for w in words if w.startswith(ENDING)), ""),
+    }
 
 
 END_GRACE_S = 5.0

@@ -11,9 +11,10 @@ import os
 import sys
 from dataclasses import asdict
 from typing import Any
+from urllib.parse import quote
 
 from harness.config.plan import Point
-from harness.execution.script import ProbeEnvironmentError, ProbeJob
+from harness.execution.script import ENDING, ProbeEnvironmentError, ProbeJob
 from harness.probe.loop_settings import settings_of
 
 
@@ -105,8 +106,12 @@ def done(job: ProbeJob) -> set[tuple[str, int]]:
     return completed_units(layout.point_dir(job.sweep_dir, job.point.id), job.env.world_size)
 
 
-def end() -> None:
-    """The point is measured and its rows written: the script ends here, status 0."""
+def end(job: ProbeJob, why: str) -> None:
+    """The point is measured and its rows written: the script ends here, status 0. The job is
+    told why first (`ending:`): where a framework's teardown raises over the probe's SystemExit
+    (its own error then ends the process), the failed rows name the probe's reason, not that
+    error (script.Ended.reason)."""
+    job.report(ENDING + quote(why, safe=""))
     sys.stdout.flush()
     sys.stderr.flush()
     raise SystemExit(0)
@@ -118,3 +123,7 @@ def say_imported() -> None:
     job = environ_job()
     if job is not None:
         job.report("imported")
+    if job is not None and job.check:
+        from harness.probe import check_run
+
+        check_run.install()  # a framework's validation before the loop, skipped

@@ -43,10 +43,11 @@ def harnessed(
 ) -> Iterator[Any]:
     if session.state.measured:
         if not how.keep_running:
-            end()
+            end(job, AGAIN)
         log.info("harness.probe: the point is measured; this loop gets no batch")
         return Batches(iter(()), lambda: 0)
-    session.state.measured = True
+    if session.state.pending is not None:  # an iter() that took no batch: it only looked
+        session.state.pending.retire(RETIRED)
     made = recording.probe_record(source)  # probe.loader's loader, or a library's prepared one of it
     if made is not None:
         made = recording.sharded_as_prepared(made, source)
@@ -65,7 +66,19 @@ def harnessed(
     if made is None:
         recording.say_length(own, announced)
     said = recording.loop_length(announced, own)
-    return Batches(_point_batches(job, recorded, point, how, count, announced, given), lambda: said)
+    batches = Batches(_point_batches(job, recorded, point, how, count, announced, given), lambda: said)
+    session.state.pending = batches
+    return batches
+
+
+AGAIN = "a probe.measure after the point was measured: the point is whole, the script ends there"
+"""Why the probe ends the script at a later `measure` (an epoch after the point's)."""
+MEASURED = "the point is measured and its rows written: the script ends there"
+"""Why the probe ends the script when its loop asks for the batch after the last."""
+RETIRED = (
+    "harness.probe: this probe.measure(...) was replaced by a later one before it yielded a batch "
+    "(a second iter() before any batch is taken is not a new pass): iterate the latest"
+)
 
 
 def _point_batches(
@@ -77,9 +90,10 @@ def _point_batches(
     announced: int,
     given: given_loader.GivenLoader | None = None,
 ) -> Generator[Any, None, None]:
+    session.state.measured, session.state.pending = True, None  # its first batch is asked for
     opened, device = _opened(job, recorded, point, how.device, given)
     if opened is None:
-        return _finish(how)
+        return _finish(job, how)
     host: list[Any] = [None]  # the last batch as the loader gave it: the untimed batches' source
     move = mover(device, how.memory_format, how.copy, point.loader.non_blocking)
 
@@ -103,7 +117,7 @@ def _point_batches(
             yield move(copying.deepcopy(host[0]) if device.type == "cpu" else host[0])
     except GeneratorExit:
         return None  # the loop stopped at len(loader): the point is whole
-    return _finish(how)
+    return _finish(job, how)
 
 
 def _measured(
@@ -212,6 +226,6 @@ def _any_batch(recorded: Recorded, point: Point, device: torch.device) -> Any:
         return None
 
 
-def _finish(how: How) -> None:
+def _finish(job: ProbeJob, how: How) -> None:
     if not how.keep_running:
-        end()
+        end(job, MEASURED)

@@ -47,8 +47,12 @@ class State:
     given: dict[str, Any] | None = None
     """The script's own settings, from its first `probe.loader` and `probe.settings` calls."""
     measured: bool = False
-    """Set once a point has been measured in this process: later `measure` calls yield nothing,
-    so that a script's epoch loop around `measure` ends on its own."""
+    """Set once the loop takes its first batch of a point in this process: later `measure`
+    calls yield nothing, so that a script's epoch loop around `measure` ends on its own."""
+    pending: Any = None
+    """The `measure` of the point (its `yielded.Batches`) while no batch has been taken from it:
+    a later `measure` takes its place (a framework's `iter()` that probes the loader is not a
+    pass), and it is retired."""
 
 
 clock = Clock()

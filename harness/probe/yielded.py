@@ -26,9 +26,19 @@ class Batches(Iterator[Any]):
     def __init__(self, batches: Iterator[Any], length: Callable[[], int | None]) -> None:
         self._batches = batches
         self._length = length  # asked only when len() is: a loader's own len() may cost or fail
+        self._retired = ""
 
     def __next__(self) -> Any:
+        if self._retired:
+            raise RuntimeError(self._retired)
         return next(self._batches)
+
+    def retire(self, why: str) -> None:
+        """A later `measure` took this one's place before it yielded a batch (a framework's
+        `iter()` that only checks the loader can be iterated): asked for a batch after all, it
+        raises `RuntimeError(why)` rather than measure the point a second time."""
+        self._retired = why
+        self.close()
 
     def __len__(self) -> int:
         length = self._length()

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from harness import plan_cost
 from harness.config.plan import Point, expand
 from harness.config.spec import parse_spec
 from harness.execution.loop_length import batches_per_loop
-from harness.plan_table import plan_table
+from harness.plan_table import LOOP_LENGTH_NOTE, plan_table
 from tests.conftest import TINY_WORKLOAD
 from tests.fixtures.calls import counted
 
@@ -88,7 +89,19 @@ def test_a_script_point_says_how_many_batches_its_loop_receives(tmp_path: Path) 
     plan = expand(parse_spec(text))
     lines = plan_table(plan).splitlines()
     assert cells(lines[1])[-1] == "len(loader)"
-    assert [cells(line)[-1] for line in lines[3:5]] == [f"{batches_per_loop(p):,}" for p in plan.points]
+    # Three repeats: run here, one a pass (each run of the script receives one repeat's); on
+    # slurm, the three in one job.
+    for line, p in zip(lines[3:5], plan.points, strict=True):
+        one_repeat = replace(p, measure=replace(p.measure, repeats=1))
+        assert line.rstrip().endswith(
+            f"{batches_per_loop(one_repeat):,} a pass ({batches_per_loop(p):,} in one job)"
+        )
+    assert LOOP_LENGTH_NOTE in lines
+    one = expand(parse_spec(text.replace("repeats: 3", "repeats: 1")))
+    assert [cells(line)[-1] for line in plan_table(one).splitlines()[3:5]] == [
+        f"{batches_per_loop(p):,}" for p in one.points
+    ]
+    assert LOOP_LENGTH_NOTE not in plan_table(one).splitlines()
     assert batches_per_loop(plan.points[0]) < batches_per_loop(plan.points[1])  # the workers' stock
     # The script's own prefetch_factor decides the stock: the probe says it at the start.
     own = expand(parse_spec(text.replace(", prefetch_factor: 2", "")))

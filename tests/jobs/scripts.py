@@ -47,6 +47,8 @@ def shrunk(path: Path, tmp_path: Path, measure: str = "{warmup_steps: 1, steps: 
     text = text.replace("--data_dir, data/accelerate-images", f"--data_dir, {tmp_path / 'accelerate-images'}")
     text = text.replace("args: [data/timm-images", f"args: [{tmp_path / 'timm-images'}")
     text = text.replace("args: [data/fabric-images", f"args: [{tmp_path / 'fabric-images'}")
+    text = text.replace("args: [data/lightning-images", f"args: [{tmp_path / 'lightning-images'}")
+    text = text.replace("results/lightning-trainer-out", str(tmp_path / "lightning-trainer-out"))
     text = text.replace('"data/openclip-wds/', f'"{tmp_path / "openclip-wds"}/')
     return text.replace("root: data/harness-data", f"root: {tmp_path / 'harness-data'}")
 
@@ -76,6 +78,9 @@ def make_script_data(path: Path, tmp_path: Path) -> None:
     if "fabric_script" in path.stem:
         pytest.importorskip("lightning", reason="the libs extra (pip install -e .[libs])")
         make_image_folder(tmp_path / "fabric-images", images=40, size=64)
+    if "lightning_trainer_script" in path.stem:
+        pytest.importorskip("lightning", reason="the libs extra (pip install -e .[libs])")
+        make_image_folder(tmp_path / "lightning-images", images=40, size=64)
     if "openclip_wds_script" in path.stem:
         make_webdataset_shards(tmp_path / "openclip-wds", images=40, shards=4, size=64)
     if "hf_trainer_script" in path.stem:  # its token blocks are made in memory

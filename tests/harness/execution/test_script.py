@@ -20,7 +20,7 @@ from harness.config.plan import Point, expand
 from harness.config.spec import parse_spec
 from harness.execution.dist import DistEnv
 from harness.execution.runner import run_point
-from harness.execution.script import ProbeJob, script_environment
+from harness.execution.script import Ended, ProbeJob, script_environment
 from harness.storage.sweep import create_sweep
 from harness_schema import layout
 from harness_schema import rows as results
@@ -132,6 +132,15 @@ def test_a_sequence_of_the_scripts_own_flags_is_one_point_each(tmp_path: Path) -
             "receives, as its loader's len() says; a step limit of the script's (a --test-nsteps) "
             "must be at least 17): iterate it to its end",
         ),
+        (
+            # A framework's teardown raised over the probe's SystemExit: the probe's reason.
+            "teardown",
+            "the script's loop left harness.probe.measure early (after 3 batches of the 17 it "
+            "receives, as its loader's len() says; a step limit of the script's (a --test-nsteps) "
+            "must be at least 17): iterate it to its end (no break) so that every rung is measured "
+            "(the script then exited with status 1: an error was raised over the probe's SystemExit "
+            "as it unwound, a framework's teardown; the error below is not the cause)",
+        ),
     ],
 )
 def test_a_script_that_fails_leaves_failed_rows_that_say_how(tmp_path: Path, fail: str, words: str) -> None:
@@ -156,6 +165,24 @@ def test_a_script_that_fails_leaves_failed_rows_that_say_how(tmp_path: Path, fai
         )
     if fail == "during":
         assert "RuntimeError: the step blew up at batch 2" in rows[0]["error"]
+    if fail == "teardown":
+        assert rows[0]["error"].endswith("RuntimeError: Please call iter(combined_loader) first.")
+
+
+def test_an_error_raised_over_the_probes_end_names_the_probes_reason() -> None:
+    ended = Ended(
+        returncode=1,
+        stderr_tail="RuntimeError: Please call iter(combined_loader) first.",
+        reached=True,
+        done=False,
+        probe_ended="a probe.measure after the point was measured: the point is whole, the script ends there",
+    )
+    assert ended.reason() == (
+        "harness.probe ended the script: a probe.measure after the point was measured: the point is "
+        "whole, the script ends there (the script then exited with status 1: an error was raised over "
+        "the probe's SystemExit as it unwound, a framework's teardown; the error below is not the "
+        "cause); stderr: RuntimeError: Please call iter(combined_loader) first."
+    )
 
 
 LONG_ERROR = (

@@ -7,6 +7,7 @@ import json
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import torch
@@ -17,6 +18,7 @@ from harness.config.plan import expand
 from harness.config.spec import parse_spec
 from harness.execution.dist import DistEnv
 from harness.execution.loop_length import batches_per_loop
+from harness.probe import harnessed as harnessed_module
 from harness_schema import layout
 from harness_schema import rows as results
 from tests.harness.probe.common import (
@@ -127,7 +129,40 @@ def test_the_script_ends_when_its_loop_asks_past_the_point(harnessed) -> None:  
             taken += 1
     assert ended.value.code == 0 and taken == len(loader) == 2 * 4 + 1
     assert [r["status"] for r in rows_of(job)] == ["ok", "ok"]  # written before the end
-    assert milestones(job) == ["reached", "done"]
+    # ...and the job told why the probe ends it, in case an error is raised over its exit.
+    assert milestones(job) == ["reached", "done", "ending:" + quote(harnessed_module.MEASURED, safe="")]
+
+
+def test_a_second_iter_before_any_batch_is_taken_is_not_a_new_pass(harnessed) -> None:  # type: ignore[no-untyped-def]
+    """Lightning's Trainer calls iter() on the train loader once only to check that it can be
+    iterated, then again to train: the first measure, from which no batch was taken, gives way
+    to the second, which measures the point; the first, asked after all, says why it will not."""
+    job = harnessed(script_point(rungs="[host_batch, full]"))
+    loader = probe.loader(Numbers(), batch_size=2)
+    looked = iter(probe.measure(loader, "cpu"))  # the framework's look: no batch taken
+    taken = 0
+    with pytest.raises(SystemExit) as ended:
+        for _ in probe.measure(loader, "cpu"):
+            taken += 1
+    assert ended.value.code == 0 and taken == len(loader) == 2 * 4 + 1
+    assert [r["status"] for r in rows_of(job)] == ["ok", "ok"]
+    with pytest.raises(
+        RuntimeError, match=r"replaced by a later one before it yielded a batch \(a second iter\(\)"
+    ):
+        next(looked)
+
+
+def test_a_measure_after_a_batch_was_taken_is_a_later_epoch(harnessed) -> None:  # type: ignore[no-untyped-def]
+    """Once a batch is taken, a later measure is the next epoch: it ends the script (as
+    before), saying why to the job."""
+    job = harnessed(script_point(rungs="[full]"))
+    loader = probe.loader(Numbers(), batch_size=2)
+    first = probe.measure(loader, "cpu")
+    next(first)
+    with pytest.raises(SystemExit) as ended:
+        probe.measure(loader, "cpu")
+    assert ended.value.code == 0
+    assert milestones(job)[-1] == "ending:" + quote(harnessed_module.AGAIN, safe="")
 
 
 def test_ddp_ranks_get_as_many_batches_each_and_stop_together(tmp_path: Path) -> None:
