@@ -6,9 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from analysis.ladder import headline
+from analysis.ladder.verdict_text import render_verdict
 from tests.analysis.ladder.test_verdict import TWO, ladder
+from tests.fixtures import headline_runs
 
 # Issue 42's case: two repeats on a shared CPU. Reading costs 42 % of the loader's time by its
 # estimate, but its two repeats disagree (full's capacity 10.5 and 9.5 batches/s over raw_sample's
@@ -125,3 +128,24 @@ def test_room_is_the_worst_repeat_of_those_measured_on_both_sides() -> None:
     capacity = pd.Series([40.0, float("nan"), 20.0])
     assert headline.room(demand, capacity) == 20.0 / 9.0
     assert headline.room(demand, pd.Series([float("nan")] * 3)) is None
+
+
+# --- known answers, measured beside a CPU burner (tests/fixtures/headline_runs.py) -----------
+
+
+@pytest.mark.serial
+def test_beside_a_cpu_burner_the_injected_read_is_headlined_and_nothing_where_none_is(tmp_path: Path) -> None:
+    """Two repeats, as in issue 42: 30 ms per read against a loader that falls short of the
+    demand is headlined, settled or not; nothing injected, with the loader ten times the
+    demand or more, nothing is, whatever two repeats' interval says."""
+    with headline_runs.cpu_burner():
+        read = headline_runs.injected(tmp_path / "injected")
+        nothing = headline_runs.control(tmp_path / "control")
+    print(render_verdict(read), render_verdict(nothing), sep="\n")
+    assert read.costliest == "raw data loading", read.sentence
+    settled = "costliest: " if read.costliest_settled else "costliest, not yet settled: "
+    assert f"{settled}raw data loading (" in read.sentence
+    assert nothing.costliest is None and nothing.what_if is None, nothing.sentence
+    assert nothing.state in ("keeps up", "loss outside the loader", "undecided"), nothing.sentence
+    assert nothing.undecided_on != "demand" and "keeps up" in nothing.sentence.split(":")[0]
+    assert ("room to spare" in nothing.sentence) == (nothing.room is not None)
