@@ -38,6 +38,10 @@ class Verdict:
     costliest_settled: bool | None = None
     """Whether the repeats settle the costliest stage's cost (False: the headline says it is not
     yet settled, and the repeats that would settle it); None where no stage is headlined."""
+    room: float | None = None
+    """Where the repeats' interval left undecided whether full's loader keeps up with the step's
+    demand, yet it delivered at least analysis.ladder.headline.ROOM times the demand in every
+    repeat: the least of those ratios (the loader keeps up with room to spare). None elsewhere."""
     tipped_by: str | None = None
     """A cheaper stage whose addition only brought the loader under the demand."""
     repeats: int = 0
@@ -69,6 +73,12 @@ class Stage:
     named: bool
     faster: bool = False  # below beyond the noise faster than above
     worst: Stage | None = None  # for a group: its costliest member
+
+    @property
+    def unsettled(self) -> bool:
+        """Not named because its repeats disagree: its paired ratio's interval reaches across an
+        edge of the ±5 % margin (analysis.noise), not because it was shown small."""
+        return not self.named and self.ratio is not None and self.ratio.judge() == noise.UNDECIDED
 
 
 @dataclass(frozen=True)
@@ -131,6 +141,9 @@ class Capacity:
     vs_demand: noise.Estimate | None  # ref's capacity over the demand
     reach: noise.Estimate | None  # ref's steps/s over the bound's
     tip: Stage | None  # from the last rung that keeps up to the first that does not
+    room: float | None = None
+    """ref's capacity over the demand in the repeat where it was least (paired, repeat by
+    repeat); None without a repeat in common."""
 
     def share(self, stage: Stage) -> float:
         """The stage's share of the loader's time per batch at ref."""

@@ -22,7 +22,11 @@ batches/s the same loader delivers with no train step), the verdict is read from
   1/cap(rung below) − 1/cap(rung above), named when its drop lies wholly beyond the margin,
   with its share of the loader's time at full;
 - the stage that brings the loader from keeping up to not keeping up is named as having only
-  tipped it over, when it is not the costliest.
+  tipped it over, when it is not the costliest;
+- the headline is the stage of the largest estimated cost, said as not yet settled where its
+  repeats disagree, and nothing where the loader delivered at least twice the demand in every
+  repeat: it keeps up with room to spare, even where two repeats' interval cannot say it
+  (analysis.ladder.headline).
 
 Without capacities the verdict falls back on the drops in steps/s, and says the costliest stage
 may be hidden. Every difference is judged by analysis.noise on the per-repeat figures of two
@@ -38,7 +42,7 @@ from itertools import pairwise
 import pandas as pd
 
 from analysis import noise
-from analysis.ladder import caching
+from analysis.ladder import caching, headline
 from analysis.ladder import verdict_text as text
 from analysis.ladder.figures import Capacity, Ladder, Sizes, Stage, Verdict
 from analysis.ladder.verdict_text import AT_THE_EDGE, KEEPS_UP, LOSS_OUTSIDE, SHORT, UNDECIDED, stage_between
@@ -297,6 +301,7 @@ def _capacity(lad: Ladder) -> Capacity | None:
         vs_demand=vs[ref],
         reach=_paired(demand, lad.steps[ref]),
         tip=tip,
+        room=headline.room(demand, rates[ref]),
     )
 
 
@@ -397,7 +402,7 @@ def _capacity_state(cap: Capacity) -> tuple[str, str, noise.Estimate | None]:
     loader = _judge(cap.vs_demand)
     if loader == noise.LOWER:
         return SHORT, "", cap.vs_demand
-    if loader == noise.UNDECIDED:
+    if loader == noise.UNDECIDED and not headline.has_room(cap):
         return UNDECIDED, "demand", cap.vs_demand
     if loader == noise.WITHIN:
         return AT_THE_EDGE, "", cap.vs_demand
@@ -416,13 +421,18 @@ def _capacity_verdict(v: Verdict, lad: Ladder, cap: Capacity, steps: list[Stage]
     v.state, v.undecided_on, deciding = _capacity_state(cap)
     if v.state == UNDECIDED and deciding is not None:
         v.runs_needed = deciding.runs_needed()
+    if _judge(cap.vs_demand) == noise.UNDECIDED and headline.has_room(cap):
+        v.room = cap.room  # the room to spare decided it, not the interval: the sentence says so
     named_steps = sorted((s for s in steps if s.named), key=lambda s: -s.cost)
     if v.state in (SHORT, AT_THE_EDGE) or v.undecided_on == "demand":
-        top = cap.costliest()
-        v.stages, v.costliest, v.costliest_settled = [s.label for s in cap.named()], top.label, top.named
+        v.stages = [s.label for s in cap.named()]
+        v.costliest, v.costliest_settled = headline.loader_headline(cap)
     elif v.state in (LOSS_OUTSIDE, UNDECIDED):
+        # The loader keeps up: steps/s lost on the way to full are the copy or the CPU shared
+        # with the step, named where they drop; headlined unless the loader has room to spare.
         v.stages = [s.label for s in named_steps]
-        v.costliest = v.stages[0] if v.stages else None
+        if v.stages and not headline.has_room(cap):
+            v.costliest, v.costliest_settled = v.stages[0], True
     if v.state == SHORT and cap.tip is not None and cap.tip.label != v.costliest:
         v.tipped_by = cap.tip.label
     v.sentence = text.capacity_sentence(v, lad, cap, named_steps)

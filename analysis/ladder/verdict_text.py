@@ -23,7 +23,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from analysis import noise
-from analysis.ladder import caching
+from analysis.ladder import caching, headline
 from analysis.ladder.figures import Capacity, Ladder, Stage, Verdict
 
 KEEPS_UP, AT_THE_EDGE, SHORT = "keeps up", "at the edge", "does not keep up"
@@ -52,6 +52,11 @@ def capacity_sentence(v: Verdict, lad: Ladder, cap: Capacity, named_steps: list[
     )
     missing = full_missing(lad, cap.ref)
     costs_ = costs(cap, cap.named())
+    keeps = "keeps up"
+    if v.room is not None:
+        # The interval could not say it (two repeats: Student's t of 12.7); every repeat did.
+        keeps = "keeps up with room to spare"
+        delivers += f", at least {times(v.room)} in each of its {lad.repeats} repeats ({_ci(cap.vs_demand)})"
     if v.state == SHORT:
         text = f"the input pipeline does not keep up: {delivers}; {reach}. {costs_}"
         if v.tipped_by is not None and cap.tip is not None:
@@ -73,16 +78,16 @@ def capacity_sentence(v: Verdict, lad: Ladder, cap: Capacity, named_steps: list[
         )
     if v.state == UNDECIDED:
         return (
-            f"the loader keeps up ({delivers}); whether {cap.ref} keeps up with the bound is "
+            f"the loader {keeps} ({delivers}); whether {cap.ref} keeps up with the bound is "
             f"undecided: {reach} ({_ci(cap.reach)}){_runs(v)}{missing}"
         )
     if v.state == LOSS_OUTSIDE:
         clauses = "; ".join(drop_clause(s) for s in named_steps) or "no single stage stands out"
         return (
-            f"the loader keeps up ({delivers}) but {reach}: the loss is outside the loader's "
+            f"the loader {keeps} ({delivers}) but {reach}: the loss is outside the loader's "
             f"throughput (the copy of fresh batches, or the CPU shared with the step); {clauses}{missing}"
         )
-    who = "the input pipeline keeps up" if cap.ref == "full" else f"down to {cap.ref}, the loader keeps up"
+    who = f"the input pipeline {keeps}" if cap.ref == "full" else f"down to {cap.ref}, the loader {keeps}"
     return f"{who}: {delivers}; {reach}{missing}"
 
 
@@ -123,12 +128,12 @@ def times(ratio: float) -> str:
 def costs(cap: Capacity, named: list[Stage]) -> str:
     """The headline: the stage of the largest estimated cost, said as not yet settled where its
     repeats disagree (never a smaller stage promoted for its tighter interval), then the
-    settled ones."""
+    settled ones (analysis.ladder.headline)."""
     top = cap.costliest()
-    if not named:
+    if not top.named and not top.unsettled:
         return (
             f"no stage's cost stands out above the noise; the most is {top.label} "
-            f"({cap.share(top):.0%} of the loader's time at {cap.ref}){_settle(top)}"
+            f"({cap.share(top):.0%} of the loader's time at {cap.ref})"
         )
     if top.named:
         text = f"costliest: {top.label} ({cap.share(top):.0%} of the loader's time at {cap.ref})"
@@ -140,8 +145,10 @@ def costs(cap: Capacity, named: list[Stage]) -> str:
         f"costliest, not yet settled: {top.label} ({cap.share(top):.0%} of the loader's time at "
         f"{cap.ref}, estimated; its repeats disagree ({_ci(top.ratio)}){_settle(top)})"
     )
+    if not named:
+        return text
     # Other stages larger than the first settled one, unsettled too, are said, not dropped.
-    unsure = [s for s in cap.stages if not s.named and s is not top and s.cost > named[0].cost]
+    unsure = [s for s in cap.stages if s.unsettled and s is not top and s.cost > named[0].cost]
     for s in sorted(unsure, key=lambda s: -s.cost):
         text += f"; {s.label} may cost more too ({cap.share(s):.0%} estimated, {_ci(s.ratio)})"
     return text + "; settled: " + ", ".join(f"{s.label} ({cap.share(s):.0%})" for s in named)
@@ -149,9 +156,9 @@ def costs(cap: Capacity, named: list[Stage]) -> str:
 
 def _settle(stage: Stage) -> str:
     """The repeats that would settle an unsettled stage's cost, in words ("" where settled)."""
-    if stage.named or stage.ratio is None:
+    if not stage.unsettled:
         return ""
-    runs = stage.ratio.runs_needed()
+    runs = headline.repeats_to_settle(stage)
     if runs is None:
         return f": more than {noise.MAX_RUNS} repeats would be needed to settle it"
     return f": about {runs} repeats would settle it"
