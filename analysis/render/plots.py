@@ -313,7 +313,9 @@ def _shade_phases(fig: Figure, axes: list[Axes], spans: list[tuple[str, float, f
     palette = itertools.cycle(PHASE_COLORS)
     for phase, start, end in spans:
         rung = phase.split("/")[0]
-        color = colors.setdefault(rung, next(palette))
+        if rung not in colors:  # the palette moves on once a rung, not once a span
+            colors[rung] = next(palette)
+        color = colors[rung]
         light = phase.endswith(("/warmup", "/capacity"))
         for ax in axes:
             ax.axvspan(start, end, color=color, alpha=0.07 if light else 0.2, lw=0)

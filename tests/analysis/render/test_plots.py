@@ -224,3 +224,20 @@ def test_timeline_phases_are_named_once_in_a_legend_not_on_the_plot(tmp_path: Pa
     (legend,) = fig.legends
     names = [t.get_text() for t in legend.get_texts()]
     assert names[:2] == ["host_batch", "full"] and "warmup" in names[2]
+
+
+def test_each_rung_of_a_ladder_has_its_own_shade(tmp_path: Path) -> None:
+    """The palette moved on at every span (a warmup, a window, and a capacity pass below the
+    cached batches), so a ladder's later rungs came round to earlier ones' colours."""
+    write_timeline(tmp_path)
+    samples = load_samples(tmp_path, 0)
+    assert samples is not None
+    rungs = ["device_batch", "host_batch", "processed_sample", "transform:3", "transform:2", "raw_sample", "full"]
+    parts = {r: ("/warmup", "") if r.endswith("_batch") else ("/warmup", "", "/capacity") for r in rungs}
+    spans = [f"{r}/0{part}" for r in rungs for part in parts[r]]
+    samples = samples.iloc[: len(spans)].assign(phase=spans)
+    fig = plots.timeline_figure(samples, title="t")
+    assert fig is not None
+    (legend,) = fig.legends
+    shades = {t.get_text(): tuple(h.get_facecolor()) for t, h in zip(legend.get_texts(), legend.legend_handles)}
+    assert len({shades[r] for r in rungs}) == len(rungs)
