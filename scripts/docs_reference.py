@@ -100,7 +100,8 @@ def layout_page() -> str:
         "standalone array scripts), `benchmarks/` (the harness's own costs and the truth of its",
         "figures), `tests/` (mirrors the packages; `tests/slurm/` holds the real-cluster tests),",
         "`scripts/` (`setup.sh`, `quickstart.sh`, `test.sh`, `gpu_suite.sh`, and this page's",
-        "generator `docs_reference.py` and `docs_outputs.py`).",
+        "generator `docs_reference.py` and `docs_outputs.py`; `make_figures.py`, the manual's",
+        "figures from real runs).",
     ]
     for package in PACKAGES:
         folders: dict[str, list[Path]] = {}
