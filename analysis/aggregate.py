@@ -73,7 +73,7 @@ UNKNOWN_TYPE = "unknown node type"
 
 def add_nodes(rows: pd.DataFrame, meta: pd.DataFrame | None = None) -> pd.DataFrame:
     """Add `node` (the host, or hosts joined by + for a multi-node Slurm run) and `node_type`
-    (GPU count and model from meta-rank<k>.json, matched by sweep, point and rank)."""
+    (GPU count and model from `meta-rank<k>.json`, matched by sweep, point and rank)."""
     rows = rows.copy()
     node = rows["hostname"].astype(object)
     slurm = rows["jobid"] != ""

@@ -464,7 +464,7 @@ META_COLUMNS = (
 def load_meta(
     rows: pd.DataFrame, problems: list[str] | None = None, *, consolidated: bool = False
 ) -> pd.DataFrame:
-    """meta-rank<k>.json of every (sweep dir, point, rank) in `rows`: one row each, with the
+    """`meta-rank<k>.json` of every (sweep dir, point, rank) in `rows`: one row each, with the
     host, GPU model and count, and versions. A missing file gives no row; a corrupt one is
     reported in `problems`. `consolidated`: take the bytes of the files unchanged since from
     their sweep's consolidated meta file (analysis/consolidated.py), and write it again where
@@ -593,7 +593,7 @@ def load_plan(sweep_dir: Path, problems: list[str] | None = None) -> SweepPlan |
 
 
 def load_samples(point_path: Path, rank: int) -> pd.DataFrame | None:
-    """The sampler's timeline of one rank of one point (samples-rank<k>.csv), or None."""
+    """The sampler's timeline of one rank of one point (`samples-rank<k>.csv`), or None."""
     path = point_path / SAMPLES_FILE.format(rank=rank)
     if not path.is_file():
         return None

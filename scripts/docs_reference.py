@@ -65,7 +65,7 @@ def spec_page(current: str) -> str:
     from harness_schema import settings
 
     def table(match: re.Match[str]) -> str:
-        return f"{match.group(1)}\n\n{settings.field_table(match.group(2))}\n\n{match.group(3)}"
+        return f"{match.group(1)}\n\n{_prose(settings.field_table(match.group(2)))}\n\n{match.group(3)}"
 
     pattern = re.compile(r"(<!-- fields: (\w+) -->)\n.*?\n(<!-- /fields -->)", re.S)
     return pattern.sub(table, current)
@@ -75,7 +75,17 @@ def _first_line(path: Path) -> str:
     doc = ast.get_docstring(ast.parse(path.read_text()))
     if not doc:
         return ""
-    return " ".join(doc.split("\n\n")[0].split()).replace("|", "\\|")
+    return _prose(" ".join(doc.split("\n\n")[0].split()).replace("|", "\\|"))
+
+
+def _prose(text: str) -> str:
+    """`text` with its opening angle brackets outside code spans escaped: a docstring's placeholder
+    (`results/<spec name>/`, `rank<k>.csv` written without backticks) is otherwise an unknown
+    HTML tag to the browser, which hides it (the page read `results//.` and `rank.csv`)."""
+    parts = re.split(r"(`[^`]*`)", text)
+    return "".join(
+        part if part.startswith("`") else part.replace("<", "&lt;") for part in parts
+    )
 
 
 def layout_page() -> str:
@@ -90,7 +100,8 @@ def layout_page() -> str:
         "standalone array scripts), `benchmarks/` (the harness's own costs and the truth of its",
         "figures), `tests/` (mirrors the packages; `tests/slurm/` holds the real-cluster tests),",
         "`scripts/` (`setup.sh`, `quickstart.sh`, `test.sh`, `gpu_suite.sh`, and this page's",
-        "generator `docs_reference.py` and `docs_outputs.py`).",
+        "generator `docs_reference.py` and `docs_outputs.py`; `make_figures.py`, the manual's",
+        "figures from real runs).",
     ]
     for package in PACKAGES:
         folders: dict[str, list[Path]] = {}
@@ -155,7 +166,7 @@ def columns_page() -> str:
             names = ", ".join(f"`{c}`" for c in SETTING_COLUMNS)
             spec = "[the spec](spec.md#every-setting)"
             doc = f"not a column: the point's settings, a column each ({names}): {spec}"
-        out.append(f"| `{column}` | {doc.replace('|', chr(92) + '|')} |")
+        out.append(f"| `{column}` | {_prose(doc).replace('|', chr(92) + '|')} |")
     return "\n".join(out) + "\n"
 
 

@@ -148,6 +148,38 @@ def test_the_site_check_finds_a_link_that_leads_nowhere(tmp_path: Path) -> None:
     ]
 
 
+# The elements MkDocs, Material and the pages' own Markdown make. Any other start tag on a built
+# page is a placeholder of the prose (`results/<spec name>/`, `rank<k>.csv`) that the browser
+# took for an unknown element and hid.
+TAG_WORDS = (
+    "a abbr article aside blockquote body br button caption code col colgroup dd del details div dl dt em "
+    "figcaption figure footer form h1 h2 h3 h4 h5 h6 head header hr html i img input kbd label li link main "
+    "meta nav ol p path pre script small span strong style sub summary sup svg table tbody td th thead title "
+    "tr ul"
+)
+HTML_TAGS = set(TAG_WORDS.split())
+
+
+def hidden_placeholders(site: Path) -> list[str]:
+    found = []
+
+    class Tags(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag not in HTML_TAGS:
+                found.append(f"{page.relative_to(site)}: <{tag}{''.join(' ' + k for k, _ in attrs)}>")
+
+    for page in sorted(site.rglob("*.html")):
+        Tags().feed(page.read_text())
+    return found
+
+
+def test_a_placeholder_in_angle_brackets_is_found_where_the_browser_would_hide_it(tmp_path: Path) -> None:
+    (tmp_path / "index.html").write_text(
+        "<p>results/<spec name>/<sweep id>, <code>rank&lt;k&gt;.csv</code>, rank&lt;k&gt;.csv</p>"
+    )
+    assert hidden_placeholders(tmp_path) == ["index.html: <spec name>", "index.html: <sweep id>"]
+
+
 def test_the_built_site_has_no_link_that_leads_nowhere(tmp_path: Path) -> None:
     """mkdocs build --strict of this checkout (as scripts/test.sh builds it), then every page's
     links and assets followed on the built site."""
@@ -163,6 +195,7 @@ def test_the_built_site_has_no_link_that_leads_nowhere(tmp_path: Path) -> None:
     )
     assert built.returncode == 0, built.stdout + built.stderr
     assert site_broken_links(site) == []
+    assert hidden_placeholders(site) == []
     # The repository's files the manual links to have their pages there.
     assert (site / "source" / "harness" / "execution" / "loop.py" / "index.html").is_file()
 

@@ -1,4 +1,5 @@
-"""Plots of a sweep, as PNG: throughput against num_workers, the caching ladder, a point's timeline.
+"""Plots of a sweep, as PNG: throughput against num_workers, the caching ladder, a point's timeline;
+and of what reads several sweeps: tune's model against its measured points, a comparison of two.
 
 Figures are made with matplotlib's object API on the Agg canvas (no pyplot, no display, no
 global state), so a login node without X, or a test, draws them the same way. Each plot is
@@ -12,9 +13,10 @@ import io
 import itertools
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -26,8 +28,10 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from analysis.aggregate import WORKLOAD_COLUMNS, table_rows
+from analysis.grid.compare import Comparison, comparison_table
 from analysis.grid.recommend import Recommendation
 from analysis.load import SAMPLES_FILE, load_samples
+from analysis.tune.model import COPY, Config
 from harness_schema import rungs as rung_names
 from harness_schema.atomic import atomic_write_bytes
 from harness_schema.settings import WORKER_ONLY
@@ -239,6 +243,7 @@ def ladder_png(rows: pd.DataFrame, title: str) -> bytes | None:
         )
     ax.set_xticks(range(len(order)), order, rotation=20, ha="right")
     ax.set_ylabel("samples/s (all ranks)")
+    ax.set_ylim(bottom=0)  # an interval of few runs can reach below 0; no rate does
     ax.set_title(title, fontsize=10)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8)
@@ -313,7 +318,9 @@ def _shade_phases(fig: Figure, axes: list[Axes], spans: list[tuple[str, float, f
     palette = itertools.cycle(PHASE_COLORS)
     for phase, start, end in spans:
         rung = phase.split("/")[0]
-        color = colors.setdefault(rung, next(palette))
+        if rung not in colors:  # the palette moves on once a rung, not once a span
+            colors[rung] = next(palette)
+        color = colors[rung]
         light = phase.endswith(("/warmup", "/capacity"))
         for ax in axes:
             ax.axvspan(start, end, color=color, alpha=0.07 if light else 0.2, lw=0)
@@ -331,3 +338,123 @@ def _shade_phases(fig: Figure, axes: list[Axes], spans: list[tuple[str, float, f
         title_fontsize=8,
         frameon=False,
     )
+
+
+# tune.json's settings of a configuration besides num_workers (analysis/tune/model.Config).
+TUNE_LINE_SETTINGS = [*WORKER_ONLY, *COPY]
+
+
+def tune_png(summary: Mapping[str, Any], title: str) -> bytes | None:
+    """tune's model against what it measured (tune.json, harness/tune/summary.py): samples/s
+    against num_workers, one line per setting that varies besides it (prefetch_factor...), the
+    prediction's 95 % interval as a band, each measured run as a circle of its line's colour,
+    and the recommendation starred. num_workers=0 (no prefetch) starts every line; its runs are
+    drawn once, in the first line's colour. None without predictions."""
+    predicted = _configs(summary.get("predictions") or [])
+    if predicted.empty:
+        return None
+    runs = _configs([{**m, "rate": v} for m in summary.get("measured") or [] for v in m["runs"]])
+    workers = predicted[predicted["num_workers"] > 0]
+    vary = [k for k in TUNE_LINE_SETTINGS if workers[k].nunique(dropna=False) > 1]
+    fig = Figure(figsize=(7, 4.2))
+    ax = fig.add_subplot()
+    lines = list(workers.groupby(vary, sort=True, dropna=False)) if vary else [((), workers)]
+    for n, (values, line) in enumerate(lines):
+        settings = dict(zip(vary, values if isinstance(values, tuple) else (values,), strict=True))
+        copy = {k: v for k, v in settings.items() if k in COPY}
+        points = pd.concat([_matching(predicted[predicted["num_workers"] == 0], copy), line])
+        points = points.sort_values("num_workers")
+        label = ", ".join(f"{k}={_text(v)}" for k, v in settings.items()) or "predicted"
+        (drawn,) = ax.plot(points["num_workers"], points["samples_per_s"], marker=".", label=label)
+        if points[["low", "high"]].notna().all().all():
+            ax.fill_between(
+                points["num_workers"],
+                points["low"],
+                points["high"],
+                color=drawn.get_color(),
+                alpha=0.12,
+                lw=0,
+            )
+        mine = _matching(runs[runs["num_workers"] > 0], settings) if not runs.empty else runs
+        if n == 0 and not runs.empty:
+            mine = pd.concat([mine, _matching(runs[runs["num_workers"] == 0], copy)])
+        # Side by side within a num_workers, so that the lines' runs do not hide each other.
+        shift = (n - (len(lines) - 1) / 2) * 0.06
+        if not mine.empty:
+            ax.plot(mine["num_workers"] + shift, mine["rate"], "o", color=drawn.get_color(), mfc="none", ms=6)
+    answer = summary.get("answer")
+    chosen = _matching(runs, _configs([answer]).iloc[0].to_dict()) if answer and not runs.empty else runs
+    if answer and not chosen.empty:
+        ax.plot(
+            [answer["num_workers"]],
+            [chosen["rate"].median()],
+            "*",
+            color="black",
+            ms=13,
+            label="recommendation (median of its runs)",
+        )
+    ax.plot([], [], "o", color="0.4", mfc="none", label="runs measured")
+    ax.set_xticks(sorted(predicted["num_workers"].unique()))
+    ax.set_xlabel("num_workers")
+    ax.set_ylabel("samples/s (lines: predicted, 95 % band)")
+    ax.set_ylim(bottom=0)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    return _png(fig)
+
+
+def _configs(entries: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """tune.json's configurations, their settings as analysis.tune.model.Config reads them (no
+    prefetch at num_workers=0), with the entries' figures."""
+    rows = []
+    for entry in entries:
+        c = Config.of(entry)
+        settings = {k: getattr(c, k) for k in ("num_workers", *TUNE_LINE_SETTINGS)}
+        rows.append({**entry, **settings, "prefetch_factor": c.prefetch_factor or 0})
+    return pd.DataFrame(rows)
+
+
+def _matching(frame: pd.DataFrame, settings: Mapping[str, Any]) -> pd.DataFrame:
+    for k, v in settings.items():
+        if k in TUNE_LINE_SETTINGS or k == "num_workers":
+            frame = frame[frame[k] == v]
+    return frame
+
+
+def comparison_png(c: Comparison, title: str) -> bytes | None:
+    """`harness compare`, drawn: per matched configuration, A's and B's samples/s as bars (the
+    median over their runs), each run as a dot, and the comparison's word over the pair
+    (faster, slower, same, undecided, untested). None with nothing matched."""
+    if c.table.empty:
+        return None
+    shown = comparison_table(c).columns
+    key = list(shown[: list(shown).index("A samples/s")])
+    table = c.table
+    if "num_workers" in table:
+        table = table.assign(_order=pd.to_numeric(table["num_workers"], errors="coerce")).sort_values(
+            "_order"
+        )
+    fig = Figure(figsize=(max(5.0, 1.3 * len(table) + 2), 4.2))
+    ax = fig.add_subplot()
+    for side, offset, color in (("a", -0.2, "tab:gray"), ("b", 0.2, "tab:blue")):
+        x = [i + offset for i in range(len(table))]
+        ax.bar(x, table[f"samples_per_s_{side}"], width=0.38, color=color, alpha=0.6, label=side.upper())
+        for xi, runs in zip(x, table[f"run_samples_per_s_{side}"], strict=True):
+            ax.plot([xi] * len(runs), runs, "o", color=color, ms=4, mfc="none")
+    top = [
+        max(row.samples_per_s_a, row.samples_per_s_b, *row.run_samples_per_s_a, *row.run_samples_per_s_b)
+        for row in table.itertuples()
+    ]
+    for i, (word, high) in enumerate(zip(table["judgement"], top, strict=True)):
+        ax.annotate(
+            word or "-", (i, high), xytext=(0, 6), textcoords="offset points", ha="center", fontsize=8
+        )
+    labels = [", ".join(f"{k}={row[k]}" for k in key) for _, row in table.iterrows()]
+    ax.set_xticks(range(len(table)), labels, fontsize=8)
+    ax.set_ylabel("samples/s (bars: median; circles: runs)")
+    ax.set_ylim(0, max(top) * 1.18)
+    ax.set_title(title, fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    return _png(fig)

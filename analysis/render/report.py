@@ -53,7 +53,7 @@ def build_report(
 ) -> Report:
     """`by`: node (a table per host) or gpu (per node type: GPU model and count). `wide`: every
     column of the tables, as CSV has them; else the columns a person reads (tables.readable). `plots`:
-    write the PNGs under <sweep dir>/plots/ and name them; the HTML format embeds them anyway.
+    write the PNGs under `<sweep dir>/plots/` and name them; the HTML format embeds them anyway.
     `consolidated`: read the sweeps' consolidated files, and write them again where rank
     files were added or changed (analysis/consolidated.py); else read every rank file."""
     loaded = load_results(paths, consolidated=consolidated, refresh=consolidated)

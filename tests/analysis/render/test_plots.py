@@ -224,3 +224,102 @@ def test_timeline_phases_are_named_once_in_a_legend_not_on_the_plot(tmp_path: Pa
     (legend,) = fig.legends
     names = [t.get_text() for t in legend.get_texts()]
     assert names[:2] == ["host_batch", "full"] and "warmup" in names[2]
+
+
+def test_each_rung_of_a_ladder_has_its_own_shade(tmp_path: Path) -> None:
+    """The palette moved on at every span (a warmup, a window, and a capacity pass below the
+    cached batches), so a ladder's later rungs came round to earlier ones' colours."""
+    write_timeline(tmp_path)
+    samples = load_samples(tmp_path, 0)
+    assert samples is not None
+    rungs = [
+        "device_batch",
+        "host_batch",
+        "processed_sample",
+        "transform:3",
+        "transform:2",
+        "raw_sample",
+        "full",
+    ]
+    parts = {r: ("/warmup", "") if r.endswith("_batch") else ("/warmup", "", "/capacity") for r in rungs}
+    spans = [f"{r}/0{part}" for r in rungs for part in parts[r]]
+    samples = samples.iloc[: len(spans)].assign(phase=spans)
+    fig = plots.timeline_figure(samples, title="t")
+    assert fig is not None
+    (legend,) = fig.legends
+    shades = {
+        t.get_text(): tuple(h.get_facecolor())
+        for t, h in zip(legend.get_texts(), legend.legend_handles, strict=True)
+    }
+    assert len({shades[r] for r in rungs}) == len(rungs)
+
+
+def tune_summary() -> dict[str, object]:
+    """A tune.json's predictions, runs and answer: two prefetch factors, three worker counts."""
+
+    def config(workers: int, prefetch: int | None) -> dict[str, object]:
+        return {
+            "num_workers": workers,
+            "prefetch_factor": prefetch,
+            "persistent_workers": True,
+            "pin_memory": False,
+            "non_blocking": False,
+        }
+
+    grid = [(0, None, 100.0), (1, 1, 180.0), (1, 2, 190.0), (2, 1, 250.0), (2, 2, 300.0)]
+    return {
+        "predictions": [
+            {**config(w, p), "samples_per_s": rate, "low": rate * 0.9, "high": rate * 1.1, "bound": "loader"}
+            for w, p, rate in grid
+        ],
+        "measured": [
+            {**config(0, None), "runs": [98.0, 101.0, 99.0]},
+            {**config(2, 2), "runs": [305.0, 296.0, 310.0]},
+            {**config(2, 1), "runs": [262.0, 255.0, 258.0]},
+        ],
+        "answer": config(2, 2),
+    }
+
+
+def test_tune_lines_are_the_predictions_and_its_circles_every_run_measured(drawn: list[Figure]) -> None:
+    assert plots.tune_png(tune_summary(), title="t") is not None
+    (ax,) = drawn[0].axes
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == [
+        "prefetch_factor=1",
+        "prefetch_factor=2",
+        "recommendation (median of its runs)",
+        "runs measured",
+    ]
+    predicted = {
+        line.get_label(): list(line.get_ydata()) for line in ax.lines if line.get_label() in labels[:2]
+    }
+    # num_workers=0 (no prefetch) starts both lines.
+    assert predicted == {
+        "prefetch_factor=1": [100.0, 180.0, 250.0],
+        "prefetch_factor=2": [100.0, 190.0, 300.0],
+    }
+    circles = sorted(float(y) for line in ax.lines if line.get_marker() == "o" for y in line.get_ydata())
+    assert circles == sorted([98.0, 101.0, 99.0, 305.0, 296.0, 310.0, 262.0, 255.0, 258.0])
+    (star,) = [line for line in ax.lines if line.get_marker() == "*"]
+    assert list(star.get_xdata()) == [2] and list(star.get_ydata()) == [305.0]
+
+
+def test_tune_without_predictions_draws_nothing() -> None:
+    assert plots.tune_png({"predictions": [], "measured": []}, title="t") is None
+
+
+def test_a_comparison_draws_each_side_and_names_its_judgement(tmp_path: Path, drawn: list[Figure]) -> None:
+    from analysis.grid.compare import compare
+    from tests.analysis.grid.test_compare import config
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    for sweep, scale in ((a, 1.0), (b, 1.5)):
+        config(sweep, "p0", 0, [100 * scale, 101 * scale, 99 * scale])
+        config(sweep, "p2", 2, [200.0, 202.0, 198.0])
+    assert plots.comparison_png(compare([a], [b]), title="t") is not None
+    (ax,) = drawn[0].axes
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["num_workers=0", "num_workers=2"]
+    assert [t.get_text() for t in ax.texts] == ["faster", "same (within ±5%)"]
+    heights = [round(bar.get_height()) for bar in ax.patches]
+    assert heights == [100, 200, 150, 200]  # A's bars, then B's
