@@ -367,7 +367,7 @@ def _check_scripts(spec_path: Path, plan: Plan) -> None:
         return  # before the imports: 30 ms of a plan of built-in workloads (issue #36)
     from concurrent.futures import ThreadPoolExecutor
 
-    from harness.execution.script import check_refusal, check_script, check_warning, command
+    from harness.execution.script import check_notes, check_refusal, check_script, check_warning, command
 
     firsts: dict[tuple[str, ...], Point] = {}
     for point in plan.points:
@@ -382,6 +382,8 @@ def _check_scripts(spec_path: Path, plan: Plan) -> None:
         refusal = check_refusal(ended, " ".join(argv[2:]), firsts[argv])
         if refusal is not None:
             raise SpecError(refusal[1], file=str(spec_path), field=refusal[0])
+        for note in dict.fromkeys(check_notes(ended)):
+            log.info("%s", note)
         if warning := check_warning(ended):
             log.warning("%s: the script's check run (%s): %s", spec_path, " ".join(argv[2:]), warning)
 

@@ -609,6 +609,21 @@ def _own_setting_hint(error_line: str, point: Point | None) -> str:
     )
 
 
+CHECK_NOTE = "harness.probe: harness plan's check run "
+"""How the probe starts a line that says what it changed in `harness plan`'s check run (a
+framework's validation skipped: adapters' before_loop), which plan passes on to the user."""
+
+
+def check_notes(ended: Ended) -> list[str]:
+    """The probe's own notes on the check run, as the script's stderr carried them (its tail's
+    lines, joined by " | "), without the probe's prefix."""
+    return [
+        part.strip().removeprefix("harness.probe: ")
+        for part in ended.stderr_tail.split(" | ")
+        if part.strip().startswith(CHECK_NOTE)
+    ]
+
+
 def check_warning(ended: Ended) -> str:
     """What a check run that neither passed nor was refused says (a login node without the
     GPU or the data the script wants), in one line; "" where it passed."""

@@ -73,11 +73,13 @@ def test_plans_check_reaches_the_loader_without_lightnings_sanity_validation(tmp
     which Lightning asks for after its sanity validation; that validation is skipped, and
     the run says so."""
     from harness.adapters.lightning import SANITY_SKIPPED
-    from harness.execution.script import check_script
+    from harness.execution.script import check_notes, check_script
 
     make_image_folder(tmp_path / "images", images=20, size=16)
     (point,) = expand(parse_spec(spec_text(tmp_path / "images", tmp_path / "out"))).points
     ended = check_script(point)
     assert ended.checked and ended.returncode == 0, ended.reason()
     assert SANITY_SKIPPED in ended.stderr_tail
+    # What harness plan then says (cli._check_scripts logs each note once).
+    assert check_notes(ended) == [SANITY_SKIPPED.removeprefix("harness.probe: ")]
     assert "Sanity Checking" not in ended.stderr_tail
