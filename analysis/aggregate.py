@@ -274,7 +274,8 @@ def over_runs(runs: pd.DataFrame) -> pd.DataFrame:
     jobid = runs.assign(jobid=runs["jobid"].replace("", None)).groupby(KEY, sort=False)["jobid"].first()
     out = summary.join(first).join(jobid).reset_index()
     out["jobid"] = out["jobid"].fillna(out["point_id"]).astype(object)
-    out["sweep"] = [_sweep_label(s) for s in out["sweep_dir"]]
+    labels = {d: _sweep_label(d) for d in out["sweep_dir"].unique()}
+    out["sweep"] = out["sweep_dir"].map(labels).astype(object)
     return out
 
 
@@ -308,6 +309,9 @@ def _outliers(runs: pd.DataFrame, rates: pd.Series, codes: np.ndarray) -> pd.Ser
     labels = _tuples(label, codes, rates.index)
     cells = []
     for values, names in zip(rates, labels, strict=True):
+        if len(values) < 3:  # noise.outliers names none under 3 runs
+            cells.append("")
+            continue
         middle = statistics.median(values)
         cells.append("; ".join(f"{names[i]} {values[i] / middle - 1:+.0%}" for i in noise.outliers(values)))
     return pd.Series(cells, index=rates.index, dtype=object)

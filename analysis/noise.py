@@ -87,11 +87,15 @@ _T975: tuple[float, ...] = (
 )
 
 
+_T_LIMIT = 1.96
+"""Student's t quantile beyond 30 degrees of freedom, and the least it ever is."""
+
+
 def t_quantile(df: float) -> float:
     """The 0.975 quantile of Student's t with `df` degrees of freedom (df rounded down)."""
     if df < 1:
         raise ValueError(f"degrees of freedom must be >= 1 (got {df})")
-    return _T975[int(df) - 1] if df <= len(_T975) else 1.96
+    return _T975[int(df) - 1] if df <= len(_T975) else _T_LIMIT
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +222,13 @@ class Estimate:
         # in the same order (so the same df to the bit), without two sides made per count
         # (a report on 100,000 points asks this of ~20,000 undecided points).
         spreads = [side.var * side.n for side in self.sides]
-        for runs in range(n + 1, MAX_RUNS + 1):
+        # t is never below its limit 1.96, so no count under n·((1.96 + z)·se / distance)² can
+        # pass the test below: the search starts there (one less, for the float's rounding),
+        # and a difference that needs more than MAX_RUNS is told without counting up to it.
+        fewest = n * ((_T_LIMIT + POWER_Z) * se / distance) ** 2
+        if fewest > MAX_RUNS + 1:
+            return None
+        for runs in range(max(n + 1, math.floor(fewest) - 1), MAX_RUNS + 1):
             projected_df = runs - 2 * int(TRIM * runs) - 1  # every projected side's
             if len(spreads) == 1:
                 df = float(projected_df)
@@ -398,9 +408,11 @@ def relative_half_width(values: Sequence[float]) -> float | None:
     clean = [v for v in values if _positive(v)]
     if len(clean) < 2:
         return None
-    est = location(clean)
-    assert est.low is not None and est.high is not None
-    return math.sinh(math.log(est.high / est.low) / 2)
+    # location(clean)'s interval is center ± t·se on the log scale, so its half-width on that
+    # scale is t·se whatever the center: the Hodges-Lehmann center (every pair's mean) and the
+    # Estimate are not made (a report computes this once per point: 100,000 in issue #36's).
+    side = _side([math.log(v) for v in clean])
+    return math.sinh(t_quantile(max(1.0, _welch_df((side,)))) * math.sqrt(side.var))
 
 
 def outliers(values: Sequence[float], margin: float = MARGIN) -> list[int]:

@@ -102,6 +102,38 @@ def test_runs_needed_follow_the_precision_formula() -> None:
     assert noise.independent_ratio([100, 101, 99], [95.0, 96.0, 94.0]).runs_needed() is None
 
 
+def test_runs_needed_starts_its_search_where_nothing_below_can_pass() -> None:
+    """runs_needed skips the counts that t's floor (1.96) rules out (issue #36: 20,000
+    undecided points a report): the count is the one a search from n + 1 finds, for one
+    side or two, trimmed or not, and None past MAX_RUNS."""
+    import random
+
+    def counted_from_n(r: noise.Estimate) -> int | None:
+        center, se = r._center_se()
+        edges = (math.log1p(-noise.MARGIN), math.log1p(noise.MARGIN))
+        distance = min(abs(center - e) for e in edges)
+        n = min(side.n for side in r.sides)
+        for runs in range(n + 1, noise.MAX_RUNS + 1):
+            projected = [noise._project(side, runs) for side in r.sides]
+            df = noise._welch_df(projected)
+            if (noise.t_quantile(max(1.0, df)) + noise.POWER_Z) * se * math.sqrt(n / runs) <= distance:
+                return runs
+        return None
+
+    pick = random.Random(19)
+    found = set()
+    for _ in range(400):
+        a = [pick.lognormvariate(5, 0.05) for _ in range(pick.randint(2, 7))]
+        b = [pick.lognormvariate(5, 0.05) * pick.uniform(0.85, 1.1) for _ in range(pick.randint(2, 7))]
+        r = noise.independent_ratio(a, b) if pick.random() < 0.7 else noise.paired_ratio(a[:2] * 2, b[:2] * 2)
+        if r.judge() != noise.UNDECIDED:
+            continue
+        expected = counted_from_n(r)
+        assert r.runs_needed() == expected
+        found.add(expected is None)
+    assert found == {True, False}  # both kinds were met
+
+
 def test_a_shift_is_judged_on_its_own_scale() -> None:
     """Waits for data (which may be zero) as a share of a 100 ms step."""
     longer = noise.independent_shift([0.001, 0.002, 0.0015], [0.021, 0.022, 0.020], scale=0.1)
@@ -119,6 +151,22 @@ def test_the_tables_half_width_is_the_points_own_interval() -> None:
     assert own.low is not None and own.high is not None
     assert noise.relative_half_width(runs) == pytest.approx((own.high - own.low) / 2 / own.estimate)
     assert noise.relative_half_width([10.0]) is None
+
+
+def test_the_tables_half_width_is_the_intervals_whatever_the_runs() -> None:
+    """relative_half_width skips location()'s center (issue #36): it must stay the half-width
+    of location()'s interval for any count of runs, trimmed (5 or more) or not, bad runs too."""
+    import math
+    import random
+
+    pick = random.Random(36)
+    for _ in range(300):
+        runs = [pick.lognormvariate(5, pick.choice((0.01, 0.1, 0.5))) for _ in range(pick.randint(2, 12))]
+        runs += [0.0] * pick.randint(0, 1)  # a run that measured nothing is left out of both
+        own = noise.location(runs)
+        assert own.low is not None and own.high is not None
+        expected = math.sinh(math.log(own.high / own.low) / 2)
+        assert noise.relative_half_width(runs) == pytest.approx(expected, rel=1e-12, abs=1e-15)
 
 
 def test_a_run_that_stands_out_is_flagged_and_a_spread_is_not() -> None:
