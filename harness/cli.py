@@ -367,7 +367,8 @@ def _check_scripts(spec_path: Path, plan: Plan) -> None:
         return  # before the imports: 30 ms of a plan of built-in workloads (issue #36)
     from concurrent.futures import ThreadPoolExecutor
 
-    from harness.execution.script import check_notes, check_refusal, check_script, check_warning, command
+    from harness.execution.script import command
+    from harness.execution.script_check import check_notes, check_refusal, check_script, check_warning
 
     firsts: dict[tuple[str, ...], Point] = {}
     for point in plan.points:

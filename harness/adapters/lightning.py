@@ -283,7 +283,7 @@ class Lightning(NoAnswer):
         return f"re-made with a {sampler} over {ranks} ranks as Lightning's Trainer does"
 
 
-SANITY_SKIPPED = (  # starts with script.CHECK_NOTE: harness plan says it
+SANITY_SKIPPED = (  # starts with script_check.CHECK_NOTE: harness plan says it
     "harness.probe: harness plan's check run skips Lightning's sanity validation "
     "(num_sanity_val_steps): the check neither validates nor trains"
 )

@@ -73,7 +73,7 @@ def test_plans_check_reaches_the_loader_without_lightnings_sanity_validation(tmp
     which Lightning asks for after its sanity validation; that validation is skipped, and
     the run says so."""
     from harness.adapters.lightning import SANITY_SKIPPED
-    from harness.execution.script import check_notes, check_script
+    from harness.execution.script_check import check_notes, check_script
 
     make_image_folder(tmp_path / "images", images=20, size=16)
     (point,) = expand(parse_spec(spec_text(tmp_path / "images", tmp_path / "out"))).points
