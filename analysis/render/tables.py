@@ -142,8 +142,10 @@ def readable(table: pd.DataFrame, rows: pd.DataFrame | None = None) -> Readable:
     in every row said once (`Readable.line`), with the batch size from `rows` (the group's rows
     of the summary) where the table leaves it out for being the same. The course's columns keep
     the course's order. A one-row table says its settings above it too."""
-    cells = _shown(table)
-    constant = {c for c in table.columns if c in SAID_ONCE and cells[c].astype(str).nunique() <= 1}
+    # Only the columns that may be said once are shown to find those the same in every row:
+    # the figures' cells are made once, by render (a table of 100,000 rows: issue #36).
+    cells = _shown(table[[c for c in table.columns if c in SAID_ONCE]])
+    constant = {c for c in cells.columns if cells[c].astype(str).nunique() <= 1}
     same = [(c, str(cells[c].iloc[0])) for c in table.columns if c in constant and len(cells)]
     if rows is not None and "batch_size" not in table and "batch_size" in rows and not rows.empty:
         sizes = rows["batch_size"].dropna().unique()

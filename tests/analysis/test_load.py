@@ -157,3 +157,21 @@ def test_meta_is_read_per_point_and_rank_and_a_corrupt_one_is_reported(tmp_path:
     (problem,) = problems
     assert problem.startswith(f"{tmp_path / 'points' / 'b' / 'meta-rank0.json'}: unreadable (JSONDecodeError")
     assert problem.endswith("; node type unknown")
+
+
+def test_a_rank_files_sweep_is_its_folder_above_points_however_the_path_is_written() -> None:
+    """_sweep_of's one-split shortcut (issue #36) answers as the general way does."""
+    from analysis.load import _sweep_of
+
+    cases = {
+        "results/spec/20260101-000000/points/0a1b2c3d4e/rank0.csv": ("results/spec/20260101-000000", True),
+        "/abs/results/spec/s1/points/p/rank12.csv": ("/abs/results/spec/s1", True),
+        "/s/points/p/rank0.csv": ("/s", True),
+        "/points/p/rank0.csv": ("/", True),
+        "points/p/rank0.csv": (".", True),
+        "a/b/c/d/rank0.csv": ("a/b/c/d", False),
+        "copied/rank0.csv": ("copied", False),
+        "rank0.csv": (".", False),
+    }
+    for path, expected in cases.items():
+        assert _sweep_of(path) == expected, path
