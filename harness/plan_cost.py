@@ -383,6 +383,13 @@ def scale_lines(plan: Plan, costs: Sequence[PointCost]) -> list[str]:
             hours = scale.nodes * sum(c.seconds or 0.0 for c in group) / 3600
             least = f", at least {_hours(hours)} (the emulated step)" if hours >= 0.01 else ""
         lines.append(f"  {scale.label()}: {len(group)} point(s), {_hours(most)} node-hours at most{least}")
+    lines.append("  on Slurm each size's array starts after the one before (--dependency=afterany)")
+    parallel = plan.spec.slurm.array_parallelism
+    if parallel > 1 and any(len(group) > 1 for group in by_scale.values()):
+        lines.append(
+            f"  slurm.array_parallelism {parallel}: up to {parallel} points of one size run at once, "
+            "sharing the storage they measure; 1 measures each alone"
+        )
     return lines
 
 

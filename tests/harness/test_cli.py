@@ -520,3 +520,24 @@ def _holder(lock: Path) -> dict[str, object]:
         return dict(json.loads(lock.read_text()))
     except (OSError, ValueError):
         return {}
+
+
+def test_sizes_as_an_axis_are_refused_where_one_array_or_one_rank_cannot_hold_them(
+    write_spec, tmp_path: Path
+) -> None:
+    spec = write_spec("name: grid\n" + TINY_WORKLOAD + "slurm: {nodes: [1, 2], gpus_per_node: 0}\n")
+    sizes = "1 node × 0 GPU(s) (1 rank(s)), 2 nodes × 0 GPU(s) (2 rank(s))"
+    out = harness("run", str(spec), "--backend", "inline", cwd=tmp_path)
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr == (
+        f"harness: {spec}: inline runs every point as one rank in this process, so it cannot run the spec's "
+        f"sizes ({sizes}); use --backend local (nodes emulated on this machine) or slurm\n"
+    )
+    out = harness("sbatch", str(spec), cwd=tmp_path)
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr == (
+        f"harness: {spec}: a standalone script is one job array of one size, and the spec has 2 "
+        f"({sizes}); use harness submit (an array per size), or give slurm.nodes, gpus_per_node "
+        "and tasks_per_node one value each\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]  # no results, no script
