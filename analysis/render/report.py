@@ -19,7 +19,7 @@ from analysis.ladder.verdict_text import render_verdict
 from analysis.load import SweepPlan, load_meta, load_plan, load_results
 from analysis.render import html
 from analysis.render.tables import loader_tables, readable, render
-from analysis.scaling import AU_THRESHOLD, render_scaling, scale_count, scaling
+from analysis.scaling import AU_THRESHOLD, Scaling, render_scaling, scale_count, scaling
 from analysis.stragglers import RULE, find_stragglers
 from harness_schema.settings import AUTO_RSE
 
@@ -74,17 +74,8 @@ def build_report(
     plans = {d: load_plan(d, loaded.problems) for d in loaded.sweep_dirs()}
     incomplete = _incomplete(rows, plans)
     found = scaling(rows, au_threshold) if not rows.empty and scale_count(rows) > 1 else []
-    made: list[Plot] = []
-    if plots or fmt == "html" or timeline:
-        from analysis.render.plots import (
-            make_plots,
-            scaling_plot,
-            write_plots,
-        )  # matplotlib only when drawing
-
-        made = make_plots(summary, recs, timeline) + [scaling_plot(s) for s in found]
-        if plots or timeline:
-            made = write_plots(made)
+    drawn = plots or fmt == "html" or bool(timeline)
+    made = _plots(summary, recs, found, timeline, write=plots or bool(timeline)) if drawn else []
 
     group_plots: dict[str, list[Plot]] = {}
     for plot in made:
@@ -112,6 +103,22 @@ def build_report(
         plots=tuple(p.path for p in written if p.path is not None),
         expectations_failed=failed(checked),
     )
+
+
+def _plots(
+    summary: pd.DataFrame,
+    recs: list[Recommendation],
+    found: list[Scaling],
+    timeline: Sequence[str],
+    *,
+    write: bool,
+) -> list[Plot]:
+    """Every plot of the report (the groups', the timelines, the scaling series'), written to
+    <sweep>/plots/ with `write`; matplotlib imported only here, when drawing."""
+    from analysis.render.plots import make_plots, scaling_plot, write_plots
+
+    made = make_plots(summary, recs, timeline) + [scaling_plot(s) for s in found]
+    return write_plots(made) if write else made
 
 
 def _group_sections(
