@@ -354,17 +354,19 @@ def scaling_png(table: pd.DataFrame, title: str, knee: tuple[int, int] | None = 
     rate.set_ylabel("samples/s per GPU (rank)")
     rate.set_ylim(bottom=0)
     au.plot(ranks, table["au"] * 100, marker="o", color="tab:green")
-    au.axhline(AU_THRESHOLD * 100, color="gray", linestyle="--", linewidth=1)
+    au.axhline(AU_THRESHOLD * 100, color="gray", linestyle="--", linewidth=1, label=f"{AU_THRESHOLD:.0%}")
+    au.legend(fontsize=8, loc="lower left")
     au.set_ylabel("AU: time computing / wall time (%)")
     au.set_ylim(0, 105)
     labels = [f"{r}\n({n} node{'s' if n != 1 else ''})" for r, n in zip(ranks, table["nodes"], strict=True)]
     for ax in (rate, au):
         ax.set_xscale("log", base=2)
+        ax.set_xlim(ranks.min() / 1.5, ranks.max() * 1.5)  # room around the first and last size
         ax.set_xticks(list(ranks), labels, fontsize=8)
         ax.minorticks_off()
         ax.set_xlabel("ranks (GPUs)")
         ax.grid(alpha=0.3)
-        if knee is not None:
+        if knee is not None:  # the step where per-GPU throughput falls
             ax.axvspan(*knee, color="tab:red", alpha=0.12)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
