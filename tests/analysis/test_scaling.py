@@ -92,7 +92,10 @@ def test_a_fall_with_au_held_is_the_steps_own_not_the_pipelines(tmp_path: Path) 
     (found,) = scaling(load_results([sweep]).rows)
     assert found.who == "the step" and found.knee == (1, 2)
     assert found.falls is not None and found.falls.startswith("the step slows between 1 node and 2 nodes")
-    assert "of which the wait for data explains +1% (AU 99% -> 99%)" in found.falls and "storage" not in found.falls
+    assert (
+        "of which the wait for data explains +1% (AU 99% -> 99%)" in found.falls
+        and "storage" not in found.falls
+    )
 
 
 def test_the_report_has_its_scaling_section_only_for_results_of_several_sizes(tmp_path: Path) -> None:
