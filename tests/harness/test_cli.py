@@ -470,13 +470,16 @@ def test_the_local_backend_refuses_gpus_it_cannot_give_before_anything_is_writte
     assert not (tmp_path / "results").exists()
 
 
-def test_the_local_backend_refuses_several_nodes_before_anything_is_written(tmp_path: Path) -> None:
+def test_the_local_backend_runs_a_point_of_two_nodes_as_their_ranks_on_this_machine(tmp_path: Path) -> None:
+    """It refused slurm.nodes > 1 before sizes were axes; now it emulates the nodes (issue #40)."""
+    from analysis.load import load_results
+
     spec = tmp_path / "two.yaml"
-    spec.write_text("name: two\n" + TINY_WORKLOAD + "slurm: {nodes: 2}\n")
+    spec.write_text("name: two\n" + TINY_WORKLOAD + "slurm: {nodes: 2, gpus_per_node: 0}\n")
     out = harness("run", str(spec), "--backend", "local", cwd=tmp_path)
-    assert out.returncode == 2
-    assert out.stderr.strip() == f"harness: {spec}: the local backend runs on one node; slurm.nodes is 2"
-    assert not (tmp_path / "results").exists()
+    assert out.returncode == 0, out.stderr
+    rows = load_results([tmp_path / "results"]).rows
+    assert sorted(rows["rank"]) == [0, 1] and set(rows["world_size"]) == {2} and set(rows["nodes"]) == {2}
 
 
 def test_a_second_resume_is_refused_while_the_first_holds_the_sweep_and_no_unit_is_measured_twice(
