@@ -77,12 +77,31 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         "ladder, the timelines of the baseline and best points) and list them",
     )
     parser.add_argument(
+        "--au",
+        type=_share,
+        default=None,
+        metavar="SHARE",
+        help="with results of several sizes (slurm.nodes: [1, 2, 4]), the accelerator utilisation "
+        "each size must hold in the scaling section (default 0.9, MLPerf Storage's)",
+    )
+    parser.add_argument(
         "--timeline",
         action="append",
         default=[],
         metavar="POINT_ID",
         help="also plot this point's utilization timeline (repeatable; 'all': every point; writes plots)",
     )
+
+
+def _share(text: str) -> float:
+    """--au: a share in (0, 1]; argparse says the error in one line."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share in (0, 1], such as 0.9")
+    return value
 
 
 def report_main(args: argparse.Namespace) -> int:
@@ -98,6 +117,7 @@ def report_main(args: argparse.Namespace) -> int:
         plots=getattr(args, "plots", False),
         timeline=getattr(args, "timeline", []),
         wide=getattr(args, "wide", False),
+        **({"au_threshold": args.au} if getattr(args, "au", None) is not None else {}),
     )
     output = getattr(args, "output", None)
     if output is None and fmt == "html":

@@ -72,7 +72,8 @@ UNKNOWN_TYPE = "unknown node type"
 
 
 def add_nodes(rows: pd.DataFrame, meta: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Add `node` (the host, or hosts joined by + for a multi-node Slurm run) and `node_type`
+    """Add `node` (the host, or hosts joined by + for a multi-node Slurm run, or `vm ×2 emulated
+    nodes` for a point of 2 nodes on one machine) and `node_type`
     (GPU count and model from `meta-rank<k>.json`, matched by sweep, point and rank)."""
     rows = rows.copy()
     node = rows["hostname"].astype(object)
@@ -88,6 +89,13 @@ def add_nodes(rows: pd.DataFrame, meta: pd.DataFrame | None = None) -> pd.DataFr
                 .transform(lambda s: "+".join(sorted(s.unique())))
             )
             node = node.where(~multi, joined)
+    # Nodes emulated on one machine (the local backend's point of slurm.nodes: 2): a table of
+    # their own, as a Slurm run's n1+n2 has, not among the one-node points of the host.
+    sizes = pd.to_numeric(rows["nodes"], errors="coerce") if "nodes" in rows else None
+    if sizes is not None and (sizes > 1).any():
+        emulated = (sizes > 1) & (node == rows["hostname"])
+        label = node.astype(str) + " ×" + sizes.fillna(1).astype(int).astype(str) + " emulated nodes"
+        node = node.where(~emulated, label)
     rows["node"] = node
     rows["node_type"] = node_types(rows, meta) if meta is not None else ""
     return rows

@@ -28,7 +28,7 @@ from harness.backends.registry import BACKENDS
 from harness.config.overrides import OVERRIDE_SHAPE
 from harness.config.plan import Plan, Point, expand
 from harness.config.sbatch_safe import UnsafePath, refuse_unsafe_results
-from harness.config.spec import SpecError, load_spec
+from harness.config.spec import Spec, SpecError, load_spec
 from harness.exits import (
     EXIT_BAD_INPUT,
     EXIT_FAILED_POINTS,
@@ -465,12 +465,25 @@ def cmd_sbatch(args: argparse.Namespace) -> int:
     if args.portable:
         return _portable_sbatch(args)
     plan = _load_plan(args.spec, args.overrides)
+    _one_size(args.spec, plan.spec)
     _check_scripts(args.spec, plan)
     _check_sbatch_parameters(plan)
     target, sweep_dir = write_standalone_script(plan, args.results.resolve(), args.output)
     print(f"wrote {target}: {len(plan.points)} point(s) as one array; results in {sweep_dir}")
     print(f"submit it with: sbatch {target}")
     return EXIT_OK
+
+
+def _one_size(path: Path, spec: Spec) -> None:
+    """A standalone script is one array, and an array's tasks share one size (sbatch's
+    --nodes, --gres): sizes as an axis are submitted by `harness submit`, an array each."""
+    if spec.scale_varies:
+        sizes = ", ".join(s.label() for s in spec.scale_axis())
+        raise UsageError(
+            f"{path}: a standalone script is one job array of one size, and the spec has "
+            f"{len(spec.scale_axis())} ({sizes}); use harness submit (an array per size), or "
+            "give slurm.nodes, gpus_per_node and tasks_per_node one value each"
+        )
 
 
 def _portable_sbatch(args: argparse.Namespace) -> int:
@@ -481,6 +494,7 @@ def _portable_sbatch(args: argparse.Namespace) -> int:
     if args.overrides:
         # The committed script reads the spec file when it runs: an override would be lost.
         raise UsageError(f"{args.spec}: --portable takes no KEY=VALUE overrides; edit the spec instead")
+    _one_size(args.spec, load_spec(args.spec))
     try:
         script, count = portable_script(args.spec)
     except ValueError as e:

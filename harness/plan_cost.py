@@ -46,7 +46,7 @@ from harness.config.plan import Plan, Point
 from harness.config.spec import Spec, SpecError
 from harness.workloads.registry import EMULATED_STEP_MS
 from harness_schema import rungs as rung_names
-from harness_schema.settings import DRAIN_FACTOR
+from harness_schema.settings import DRAIN_FACTOR, Scale
 from harness_schema.slurm_time import time_seconds
 from harness_schema.yaml_lines import load_yaml_with_lines
 
@@ -360,6 +360,42 @@ def sweep_lines(plan: Plan, costs: Sequence[PointCost] | None = None) -> list[st
             f"{m.repeats}, never a window"
         )
     return lines
+
+
+def scale_lines(plan: Plan, costs: Sequence[PointCost]) -> list[str]:
+    """Where the spec's sizes are an axis, what each size holds on a cluster: its points, and
+    the node-hours they reserve (each point its nodes for its limit, at most; at least its
+    least duration where the emulated step gives one). Nothing for a spec of one size."""
+    if not plan.spec.scale_varies:
+        return []
+    limit, source = point_limit_s(plan.spec)
+    by_scale: dict[Scale, list[PointCost]] = {}
+    for cost in costs:
+        by_scale.setdefault(cost.point.size(plan.spec.slurm), []).append(cost)
+    lines = [
+        f"scales: {len(by_scale)} sizes, one job array each on Slurm; node-hours at most: each "
+        f"point holds its nodes for its {duration(limit)} limit ({source})"
+    ]
+    for scale, group in by_scale.items():
+        most = scale.nodes * limit * len(group) / 3600
+        least = ""
+        if all(c.seconds is not None for c in group):
+            hours = scale.nodes * sum(c.seconds or 0.0 for c in group) / 3600
+            least = f", at least {_hours(hours)} (the emulated step)" if hours >= 0.01 else ""
+        lines.append(f"  {scale.label()}: {len(group)} point(s), {_hours(most)} node-hours at most{least}")
+    lines.append("  on Slurm each size's array starts after the one before (--dependency=afterany)")
+    parallel = plan.spec.slurm.array_parallelism
+    if parallel > 1 and any(len(group) > 1 for group in by_scale.values()):
+        lines.append(
+            f"  slurm.array_parallelism {parallel}: up to {parallel} points of one size run at once, "
+            "sharing the storage they measure; 1 measures each alone"
+        )
+    return lines
+
+
+def _hours(hours: float) -> str:
+    """Node-hours as a reader compares them: 0.33, 12.5, 1,024; under 0.01 said so."""
+    return "under 0.01" if hours < 0.01 else f"{hours:,.2f}" if hours < 100 else f"{hours:,.0f}"
 
 
 def _auto_duration(costs: Sequence[PointCost], limit: int, source: str) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 from harness.config.plan import Plan, Point
 from harness.execution.loop_length import batches_before_run, stock_decided_by_script
-from harness.plan_cost import point_cost, sweep_lines, warmup_cell
+from harness.plan_cost import point_cost, scale_lines, sweep_lines, warmup_cell
 from harness.text_tables import render
 from harness.workloads import registry
 from harness_schema.settings import AUTO_RSE, MODEL_LOSS, OWN_LOSS
@@ -33,10 +33,14 @@ def plan_text(plan: Plan, overrides: Sequence[str], results_root: Path, fmt: str
         lines.append(f"overrides: {' '.join(overrides)}")
     lines += [f"expect: {expectation.label()}" for expectation in plan.spec.expect]
     folder = job_folder(results_root.resolve() / plan.spec.name / "<sweep id>")
-    script = render_sbatch(
-        plan.spec.slurm, job_name(plan.spec.name), folder, submitit_command(folder), len(plan.points)
-    )
-    lines.append(f"\nsbatch script that `harness submit` sends (one array task per point):\n\n{script}")
+    spec = plan.spec
+    for scale in spec.scale_axis():  # one array per size (one, for a spec of integers)
+        count = sum(1 for p in plan.points if p.size(spec.slurm) == scale)
+        cfg = spec.slurm.at(scale)
+        script = render_sbatch(cfg, job_name(spec.name), folder, submitit_command(folder), count)
+        which = f" for {scale.label()}" if spec.scale_varies else ""
+        lines.append(f"\nsbatch script that `harness submit` sends{which} (one array task per point):")
+        lines.append(f"\n{script}")
     return "\n".join(lines)
 
 
@@ -50,6 +54,9 @@ def plan_table(plan: Plan, fmt: str = "terminal") -> str:
         row: dict[str, Any] = {"#": p.index, "id": p.id}
         if p.sequence_step:
             row["step"] = p.sequence_step
+        if plan.spec.scale_varies:  # the size a point runs at, where it is an axis
+            scale = p.size(plan.spec.slurm)
+            row.update(nodes=scale.nodes, gpus_per_node=scale.gpus_per_node, ranks=scale.world_size)
         row.update({k: _setting_cell(p, k, p.setting(k)) for k in varying})
         row["rungs"] = " ".join(p.rungs)
         row["warmup"] = warmup_cell(cost)
@@ -75,7 +82,8 @@ def plan_table(plan: Plan, fmt: str = "terminal") -> str:
         f"{repeats}, {window} after a warmup (its column)"
     )
     notes = [LOOP_LENGTH_NOTE] if any(" a pass " in str(r.get("len(loader)", "")) for r in rows) else []
-    return "\n".join([head, render(rows, fmt), *notes, *sweep_lines(plan, costs), *_loss_lines(plan)])
+    lines = [head, render(rows, fmt), *notes, *sweep_lines(plan, costs), *scale_lines(plan, costs)]
+    return "\n".join([*lines, *_loss_lines(plan)])
 
 
 def _loss_lines(plan: Plan) -> list[str]:

@@ -83,7 +83,13 @@ def new_sweep(
     from harness.storage.lock import sweep_lock
     from harness.storage.sweep import create_sweep
 
-    sweep_dir = create_sweep(plan, results, backend=backend.name, world_size=backend.world_size(plan))
+    sweep_dir = create_sweep(
+        plan,
+        results,
+        backend=backend.name,
+        world_size=backend.world_size(plan),
+        world_sizes={p.id: backend.ranks(p) for p in plan.points},
+    )
     with sweep_lock(sweep_dir, "harness run" if wait else "harness submit"):
 
         def said() -> None:  # nothing queued to announce: where the results go
@@ -105,6 +111,12 @@ def _first_submission(sweep_dir: Path) -> Announce:
     def announce(job_ids: Sequence[str]) -> None:
         if len(job_ids) == 1:
             print(f"submitted 1 point as job {job_ids[0]}")  # submitit sends a single job, not an array
+        elif len(arrays := dict.fromkeys(j.split("_")[0] for j in job_ids)) > 1:  # one per size
+            each = ", ".join(f"{a} ({sum(j.split('_')[0] == a for j in job_ids)})" for a in arrays)
+            print(
+                f"submitted {len(job_ids)} point(s) as {len(arrays)} job arrays, one per size, each "
+                f"after the one before: {each}"
+            )
         else:
             array = job_ids[0].split("_")[0]
             print(f"submitted {len(job_ids)} point(s) as job array {array} ({job_ids[0]} .. {job_ids[-1]})")

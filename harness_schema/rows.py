@@ -205,6 +205,10 @@ class RungRow:
     """True where the data set is a stream (an IterableDataset), whether or not it has a length
     (dataset_samples is filled for one that has: LitData's, MosaicML Streaming's); False for a
     map-style one. Empty in rows written before the column existed."""
+    nodes: int | None = None
+    """The nodes the point ran on (its size: slurm.nodes, one of them where sizes are an axis;
+    on the local backend, nodes emulated on one machine): world_size / nodes ranks each. Empty
+    in rows written before the column existed, and where no size was planned (tune's points)."""
 
     def cells(self) -> dict[str, Any]:
         """The row as the CSV holds it: column -> value."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import MISSING, Field, dataclass, field, fields
+from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from typing import Any
 
 from harness_schema import rungs, script_flags, workload_names
@@ -500,13 +500,26 @@ class ProfileSpec:
 class SlurmConfig:
     """`slurm:` the resources of one point (one array task)."""
 
-    nodes: int = setting(1, check=int_at_least(1), allowed="an integer >= 1", doc="nodes per point")
-    gpus_per_node: int = setting(1, check=int_at_least(0), allowed="an integer >= 0", doc="--gres=gpu:N")
+    nodes: int = setting(
+        1,
+        check=int_at_least(1),
+        allowed="an integer >= 1, or a list of them (an axis)",
+        doc="nodes per point; a list: the points run at each scale",
+        axis=True,
+    )
+    gpus_per_node: int = setting(
+        1,
+        check=int_at_least(0),
+        allowed="an integer >= 0, or a list of them (an axis)",
+        doc="--gres=gpu:N; a list: the points run at each scale",
+        axis=True,
+    )
     tasks_per_node: int = setting(
         None,  # resolved by the spec: one task per GPU, or 1 without GPUs
         check=optional(int_at_least(1)),
-        allowed="an integer >= 1, or null for one task per GPU",
+        allowed="an integer >= 1, a list of them (an axis), or null for one task per GPU",
         doc="ranks per node",
+        axis=True,
     )
     cpus_per_task: int | None = setting(
         None, check=optional(int_at_least(1)), allowed="an integer >= 1", doc="cores per rank"
@@ -562,6 +575,47 @@ class SlurmConfig:
     def world_size(self) -> int:
         """Ranks of one point: every task of every node is a DDP rank."""
         return self.nodes * self.tasks_per_node
+
+    def at(self, scale: Scale) -> SlurmConfig:
+        """The same resources at another size (a point's, where sizes are an axis)."""
+        return replace(
+            self, nodes=scale.nodes, gpus_per_node=scale.gpus_per_node, tasks_per_node=scale.tasks_per_node
+        )
+
+
+SCALE_FIELDS: tuple[str, ...] = ("nodes", "gpus_per_node", "tasks_per_node")
+"""The fields of `slurm:` that may be axes: together, the size of a point (its Scale)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Scale:
+    """The size of one point: its nodes, the GPUs of each, its ranks on each. With one value
+    of each in the spec, every point has the spec's; with a list (slurm.nodes: [1, 2]), the
+    plan crosses them with the other axes and a point's size is part of its id."""
+
+    nodes: int
+    gpus_per_node: int
+    tasks_per_node: int
+
+    @property
+    def world_size(self) -> int:
+        """Ranks of the point: every task of every node is a DDP rank."""
+        return self.nodes * self.tasks_per_node
+
+    @property
+    def gpus(self) -> int:
+        """GPUs the point holds in all."""
+        return self.nodes * self.gpus_per_node
+
+    def label(self) -> str:
+        """2 nodes × 4 GPUs (8 ranks): how the plan and the report name a scale."""
+        nodes = f"{self.nodes} node{'s' if self.nodes != 1 else ''}"
+        return f"{nodes} × {self.gpus_per_node} GPU(s) ({self.world_size} rank(s))"
+
+    @staticmethod
+    def of(cfg: SlurmConfig) -> Scale:
+        """The scale a SlurmConfig's own values give (a spec of one scale)."""
+        return Scale(nodes=cfg.nodes, gpus_per_node=cfg.gpus_per_node, tasks_per_node=cfg.tasks_per_node)
 
 
 DEFAULT_BATCH_TIMEOUT_S = 300.0

@@ -1,5 +1,6 @@
-"""Plots of a sweep, as PNG: throughput against num_workers, the caching ladder, a point's timeline;
-and of what reads several sweeps: tune's model against its measured points, a comparison of two.
+"""Plots of a sweep, as PNG: throughput against num_workers, the caching ladder, a point's timeline,
+the scaling of a workload across sizes; and of what reads several sweeps: tune's model against
+its measured points, a comparison of two.
 
 Figures are made with matplotlib's object API on the Agg canvas (no pyplot, no display, no
 global state), so a login node without X, or a test, draws them the same way. Each plot is
@@ -31,6 +32,7 @@ from analysis.aggregate import WORKLOAD_COLUMNS, table_rows
 from analysis.grid.compare import Comparison, comparison_table
 from analysis.grid.recommend import Recommendation
 from analysis.load import SAMPLES_FILE, load_samples
+from analysis.scaling import Scaling
 from analysis.tune.model import COPY, Config
 from harness_schema import rungs as rung_names
 from harness_schema.atomic import atomic_write_bytes
@@ -457,4 +459,41 @@ def comparison_png(c: Comparison, title: str) -> bytes | None:
     ax.set_title(title, fontsize=10)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
+
+
+def scaling_plot(found: Scaling) -> Plot:
+    """A series of sizes (analysis/scaling.py) as a Plot: scaling-<first point id>.png."""
+    first = str(found.table["point_id"].iloc[0])
+    png = scaling_png(found.table, title=f"scaling · {found.label}", knee=found.knee)
+    return Plot(f"scaling-{first}.png", f"scaling, {found.label}", found.sweep_dir, png)
+
+
+def scaling_png(table: pd.DataFrame, title: str, knee: tuple[int, int] | None = None) -> bytes:
+    """Per-GPU samples/s (left) and AU (right) against the ranks, each size a dot; the step where
+    per-GPU throughput falls shaded, and the AU threshold drawn."""
+    from analysis.scaling import AU_THRESHOLD
+
+    fig = Figure(figsize=(9, 3.8))
+    rate, au = fig.subplots(1, 2)
+    ranks = table["ranks"].astype(int)
+    rate.plot(ranks, table["per_gpu_samples_per_s"], marker="o")
+    rate.set_ylabel("samples/s per GPU (rank)")
+    rate.set_ylim(bottom=0)
+    au.plot(ranks, table["au"] * 100, marker="o", color="tab:green")
+    au.axhline(AU_THRESHOLD * 100, color="gray", linestyle="--", linewidth=1, label=f"{AU_THRESHOLD:.0%}")
+    au.legend(fontsize=8, loc="lower left")
+    au.set_ylabel("AU: time computing / wall time (%)")
+    au.set_ylim(0, 105)
+    labels = [f"{r}\n({n} node{'s' if n != 1 else ''})" for r, n in zip(ranks, table["nodes"], strict=True)]
+    for ax in (rate, au):
+        ax.set_xscale("log", base=2)
+        ax.set_xlim(ranks.min() / 1.5, ranks.max() * 1.5)  # room around the first and last size
+        ax.set_xticks(list(ranks), labels, fontsize=8)
+        ax.minorticks_off()
+        ax.set_xlabel("ranks (GPUs)")
+        ax.grid(alpha=0.3)
+        if knee is not None:  # the step where per-GPU throughput falls
+            ax.axvspan(*knee, color="tab:red", alpha=0.12)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
     return _png(fig)

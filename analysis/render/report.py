@@ -19,6 +19,7 @@ from analysis.ladder.verdict_text import render_verdict
 from analysis.load import SweepPlan, load_meta, load_plan, load_results
 from analysis.render import html
 from analysis.render.tables import loader_tables, readable, render
+from analysis.scaling import AU_THRESHOLD, Scaling, render_scaling, scale_count, scaling
 from analysis.stragglers import RULE, find_stragglers
 from harness_schema.settings import AUTO_RSE
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 MAX_LISTED = 20
 LADDER = "caching ladder"
+SCALING = "scaling: how many GPUs the input pipeline feeds"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,12 +52,14 @@ def build_report(
     timeline: Sequence[str] = (),
     consolidated: bool = True,
     wide: bool = False,
+    au_threshold: float = AU_THRESHOLD,
 ) -> Report:
     """`by`: node (a table per host) or gpu (per node type: GPU model and count). `wide`: every
     column of the tables, as CSV has them; else the columns a person reads (tables.readable). `plots`:
     write the PNGs under `<sweep dir>/plots/` and name them; the HTML format embeds them anyway.
     `consolidated`: read the sweeps' consolidated files, and write them again where rank
-    files were added or changed (analysis/consolidated.py); else read every rank file."""
+    files were added or changed (analysis/consolidated.py); else read every rank file.
+    `au_threshold`: the AU the scaling section's sizes must hold (results of several sizes)."""
     loaded = load_results(paths, consolidated=consolidated, refresh=consolidated)
     rows = loaded.rows
     meta = (
@@ -69,13 +73,9 @@ def build_report(
     recs = recommend(summary)
     plans = {d: load_plan(d, loaded.problems) for d in loaded.sweep_dirs()}
     incomplete = _incomplete(rows, plans)
-    made: list[Plot] = []
-    if plots or fmt == "html" or timeline:
-        from analysis.render.plots import make_plots, write_plots  # matplotlib only when drawing
-
-        made = make_plots(summary, recs, timeline)
-        if plots or timeline:
-            made = write_plots(made)
+    found = scaling(rows, au_threshold) if not rows.empty and scale_count(rows) > 1 else []
+    drawn = plots or fmt == "html" or bool(timeline)
+    made = _plots(summary, recs, found, timeline, write=plots or bool(timeline)) if drawn else []
 
     group_plots: dict[str, list[Plot]] = {}
     for plot in made:
@@ -84,6 +84,8 @@ def build_report(
     ladders = _ladder_verdicts(rows, fmt, wide)
     if ladders:
         sections.append((LADDER, ladders))
+    if found:  # results of more than one size (slurm.nodes: [1, 2])
+        sections.append((SCALING, render_scaling(found, fmt)))
     checked = check_expectations(loaded.rows, loaded.sweep_dirs())
     if checked:
         sections.append(("expectations (each sweep's expect:)", render_expectations(checked, fmt)))
@@ -101,6 +103,22 @@ def build_report(
         plots=tuple(p.path for p in written if p.path is not None),
         expectations_failed=failed(checked),
     )
+
+
+def _plots(
+    summary: pd.DataFrame,
+    recs: list[Recommendation],
+    found: list[Scaling],
+    timeline: Sequence[str],
+    *,
+    write: bool,
+) -> list[Plot]:
+    """Every plot of the report (the groups', the timelines, the scaling series'), written to
+    <sweep>/plots/ with `write`; matplotlib imported only here, when drawing."""
+    from analysis.render.plots import make_plots, scaling_plot, write_plots
+
+    made = make_plots(summary, recs, timeline) + [scaling_plot(s) for s in found]
+    return write_plots(made) if write else made
 
 
 def _group_sections(

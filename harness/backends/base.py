@@ -77,7 +77,11 @@ class Backend(Protocol):
         when the plan asks what this backend cannot give."""
 
     def world_size(self, plan: Plan) -> int:
-        """The ranks of each point: a point is complete when every rank has its rows."""
+        """The ranks of each point at the spec's first size: a point is complete when every
+        rank has its rows."""
+
+    def ranks(self, point: Point) -> int:
+        """The ranks of this point (its size's, where sizes are an axis: slurm.nodes: [1, 2])."""
 
     def submit(self, points: Sequence[Point], sweep_dir: Path) -> Jobs:
         """Start the points (each measures only the units, rung and repeat, it lacks) and return

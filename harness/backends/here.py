@@ -131,9 +131,10 @@ def next_pass(sweep_dir: Path) -> int:
     from harness_schema import layout
     from harness_schema.reading import read_point
 
-    world_size = load_info(sweep_dir).world_size
+    info = load_info(sweep_dir)
     done = [
-        read_point(layout.point_dir(sweep_dir, p.id), world_size).last_pass for p in load_points(sweep_dir)
+        read_point(layout.point_dir(sweep_dir, p.id), info.ranks(p.id)).last_pass
+        for p in load_points(sweep_dir)
     ]
     return max(done, default=-1) + 1
 
@@ -145,7 +146,7 @@ def _failed_wholly(sweep_dir: Path, point: Point) -> bool:
     from harness_schema import layout
     from harness_schema.reading import read_point
 
-    rows = read_point(layout.point_dir(sweep_dir, point.id), load_info(sweep_dir).world_size)
+    rows = read_point(layout.point_dir(sweep_dir, point.id), load_info(sweep_dir).ranks(point.id))
     return bool(rows.units) and rows.failed == rows.units
 
 
@@ -157,10 +158,10 @@ def lacking(points: Sequence[Point], sweep_dir: Path) -> dict[str, list[int]]:
     from harness_schema import layout
     from harness_schema.reading import read_point
 
-    world_size = load_info(sweep_dir).world_size
+    info = load_info(sweep_dir)
     out = {}
     for p in points:
-        done = read_point(layout.point_dir(sweep_dir, p.id), world_size).units
+        done = read_point(layout.point_dir(sweep_dir, p.id), info.ranks(p.id)).units
         missing = sorted({r for r in range(p.measure.repeats) for rung in p.rungs if (rung, r) not in done})
         if missing:
             out[p.id] = missing

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from harness.backends.base import BackendRefusal
 from harness.backends.here import HereBackend
 from harness.config.plan import Plan, Point
 from harness.config.spec import Spec
@@ -97,9 +98,19 @@ class InlineBackend(HereBackend):
         self.spec = spec
 
     def check(self, plan: Plan) -> None:
-        """Nothing to refuse: one rank, whatever device the point asks for, runs here."""
+        """One rank, whatever device the point asks for, runs here: sizes as an axis would
+        measure the same rank at every size, and are refused."""
+        if plan.spec.scale_varies:
+            sizes = ", ".join(s.label() for s in plan.spec.scale_axis())
+            raise BackendRefusal(
+                f"inline runs every point as one rank in this process, so it cannot run the spec's "
+                f"sizes ({sizes}); use --backend local (nodes emulated on this machine) or slurm"
+            )
 
     def world_size(self, plan: Plan) -> int:
+        return 1
+
+    def ranks(self, point: Point) -> int:
         return 1
 
     def run(self, points: Sequence[Point], sweep_dir: Path) -> None:

@@ -12,6 +12,11 @@ given (`visible_gpus`, the first `gpus_per_node` of them) and to "" when given n
 hides every GPU. So the tasks get the first `slurm.gpus_per_node` of the GPUs this process
 sees, every task all of them, and each rank takes the one of its local rank (dist.py), as on a
 Slurm node. Points that cannot use a GPU (device: cpu) get none.
+
+A point of N nodes (`slurm.nodes: [1, 2]`, sizes as an axis) runs its N × tasks_per_node ranks
+here, as one job of emulated nodes: every rank reads at once, as on a cluster, but they share
+this machine's cores, memory and filesystem (a node-local copy is one copy). The points of a
+pass run one job per size, in the pass's order.
 """
 
 from __future__ import annotations
@@ -19,13 +24,14 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness.backends.base import BackendRefusal
 from harness.backends.here import HereBackend
 from harness.config.plan import Plan, Point
-from harness.config.spec import SlurmConfig, Spec
+from harness.config.spec import Scale, SlurmConfig, Spec
 from harness_schema import layout
 from harness_schema.atomic import CannotWrite, named
 from harness_schema.rows import point_complete
@@ -41,10 +47,37 @@ class LocalBackendError(BackendRefusal):
 
 
 def run_local(points: Sequence[Point], sweep_dir: Path, cfg: SlurmConfig) -> list[str]:
-    """Run the points with `cfg.tasks_per_node` ranks, all in one job (a pass of the sweep:
-    PassJob, the ranks started once); return the points whose job crashed. A job that ends
-    badly (a rank killed) is named on the point it was measuring, and the points after it
-    run in a job of their own."""
+    """Run the points, each with its size's ranks (`emulated`), one job per run of points of
+    one size (a pass of the sweep: PassJob, the ranks started once a job); return the points
+    whose job crashed."""
+    crashed: list[str] = []
+    for scale, group in _by_size(points, cfg):
+        crashed += _run_size(group, sweep_dir, emulated(cfg.at(scale)))
+    return crashed
+
+
+def emulated(cfg: SlurmConfig) -> SlurmConfig:
+    """The nodes of a point as one local job: nodes × tasks_per_node tasks, nodes × gpus_per_node
+    GPUs, on this one machine."""
+    return replace(cfg, nodes=1, tasks_per_node=cfg.world_size, gpus_per_node=cfg.nodes * cfg.gpus_per_node)
+
+
+def _by_size(points: Sequence[Point], cfg: SlurmConfig) -> list[tuple[Scale, list[Point]]]:
+    """The points cut into runs of one size, in their order (a pass keeps its ABC order)."""
+    runs: list[tuple[Scale, list[Point]]] = []
+    for p in points:
+        size = p.size(cfg)
+        if runs and runs[-1][0] == size:
+            runs[-1][1].append(p)
+        else:
+            runs.append((size, [p]))
+    return runs
+
+
+def _run_size(points: Sequence[Point], sweep_dir: Path, cfg: SlurmConfig) -> list[str]:
+    """Run points of one size with `cfg.tasks_per_node` ranks, all in one job; return the
+    points whose job crashed. A job that ends badly (a rank killed) is named on the point it
+    was measuring, and the points after it run in a job of their own."""
     gpus = local_gpus(points, cfg)
     crashed: list[str] = []
     todo = list(points)
@@ -193,11 +226,10 @@ def _ended_well(
 def local_gpus(points: Sequence[Point], cfg: SlurmConfig) -> tuple[int, ...]:
     """The CUDA indices (as this process numbers them) to hand the tasks: the first
     `slurm.gpus_per_node` of those visible here, or none for points that cannot use one.
+    `cfg`: a size as it runs here (`emulated`: N nodes' GPUs and ranks on this machine).
 
     Raises LocalBackendError, before anything runs, when the spec asks for more than the
     machine has, or for more ranks than GPUs (NCCL refuses two ranks on one GPU)."""
-    if cfg.nodes != 1:
-        raise LocalBackendError(f"the local backend runs on one node; slurm.nodes is {cfg.nodes}")
     devices = {p.workload.device for p in points}
     needs_gpu = "cuda" in devices
     if devices == {"cpu"}:
@@ -255,8 +287,8 @@ def _shown() -> str:
 
 
 class LocalBackend(HereBackend):
-    """`slurm.tasks_per_node` local subprocesses per point, one point at a time (the Backend
-    protocol, harness/backends/base.py)."""
+    """`slurm.tasks_per_node` local subprocesses per node of a point (its nodes emulated here),
+    one point at a time (the Backend protocol, harness/backends/base.py)."""
 
     name: ClassVar[str] = "local"
 
@@ -264,11 +296,16 @@ class LocalBackend(HereBackend):
         self.spec = spec
 
     def check(self, plan: Plan) -> None:
-        """One node only; no GPU asked for that is not there (local_gpus)."""
-        local_gpus(plan.points, plan.spec.slurm)
+        """No GPU asked for that is not there, at any size (local_gpus)."""
+        for scale, group in _by_size(plan.points, plan.spec.slurm):
+            local_gpus(group, emulated(plan.spec.slurm.at(scale)))
 
     def world_size(self, plan: Plan) -> int:
-        return plan.spec.slurm.tasks_per_node
+        return plan.spec.slurm.world_size
+
+    def ranks(self, point: Point) -> int:
+        """Every rank of every node of the point, here (emulated nodes)."""
+        return point.size(self.spec.slurm).world_size
 
     def run(self, points: Sequence[Point], sweep_dir: Path) -> None:
         """One pass of the points (the handle's passes: harness/backends/here.py)."""

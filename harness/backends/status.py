@@ -44,7 +44,7 @@ def sweep_status(sweep_dir: Path, states: Mapping[str, object]) -> list[PointSta
     out = []
     for point in load_points(sweep_dir):
         path = layout.point_dir(sweep_dir, point.id)
-        found = read_point(path, info.world_size)
+        found = read_point(path, info.ranks(point.id))
         wanted = {(r, k) for r in point.rungs for k in range(point.measure.repeats)}
         error = found.error or "; ".join(f"{e.path.name}: {e.what}" for e in found.unreadable)
         entry = entries.get(point.id)
@@ -108,7 +108,7 @@ def to_resume(
     cannot be read (rank<k>.csv.torn-<time>), and with `failed` the rows of the failed units
     (rank<k>.csv.failed-<time>; the ok rows stay). Their units are then missing, and measured
     again once each. Returns the points, and a line for the console on each thing moved."""
-    world_size = load_info(sweep_dir).world_size
+    info = load_info(sweep_dir)
     todo: list[Point] = []
     lines: list[str] = []
     for st in statuses:
@@ -116,6 +116,7 @@ def to_resume(
         if not (st.needs_resubmit or retry):
             continue
         path = layout.point_dir(sweep_dir, st.point.id)
+        world_size = info.ranks(st.point.id)
         lines += set_aside_unreadable(path, world_size)
         if retry:
             units = read_point(path, world_size).failed

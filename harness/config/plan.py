@@ -24,6 +24,7 @@ from harness_schema.settings import (
     Measure,
     ProfileSpec,
     SamplerConfig,
+    Scale,
     WorkloadSettings,
 )
 
@@ -32,6 +33,7 @@ __all__ = [
     "Plan",
     "Point",
     "RunPass",
+    "Scale",
     "WorkloadSettings",
     "expand",
     "point_id",
@@ -84,6 +86,14 @@ class Point:
     run_pass: RunPass | None = None
     """The pass this run of the point belongs to, where its repeats are interleaved with
     other points' (None: its repeats run back to back); not part of the id."""
+    scale: Scale | None = None
+    """Its size: nodes, GPUs and ranks per node (the spec's `slurm`, one of its sizes where
+    they are an axis). Part of the id only where the spec gives more than one size, so a spec
+    of one size plans the ids it always did. None in plans written before sizes were axes."""
+
+    def size(self, slurm: Any) -> Scale:
+        """Its scale, or that of `slurm` (the spec's SlurmConfig) for a plan written before."""
+        return self.scale if self.scale is not None else Scale.of(slurm)
 
     def settings(self) -> dict[str, Any]:
         """Flat field -> value, the columns of plan.csv and of every row. A new dict each call;
@@ -111,6 +121,7 @@ class Point:
         every point twice), to write or pickle, not to change."""
         # run_pass only where there is one: the sweep's points.json stays as it was.
         run_pass = {"run_pass": settings.values(self.run_pass)} if self.run_pass else {}
+        scale = {"scale": settings.values(self.scale)} if self.scale else {}
         return {
             "index": self.index,
             "id": self.id,
@@ -125,6 +136,7 @@ class Point:
             "script_keeps": list(self.script_keeps),
             "limits": settings.values(self.limits),
             **run_pass,
+            **scale,
         }
 
     @staticmethod
@@ -144,6 +156,7 @@ class Point:
             script_keeps=tuple(data.get("script_keeps", ())),
             limits=Limits(**data.get("limits", {})),  # plans written before limits existed
             run_pass=RunPass(**data["run_pass"]) if data.get("run_pass") else None,
+            scale=Scale(**data["scale"]) if data.get("scale") else None,
         )
 
 
@@ -180,13 +193,15 @@ def point_id(
     measure: Measure,
     rungs: tuple[str, ...],
     sequence_step: str = "",
+    scale: Scale | None = None,
 ) -> str:
     """A short stable hash of everything that changes what a point measures.
 
     A sequence step's name is part of it, so that two steps with equal settings stay two rows
-    of the sequence table; outside a sequence, equal settings are one point.
+    of the sequence table; outside a sequence, equal settings are one point. `scale` only
+    where the spec's sizes are an axis: a spec of one size keeps the ids it always had.
     """
-    return _point_id(workload, loader, settings.identity(measure), rungs, sequence_step)
+    return _point_id(workload, loader, settings.identity(measure), rungs, sequence_step, scale)
 
 
 def _point_id(
@@ -195,6 +210,7 @@ def _point_id(
     measure: Mapping[str, Any],
     rungs: tuple[str, ...],
     sequence_step: str,
+    scale: Scale | None = None,
 ) -> str:
     """point_id, given the measure's identity: the same for every point of a plan, made once."""
     payload: dict[str, Any] = {
@@ -205,6 +221,8 @@ def _point_id(
     }
     if sequence_step:
         payload["step"] = sequence_step  # the key of the first versions: ids stay the same
+    if scale is not None:
+        payload["scale"] = settings.values(scale)
     return hashlib.sha1(_canonical(payload).encode()).hexdigest()[:10]
 
 
@@ -247,7 +265,7 @@ def expand(spec: Spec) -> Plan:
     notes: list[str] = []
     exclude_hits = [0] * len(spec.exclude)
     excluded = 0
-    for step_name, step_base in _sequence_settings(spec):
+    for step_name, step_base, scale in _steps_and_scales(spec):
         base_workload, base_loader = _sections(step_base)
         for combo in itertools.product(*dimensions):
             if spec.exclude:
@@ -264,7 +282,7 @@ def expand(spec: Spec) -> Plan:
             for _, (workload_part, loader_part) in combo:
                 workload.update(workload_part)
                 loader.update(loader_part)
-            point = _point(spec, measure, workload, loader, step_name, index=len(points))
+            point = _point(spec, measure, workload, loader, step_name, scale, index=len(points))
             if point.id in seen:
                 notes.append(
                     f"a combination ({'; '.join(point.adjustments) or 'same settings'}) is the same as "
@@ -339,6 +357,12 @@ def _dimensions(spec: Spec) -> list[list[dict[str, Any]]]:
     return dimensions
 
 
+def _steps_and_scales(spec: Spec) -> list[tuple[str, dict[str, Any], Scale]]:
+    """(step name, settings, size) for each sequence step, each size: the points of one size
+    together (one job array each on Slurm), in the spec's order of sizes."""
+    return [(name, base, scale) for name, base in _sequence_settings(spec) for scale in spec.scale_axis()]
+
+
 def _sequence_settings(spec: Spec) -> list[tuple[str, dict[str, Any]]]:
     """(step name, settings) per sequence step, each keeping the previous steps' changes."""
     cumulative = {dotted: values[0] for dotted, values in spec.field_values.items()}
@@ -357,6 +381,7 @@ def _point(
     workload_args: Mapping[str, Any],
     loader_args: Mapping[str, Any],
     step_name: str,
+    scale: Scale,
     *,
     index: int,
 ) -> Point:
@@ -365,7 +390,8 @@ def _point(
     loader, adjustments = resolve_loader(loader_args)
     return Point(
         index=index,
-        id=_point_id(workload, loader, measure, spec.rungs, step_name),
+        id=_point_id(workload, loader, measure, spec.rungs, step_name, scale if spec.scale_varies else None),
+        scale=scale,
         sequence_step=step_name,
         workload=workload,
         loader=loader,

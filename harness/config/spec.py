@@ -2,13 +2,15 @@
 
 The settings, their defaults and what each allows are declared once, in
 `harness_schema/settings.py`; this module checks a YAML document against them. A list under
-`workload` or `loader` is an axis (the plan crosses axes); every other section is scalar
-settings. Structural checks that need the whole spec (zip lengths, exclude and sequence
+`workload` or `loader` is an axis (the plan crosses axes), and so is one under `slurm.nodes`,
+`slurm.gpus_per_node` or `slurm.tasks_per_node` (the sizes a point runs at); every other
+section is scalar settings. Structural checks that need the whole spec (zip lengths, exclude and sequence
 fields) happen here too, so that they can point at a line.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import re
@@ -26,15 +28,26 @@ from harness_schema.expect import Expectation, parse_expect
 from harness_schema.settings import (
     MODEL_LOSS,
     REQUIRED,
+    SCALE_FIELDS,
     Limits,
     Measure,
     ProfileSpec,
     SamplerConfig,
+    Scale,
     SlurmConfig,
 )
 from harness_schema.yaml_lines import LoadedYaml, YamlSyntaxError, load_yaml_with_lines
 
-__all__ = ["Measure", "ProfileSpec", "SamplerConfig", "SequenceStep", "SlurmConfig", "Spec", "SpecError"]
+__all__ = [
+    "Measure",
+    "ProfileSpec",
+    "SamplerConfig",
+    "Scale",
+    "SequenceStep",
+    "SlurmConfig",
+    "Spec",
+    "SpecError",
+]
 
 
 class SpecError(ValueError):
@@ -117,6 +130,18 @@ class Spec:
     workload, the others keep the script's own values (harness/probe/recording.py)."""
     limits: Limits = field(default_factory=Limits)
     """How long a wait may last before it is a fault (not part of a point's id)."""
+    scales: tuple[Scale, ...] = ()
+    """The sizes the points run at: slurm.nodes, gpus_per_node and tasks_per_node crossed
+    where the spec gives lists (() : the one size of `slurm`, as a Spec made in code has)."""
+
+    def scale_axis(self) -> tuple[Scale, ...]:
+        """Every size a point runs at, in the spec's order (one for a spec of integers)."""
+        return self.scales or (Scale.of(self.slurm),)
+
+    @property
+    def scale_varies(self) -> bool:
+        """The spec gives more than one size: a point's size is then part of its id."""
+        return len(self.scale_axis()) > 1
 
 
 class _Checker:
@@ -331,8 +356,9 @@ def parse_spec(text: str, *, file: str | None = None, path: Path | None = None) 
     _check_combinations(c, values, zip_groups, len(sequence) or 1)
     notes = () if script else _check_factories(c, values)
     rungs = _rungs(c, top.get("rungs", ["full"]))
-    slurm = _slurm(c, top.get("slurm"))
-    notes = (*notes, *_check_loader(c, values, sequence, rungs, slurm.world_size))
+    slurm, scales = _slurm(c, top.get("slurm"))
+    ranks = max(scale.world_size for scale in scales)
+    notes = (*notes, *_check_loader(c, values, sequence, rungs, ranks))
     _check_pipeline(c, values, sequence)
     return Spec(
         name=name,
@@ -352,6 +378,7 @@ def parse_spec(text: str, *, file: str | None = None, path: Path | None = None) 
         notes=notes,
         loader_named=_loader_named(top.get("loader"), sequence),
         limits=Limits(**c.section(Limits, top.get("limits"), "limits")),
+        scales=scales,
     )
 
 
@@ -439,13 +466,39 @@ def _name_and_description(c: _Checker, top: Mapping[str, Any]) -> tuple[str, str
     return name, description
 
 
-def _slurm(c: _Checker, raw: Any) -> SlurmConfig:
-    values = c.section(SlurmConfig, raw, "slurm")
+def _slurm(c: _Checker, raw: Any) -> tuple[SlurmConfig, tuple[Scale, ...]]:
+    """The `slurm` section, its sizes (nodes, gpus_per_node, tasks_per_node) crossed where
+    the spec gives lists; the SlurmConfig holds the first size (what a spec of one size had)."""
+    given = dict(c.mapping(raw, "slurm"))
+    axes: dict[str, tuple[Any, ...]] = {}
+    for name in SCALE_FIELDS:
+        if isinstance(given.get(name), list):
+            axes[name] = _scale_axis(c, given[name], f"slurm.{name}", low=0 if name == "gpus_per_node" else 1)
+            given[name] = axes[name][0]
+    values = c.section(SlurmConfig, given, "slurm")
     _check_sbatch_lines(c, values)
-    if values["tasks_per_node"] is None:
-        values["tasks_per_node"] = max(1, values["gpus_per_node"])
     values["setup"] = tuple(values["setup"])
-    return SlurmConfig(**values)
+    scales: list[Scale] = []
+    for nodes, gpus, tasks in itertools.product(*(axes.get(n, (values[n],)) for n in SCALE_FIELDS)):
+        ranks = max(1, gpus) if tasks is None else tasks
+        scale = Scale(nodes=nodes, gpus_per_node=gpus, tasks_per_node=ranks)
+        if scale not in scales:
+            scales.append(scale)
+    first = scales[0]
+    values.update(nodes=first.nodes, gpus_per_node=first.gpus_per_node, tasks_per_node=first.tasks_per_node)
+    return SlurmConfig(**values), tuple(scales)
+
+
+def _scale_axis(c: _Checker, values: list[Any], path: str, *, low: int) -> tuple[int, ...]:
+    """A size's axis: integers >= low, each once (a repeated size would plan its points twice)."""
+    if not values:
+        raise c.fail(path, f"empty list; an axis of sizes needs at least one integer >= {low}")
+    for i, item in enumerate(values):
+        if not settings.is_int(item) or item < low:
+            raise c.fail(f"{path}[{i}]", f"{_show(item)} is not allowed; expected an integer >= {low}")
+    if len(set(values)) != len(values):
+        raise c.fail(path, f"{_show(values)} repeats a value; each value once")
+    return tuple(values)
 
 
 def _check_sbatch_lines(c: _Checker, values: Mapping[str, Any]) -> None:

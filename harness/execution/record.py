@@ -54,6 +54,7 @@ class RowMaker:
             started_at=started or now(),
             finished_at=now(),
             run_pass=p.run_pass.number if p.run_pass else None,
+            nodes=p.scale.nodes if p.scale else None,
         )
 
     def measured(self, rung: str, repeat: int, times: LoopTimes, *, started: str) -> RungRow:

@@ -17,7 +17,7 @@ import shutil
 import socket
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,13 @@ class SweepInfo:
     world_size: int
     """Ranks per point: a point is complete when every rank has its rows."""
     created: str
+    world_sizes: Mapping[str, int] = field(default_factory=dict)
+    """Point id -> its ranks, for the points whose size is not the first (sizes as an axis:
+    slurm.nodes: [1, 2]); empty for a sweep of one size, whose sweep.json is as it was."""
+
+    def ranks(self, point_id: str) -> int:
+        """The ranks of one point: a point is complete when every one has its rows."""
+        return self.world_sizes.get(point_id, self.world_size)
 
 
 def create_sweep(
@@ -46,6 +53,7 @@ def create_sweep(
     *,
     backend: str = "inline",
     world_size: int = 1,
+    world_sizes: Mapping[str, int] | None = None,
     sweep_id: str | None = None,
 ) -> Path:
     """The sweep's folder, with its spec, plan and sweep files. It appears whole or not at
@@ -60,7 +68,7 @@ def create_sweep(
     aside = spec_root / f".{sweep_dir.name}.making-{os.getpid()}"
     try:
         aside.mkdir()
-        _write_sweep_files(plan, aside, backend, world_size)
+        _write_sweep_files(plan, aside, backend, world_size, world_sizes or {})
         sweep_dir = _renamed_in(aside, sweep_dir, spec_root, given=sweep_id is not None)
     except BaseException as e:
         shutil.rmtree(aside, ignore_errors=True)
@@ -116,7 +124,9 @@ def _notes(plan: Plan, world_size: int) -> list[str]:
     return [n for n in plan.notes if world_size > 1 or not is_ranks_note(n)]
 
 
-def _write_sweep_files(plan: Plan, sweep_dir: Path, backend: str, world_size: int) -> None:
+def _write_sweep_files(
+    plan: Plan, sweep_dir: Path, backend: str, world_size: int, world_sizes: Mapping[str, int]
+) -> None:
     atomic_write_text(sweep_dir / "spec.yaml", plan.spec.text)
     atomic_write_text(sweep_dir / "plan.csv", plan_csv(plan))
     layout.write_json(
@@ -132,8 +142,12 @@ def _write_sweep_files(plan: Plan, sweep_dir: Path, backend: str, world_size: in
         backend=backend,
         world_size=world_size,
         created=datetime.now().isoformat(timespec="seconds"),
+        world_sizes={k: v for k, v in world_sizes.items() if v != world_size},
     )
-    layout.write_json(sweep_dir / "sweep.json", asdict(info))
+    data = asdict(info)
+    if not info.world_sizes:
+        del data["world_sizes"]  # a sweep of one size: its sweep.json as it always was
+    layout.write_json(sweep_dir / "sweep.json", data)
 
 
 def load_info(sweep_dir: Path) -> SweepInfo:
@@ -146,11 +160,15 @@ def load_info(sweep_dir: Path) -> SweepInfo:
         raise reading.another_version(path, f"backend is {backend!r}, not a backend's name")
     if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:
         raise reading.another_version(path, f"world_size is {world_size!r}, not a number of ranks")
+    sizes = data.get("world_sizes", {})
+    if not isinstance(sizes, dict) or not all(isinstance(v, int) and v >= 1 for v in sizes.values()):
+        raise reading.another_version(path, f"world_sizes is {sizes!r}, not point ids to numbers of ranks")
     return SweepInfo(
         spec=str(data.get("spec", "")),
         backend=backend,
         world_size=world_size,
         created=str(data.get("created", "")),
+        world_sizes=sizes,
     )
 
 

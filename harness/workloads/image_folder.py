@@ -11,7 +11,9 @@ from pathlib import Path
 import torchvision.transforms as T
 from PIL import Image
 
+from harness.workloads import shared_store
 from harness.workloads.contract import Normalization, PipelineDataset, sample_read
+from harness.workloads.shared_store import bucket_path
 
 EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".bmp")
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # ImageNet's, as torchvision's references
@@ -64,8 +66,19 @@ class EncodedImages(PipelineDataset):
 
 
 class ImageFolderDataset(EncodedImages):
+    """`store_rate`: read every file through a shared store of that many reads a second, all
+    ranks of all nodes of this machine together, or `unlimited` (the same store, no ceiling):
+    the test instrument whose known answer the scaling report must find
+    (harness/workloads/shared_store.py)."""
+
     def __init__(
-        self, *, root: str, image_size: int = 224, augment: bool = True, page_cache: str = "warm"
+        self,
+        *,
+        root: str,
+        image_size: int = 224,
+        augment: bool = True,
+        page_cache: str = "warm",
+        store_rate: float | str | None = None,
     ) -> None:
         super().__init__(image_size=image_size, augment=augment, page_cache=page_cache)
         base = expand_root(root)
@@ -89,6 +102,7 @@ class ImageFolderDataset(EncodedImages):
                 f"no images ({', '.join(EXTENSIONS)}) in class folders under {str(base)!r}"
             )
         self.root, self.num_classes = base, max(1, len(classes))
+        self.store = None if store_rate is None else shared_store.of_rate(bucket_path(base), store_rate)
 
     def __len__(self) -> int:
         return len(self.files)
@@ -98,6 +112,8 @@ class ImageFolderDataset(EncodedImages):
 
     def read_bytes(self, index: int) -> tuple[bytes, int]:
         path, label = self.files[index]
+        if self.store is not None:
+            self.store.take()
         with path.open("rb") as f:
             data = f.read()
             self.drop_from_page_cache(f.fileno())

@@ -4,9 +4,10 @@ import math
 import statistics
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
-from analysis.aggregate import UNKNOWN_TYPE, summarize
+from analysis.aggregate import UNKNOWN_TYPE, add_nodes, summarize
 from analysis.load import load_meta, load_results
 from tests.analysis.conftest import synthetic_row, write_node_meta, write_rows
 
@@ -124,3 +125,18 @@ def test_each_run_keeps_its_pass_labelled_by_its_sweep(tmp_path: Path) -> None:
     summary = summarize(load_results([tmp_path]).rows).set_index("point_id")
     assert summary.loc["p1", "run_passes"] == (f"{tmp_path}#4", f"{tmp_path}#5")
     assert summary.loc["p2", "run_passes"] == (None,)
+
+
+def test_a_point_of_nodes_emulated_on_one_host_gets_a_table_of_its_own() -> None:
+    """The local backend's point of slurm.nodes: 2 runs on one host: it is not one of that
+    host's one-node points (a Slurm run of two nodes is n1+n2)."""
+    rows = pd.DataFrame(
+        [synthetic_row(point_id="one", nodes=1, hostname="vm").cells()]
+        + [
+            synthetic_row(point_id="two", rank=k, world_size=2, nodes=2, hostname="vm").cells()
+            for k in (0, 1)
+        ]
+    )
+    rows["sweep_dir"] = "s"
+    nodes = add_nodes(rows).drop_duplicates("point_id").set_index("point_id")["node"]
+    assert dict(nodes) == {"one": "vm", "two": "vm ×2 emulated nodes"}

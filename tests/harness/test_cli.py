@@ -470,13 +470,16 @@ def test_the_local_backend_refuses_gpus_it_cannot_give_before_anything_is_writte
     assert not (tmp_path / "results").exists()
 
 
-def test_the_local_backend_refuses_several_nodes_before_anything_is_written(tmp_path: Path) -> None:
+def test_the_local_backend_runs_a_point_of_two_nodes_as_their_ranks_on_this_machine(tmp_path: Path) -> None:
+    """It refused slurm.nodes > 1 before sizes were axes; now it emulates the nodes (issue #40)."""
+    from analysis.load import load_results
+
     spec = tmp_path / "two.yaml"
-    spec.write_text("name: two\n" + TINY_WORKLOAD + "slurm: {nodes: 2}\n")
+    spec.write_text("name: two\n" + TINY_WORKLOAD + "slurm: {nodes: 2, gpus_per_node: 0}\n")
     out = harness("run", str(spec), "--backend", "local", cwd=tmp_path)
-    assert out.returncode == 2
-    assert out.stderr.strip() == f"harness: {spec}: the local backend runs on one node; slurm.nodes is 2"
-    assert not (tmp_path / "results").exists()
+    assert out.returncode == 0, out.stderr
+    rows = load_results([tmp_path / "results"]).rows
+    assert sorted(rows["rank"]) == [0, 1] and set(rows["world_size"]) == {2} and set(rows["nodes"]) == {2}
 
 
 def test_a_second_resume_is_refused_while_the_first_holds_the_sweep_and_no_unit_is_measured_twice(
@@ -520,3 +523,24 @@ def _holder(lock: Path) -> dict[str, object]:
         return dict(json.loads(lock.read_text()))
     except (OSError, ValueError):
         return {}
+
+
+def test_sizes_as_an_axis_are_refused_where_one_array_or_one_rank_cannot_hold_them(
+    write_spec, tmp_path: Path
+) -> None:
+    spec = write_spec("name: grid\n" + TINY_WORKLOAD + "slurm: {nodes: [1, 2], gpus_per_node: 0}\n")
+    sizes = "1 node × 0 GPU(s) (1 rank(s)), 2 nodes × 0 GPU(s) (2 rank(s))"
+    out = harness("run", str(spec), "--backend", "inline", cwd=tmp_path)
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr == (
+        f"harness: {spec}: inline runs every point as one rank in this process, so it cannot run the spec's "
+        f"sizes ({sizes}); use --backend local (nodes emulated on this machine) or slurm\n"
+    )
+    out = harness("sbatch", str(spec), cwd=tmp_path)
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr == (
+        f"harness: {spec}: a standalone script is one job array of one size, and the spec has 2 "
+        f"({sizes}); use harness submit (an array per size), or give slurm.nodes, gpus_per_node "
+        "and tasks_per_node one value each\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]  # no results, no script

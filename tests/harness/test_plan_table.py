@@ -168,3 +168,22 @@ def test_the_table_costs_each_point_once_and_writes_no_setting() -> None:
     assert len(lines) == 1 + 2 + 6 + 2  # the head, the table's header and rule, its rows, the sweep's lines
     # A point's settings made whole once, for their names; the cells read the few that vary.
     assert calls == {"asdict": 0, "dumps": 0, "point_cost": 6, "settings": 1}
+
+
+def test_sizes_as_an_axis_show_as_columns_with_the_node_hours_of_each() -> None:
+    extra = "slurm: {nodes: [1, 4], gpus_per_node: 2, time: '00:30:00'}\n"
+    lines = table_of(extra)
+    assert cells(lines[1])[:5] == ["#", "id", "nodes", "gpus_per_node", "ranks"]
+    assert cells(lines[3])[2:5] == ["1", "2", "2"] and cells(lines[4])[2:5] == ["4", "2", "8"]
+    assert lines[-4].startswith(
+        "scales: 2 sizes, one job array each on Slurm; node-hours at most: each point"
+    )
+    assert lines[-3] == "  1 node × 2 GPU(s) (2 rank(s)): 1 point(s), 0.50 node-hours at most"
+    assert lines[-2] == "  4 nodes × 2 GPU(s) (8 rank(s)): 1 point(s), 2.00 node-hours at most"
+    assert lines[-1] == "  on Slurm each size's array starts after the one before (--dependency=afterany)"
+    shared = table_of(extra.replace("}", ", array_parallelism: 4}") + "loader: {num_workers: [0, 2]}\n")
+    assert shared[-1] == (
+        "  slurm.array_parallelism 4: up to 4 points of one size run at once, sharing the storage "
+        "they measure; 1 measures each alone"
+    )
+    assert not [line for line in table_of("slurm: {nodes: 4}\n") if "node-hours" in line]

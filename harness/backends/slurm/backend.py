@@ -1,4 +1,7 @@
-"""Sweeps on Slurm through submitit: one job array per submission, one point per array task.
+"""Sweeps on Slurm through submitit: one job array per submission and size, one point per
+array task. An array's tasks share one size (submitit's executor renders one set of sbatch
+parameters for a batch: `update_parameters`, then `batch()`), so where sizes are an axis
+(`slurm.nodes: [1, 2]`) each size is an array of its own.
 
 The spec's `slurm` section becomes the keyword arguments of submitit's sbatch renderer
 (harness/backends/slurm/sbatch.py); the jobs' states come from sacct and squeue
@@ -10,7 +13,7 @@ from __future__ import annotations
 import logging
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -19,7 +22,7 @@ from harness.backends.point_status import PointStatus
 from harness.backends.slurm.queue import scheduler_states
 from harness.backends.slurm.sbatch import job_folder, job_name, render_sbatch, sbatch_parameters
 from harness.config.plan import Plan, Point
-from harness.config.spec import SlurmConfig, Spec
+from harness.config.spec import Scale, SlurmConfig, Spec
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +82,8 @@ class SlurmJobs:
 
 
 class SlurmBackend:
-    """One job array per submission, one task per point, `slurm.nodes x tasks_per_node` ranks
-    each (the Backend protocol, harness/backends/base.py). `harness submit` is this backend
+    """One job array per submission and size, one task per point, `slurm.nodes x tasks_per_node`
+    ranks each (the Backend protocol, harness/backends/base.py). `harness submit` is this backend
     without waiting on its handle; `harness run --backend slurm` and `submit --wait` wait on it."""
 
     name: ClassVar[str] = "slurm"
@@ -98,18 +101,39 @@ class SlurmBackend:
     def check(self, plan: Plan) -> None:
         """A throwaway render before anything is submitted: submitit rejects unknown options."""
         try:
-            render_sbatch(
-                plan.spec.slurm, job_name(plan.spec.name), Path("/tmp/check/%j"), "true", len(plan.points)
-            )
+            for scale in plan.spec.scale_axis():
+                render_sbatch(
+                    plan.spec.slurm.at(scale),
+                    job_name(plan.spec.name),
+                    Path("/tmp/check/%j"),
+                    "true",
+                    len(plan.points),
+                )
         except ValueError as e:
             raise BackendRefusal(f"slurm: {str(e).splitlines()[0]}") from e
 
     def world_size(self, plan: Plan) -> int:
         return plan.spec.slurm.world_size
 
+    def ranks(self, point: Point) -> int:
+        return point.size(self.spec.slurm).world_size
+
     def submit(self, points: Sequence[Point], sweep_dir: Path) -> SlurmJobs:
-        """Raises SubmissionError with sbatch's own words when it refuses the array."""
-        ids = submit_array(list(points), sweep_dir, self.spec.slurm, job_name(self.spec.name))
+        """One array per size, in the order the sizes first come, each after the one before
+        (--dependency=afterany): a scaling sweep measures what a size's ranks get from a shared
+        store, which a size running beside it would take its share of. Raises SubmissionError with
+        sbatch's own words when it refuses an array (the arrays before it stay submitted, and
+        recorded: `harness status` follows them)."""
+        by_size: dict[Scale, list[Point]] = {}
+        for p in points:
+            by_size.setdefault(p.size(self.spec.slurm), []).append(p)
+        ids: list[str] = []
+        for scale, group in by_size.items():
+            cfg = self.spec.slurm.at(scale)
+            if ids:  # after the previous size's array: two sizes never share the storage at once
+                after = ids[-1].split("_")[0]
+                cfg = replace(cfg, extra={**cfg.extra, "dependency": f"afterany:{after}"})
+            ids += submit_array(group, sweep_dir, cfg, job_name(self.spec.name))
         return SlurmJobs(sweep_dir, tuple(ids), type(self))
 
     def settle(

@@ -163,3 +163,19 @@ def test_a_pass_of_two_ddp_points_runs_in_one_job_the_ranks_started_once(tmp_pat
                 ("0", "0", "ok"),
                 ("1", "1", "ok"),
             ]
+
+
+def test_points_of_a_pass_run_one_job_per_run_of_one_size_in_the_pass_order() -> None:
+    """An array, local or Slurm, has one size: a pass A1 B1 C2 A1 runs three jobs, in order."""
+    from harness.backends.local import _by_size, emulated
+
+    plan = expand(parse_spec("name: t\n" + TINY_WORKLOAD + "slurm: {nodes: [1, 2], gpus_per_node: 0}\n"))
+    one, two = plan.points
+    runs = _by_size([one, two, one], plan.spec.slurm)
+    assert [(s.nodes, [p.id for p in group]) for s, group in runs] == [
+        (1, [one.id]),
+        (2, [two.id]),
+        (1, [one.id]),
+    ]
+    cfg = emulated(plan.spec.slurm.at(two.scale))
+    assert (cfg.nodes, cfg.tasks_per_node, cfg.gpus_per_node) == (1, 2, 0)  # 2 nodes' ranks, here

@@ -251,3 +251,47 @@ def test_a_script_keeps_the_loader_settings_the_spec_does_not_name(tmp_path: Pat
     assert Point.from_json(plan.points[0].to_json()) == plan.points[0]
     built_in = expand(parse_spec("name: b\n" + TINY_WORKLOAD))
     assert built_in.points[0].script_keeps == () and not any("keeps" in n for n in built_in.notes)
+
+
+# --- sizes as an axis (slurm.nodes, gpus_per_node, tasks_per_node: issue #40) ---------------
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_a_spec_of_one_size_plans_the_ids_it_planned_before_sizes_were_axes() -> None:
+    """The ids of two committed specs as the harness planned them before sizes could be axes
+    (commit 3344942): a resume of their sweeps still finds every point done."""
+    from harness.config.spec import load_spec
+
+    io_lab = [p.id for p in expand(load_spec(REPO / "jobs/io_lab.yaml")).points]
+    sequence = [p.id for p in expand(load_spec(REPO / "jobs/rand_optimisation_sequence.yaml")).points]
+    assert io_lab == [
+        "5dc29920c1", "c5cc6180e5", "4130878398", "faee62b2b6",
+        "f5c24997ce", "50e23a9e11", "711643962e", "99f8f60032",
+    ]  # fmt: skip
+    assert sequence == [
+        "2b0ec05f32", "f111e16cc0", "e6acdd4c0c", "c30f0738cf",
+        "a4dbaa843e", "8c3863e9db", "6195585134", "b046c79134",
+    ]  # fmt: skip
+
+
+def test_a_list_of_nodes_plans_every_point_at_each_size_with_ids_of_their_own() -> None:
+    plan = plan_of("loader: {num_workers: [0, 2]}\nslurm: {nodes: [1, 2], gpus_per_node: 4}\n")
+    sizes = [
+        (p.scale.nodes, p.scale.gpus_per_node, p.scale.tasks_per_node, p.loader.num_workers)
+        for p in plan.points
+    ]
+    assert sizes == [(1, 4, 4, 0), (1, 4, 4, 2), (2, 4, 4, 0), (2, 4, 4, 2)]
+    assert len({p.id for p in plan.points}) == 4
+    # A point's size is part of its id only where sizes vary: the same settings at one node,
+    # planned alone, are another id than within the axis.
+    alone = plan_of("loader: {num_workers: [0, 2]}\nslurm: {nodes: 1, gpus_per_node: 4}\n")
+    assert not {p.id for p in alone.points} & {p.id for p in plan.points}
+
+
+def test_sizes_cross_with_each_other_and_a_point_keeps_its_size_through_json() -> None:
+    plan = plan_of("slurm: {nodes: [1, 2], gpus_per_node: [0, 2]}\n")
+    sizes = [(p.scale.nodes, p.scale.gpus_per_node, p.scale.world_size) for p in plan.points]
+    assert sizes == [(1, 0, 1), (1, 2, 2), (2, 0, 2), (2, 2, 4)]
+    back = [Point.from_json(json.loads(json.dumps(p.to_json()))) for p in plan.points]
+    assert [(q.id, q.scale) for q in back] == [(p.id, p.scale) for p in plan.points]

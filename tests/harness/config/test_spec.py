@@ -714,3 +714,27 @@ def test_a_sequence_step_name_with_a_line_break_is_one_line() -> None:
         "seq.yaml:4: sequence[0].name: '../x\\nnum_workers=8' is not allowed; "
         "expected a single line without control characters"
     )
+
+
+def test_a_size_axis_is_checked_value_by_value_in_one_line() -> None:
+    """slurm.nodes: [1, 2] was refused before sizes were axes; a bad value in it is named."""
+    base = "name: t\nworkload: {dataset: fake_cifar, model: linear}\n"
+    assert [s.nodes for s in parse_spec(base + "slurm: {nodes: [1, 2]}\n").scales] == [1, 2]
+    cases = {
+        "slurm: {nodes: [1, 0]}": r"t.yaml:3: slurm.nodes\[1\]: 0 is not allowed; expected an integer >= 1$",
+        "slurm: {nodes: []}": r"slurm.nodes: empty list; an axis of sizes needs at least one integer >= 1$",
+        "slurm: {gpus_per_node: [1, x]}": r"slurm.gpus_per_node\[1\]: 'x' is not allowed; expected an integer >= 0$",
+        "slurm: {tasks_per_node: [2, 2]}": r"slurm.tasks_per_node: \[2, 2\] repeats a value; each value once$",
+        "slurm: {nodes: 0}": r"slurm.nodes: 0 is not allowed; expected an integer >= 1, or a list of them",
+    }
+    for line, message in cases.items():
+        with pytest.raises(SpecError, match=message):
+            parse_spec(base + line + "\n", file="t.yaml")
+
+
+def test_tasks_per_node_null_is_one_rank_per_gpu_at_each_size() -> None:
+    spec = parse_spec(
+        "name: t\nworkload: {dataset: fake_cifar, model: linear}\nslurm: {gpus_per_node: [0, 4]}\n"
+    )
+    assert [(s.gpus_per_node, s.tasks_per_node) for s in spec.scales] == [(0, 1), (4, 4)]
+    assert spec.slurm.tasks_per_node == 1  # the first size's, as a spec of integers had

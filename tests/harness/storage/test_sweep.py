@@ -63,3 +63,18 @@ def test_an_id_taken_between_its_choice_and_the_rename_moves_to_the_next_free_on
     assert sweeps.create_sweep(plan, tmp_path).name == "20261128-202327-2"
     with pytest.raises(OSError, match=r"Directory not empty|File exists"):
         sweeps.create_sweep(plan, tmp_path, sweep_id=first.name)  # an id given is never changed
+
+
+def test_a_sweep_of_several_sizes_records_each_points_ranks_and_one_size_writes_as_before(
+    tmp_path: Path,
+) -> None:
+    plan = expand(parse_spec("name: t\n" + TINY_WORKLOAD + "slurm: {nodes: [1, 2], gpus_per_node: 0}\n"))
+    one, two = plan.points
+    made = sweeps.create_sweep(
+        plan, tmp_path, backend="local", world_size=1, world_sizes={one.id: 1, two.id: 2}
+    )
+    info = sweeps.load_info(made)
+    assert (info.ranks(one.id), info.ranks(two.id)) == (1, 2)
+    single = expand(parse_spec("name: u\n" + TINY_WORKLOAD))
+    made = sweeps.create_sweep(single, tmp_path, backend="local", world_size=1, world_sizes={})
+    assert "world_sizes" not in (made / "sweep.json").read_text()
