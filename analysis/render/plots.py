@@ -459,6 +459,7 @@ def comparison_png(c: Comparison, title: str) -> bytes | None:
     ax.set_title(title, fontsize=10)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
+    return _png(fig)
 
 
 def scaling_plot(found: Scaling) -> Plot:
