@@ -41,6 +41,10 @@ MATCH_COLUMNS = [*WORKLOAD_COLUMNS, *LOADER_COLUMNS, "rung"]  # dataset_args, mo
 # Not warmup_steps: the rows hold the effective warmup, which the runner lengthens until the
 # loader's stock is drained, so it varies run to run; the spec's own value shows in its diff.
 CONTEXT_COLUMNS = ["device", "world_size", "steps"]
+# The size of a point (its ranks): where a side holds several (slurm.nodes as an axis, issue #40),
+# a configuration is matched size by size, never pooled across sizes; one size a side stays
+# context (named under "what changed" where the sides differ).
+SIZE_COLUMNS = ["world_size"]
 SOFTWARE = {
     "torch_version": "torch",
     "cuda_version": "CUDA",
@@ -104,7 +108,7 @@ def compare(a_paths: Sequence[str | Path], b_paths: Sequence[str | Path]) -> Com
     keyed = {}
     for side in (a, b):
         frame = side.summary.copy()
-        for column in MATCH_COLUMNS:
+        for column in [*MATCH_COLUMNS, *SIZE_COLUMNS]:
             frame[column] = [_key_text(v) for v in frame[column]]
         keyed[side.name] = frame
     key, changed = [], []
@@ -114,6 +118,7 @@ def compare(a_paths: Sequence[str | Path], b_paths: Sequence[str | Path]) -> Com
             changed.append(f"{column}: {va.pop()} → {vb.pop()}")
         else:
             key.append(column)
+    key += [c for c in SIZE_COLUMNS if max(keyed["A"][c].nunique(), keyed["B"][c].nunique()) > 1]
     changed += _context_changes(a, b) + _spec_diff(a, b)
     per_side = {name: _per_config(frame, key) for name, frame in keyed.items()}
     merged = per_side["A"].merge(per_side["B"], on=key, how="outer", suffixes=("_a", "_b"), indicator=True)

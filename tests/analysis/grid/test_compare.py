@@ -166,3 +166,30 @@ def test_a_a_comparisons_of_known_grids_call_at_most_one_configuration_in_forty(
         + table["loading"].isin(["longer", "shorter"]).sum()
     )
     assert calls <= 0.025 * len(table)
+
+
+def test_sweeps_of_several_sizes_are_compared_size_by_size(tmp_path: Path) -> None:
+    """slurm.nodes as an axis (issue #40): the same settings at 1 and 2 ranks are two
+    configurations, never pooled; B's store gave way at 2 ranks only, and compare says so
+    there alone, with the size as a column."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    for sweep, at_two in ((a, [180.0, 181.0, 179.0]), (b, [120.0, 121.0, 119.0])):
+        config(sweep, f"{sweep.name}1", 2, [100.0, 101.0, 99.0], world_size=1)
+        config(sweep, f"{sweep.name}2", 2, at_two, world_size=2)
+    c = compare([a], [b])
+    assert c.matched == 2 and c.only_a == 0 and c.only_b == 0
+    rows = comparison_table(c).set_index("world_size")
+    assert rows.loc["1", "judgement"] == "same (within ±5%)"
+    assert rows.loc["2", "judgement"] == "slower"
+    assert rows.loc["2", "change"] == pytest.approx(120 / 180 - 1)
+    assert "world_size:" not in "\n".join(c.changed)  # the same sizes on both sides
+
+
+def test_one_size_a_side_is_what_changed_not_a_key(tmp_path: Path) -> None:
+    """Before and after moving a sweep from 1 rank to 2: matched on the settings, the size named
+    under what changed, as before sizes were an axis."""
+    config(tmp_path / "a", "x", 2, [100.0, 101.0, 99.0], world_size=1)
+    config(tmp_path / "b", "y", 2, [150.0, 151.0, 149.0], world_size=2)
+    c = compare([tmp_path / "a"], [tmp_path / "b"])
+    assert c.matched == 1 and "world_size" not in c.key
+    assert "world_size: 1 → 2" in c.changed
