@@ -153,6 +153,22 @@ def test_a_shipped_script_runs_at_every_window(path: Path, window: str, tmp_path
     run_window(text, str(path), window, tmp_path, workers="0")
 
 
+# The shipped scripts whose full ladder at 3 repeats no other test runs: accelerate's, fabric's,
+# hf_trainer's, timm's and openclip_wds's run theirs in their tests of injected costs
+# (tests/jobs/test_*_train.py), course_script's and imagenet_script's scripts are the third-party
+# ones above.
+LADDER_X3_HERE = [p for p in SHIPPED if p.stem in ("lightning_trainer_script-cpu",)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", LADDER_X3_HERE, ids=[p.stem for p in LADDER_X3_HERE])
+def test_a_shipped_script_runs_its_full_ladder_at_3_repeats(path: Path, tmp_path: Path) -> None:
+    """len(loader) holds on every rung and repeat: the step's time is no part of it (5 ms)."""
+    make_script_data(path, tmp_path)
+    text = re.sub(r'--step-ms, "\d+"', '--step-ms, "5"', shrunk(path, tmp_path, measure="{}"))
+    run_window(text, str(path), "ladder-x3", tmp_path)
+
+
 @pytest.mark.parametrize("script", ["dlojz2_1", "imagenet_main"])
 def test_a_third_party_script_runs_unchanged_on_two_ranks(
     script: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
