@@ -34,12 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from harness.execution import ladder, loop
+from harness.execution import dataloader, ladder, loop
 from harness.execution.loop import LoopTimes, timed_loop
 from harness_schema.settings import LoaderSettings
 from tests.fixtures.workloads import slow_read
 
-CPU = ladder.Placement(device=torch.device("cpu"))
+CPU = dataloader.Placement(device=torch.device("cpu"))
 READ_S, STEP_S, BATCH = 0.02, 0.002, 4
 SHORT, LONG, WARMUP, ROUNDS = 20, 400, 2, 3
 

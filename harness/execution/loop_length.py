@@ -44,7 +44,7 @@ CLOSING = 1
 
 def stock(point: Point, rung: str) -> int:
     """Batches the rung's loader can hold ready: num_workers × prefetch_factor for a rung that
-    reads through the DataLoader (ladder.LoaderStream.stock), none for a cached batch."""
+    reads through the DataLoader (loader_stream.LoaderStream.stock), none for a cached batch."""
     if not rung_names.is_sample_level(rung) or not point.loader.num_workers:
         return 0
     return point.loader.num_workers * (point.loader.prefetch_factor or 0)

@@ -56,7 +56,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
-from harness.execution import batches, ladder
+from harness.execution import batches, dataloader
 from harness.execution.loop_length import batches_per_loop
 from harness.execution.script import ProbeJob
 from harness.probe import alone, handshake, harnessed, recording, session
@@ -175,7 +175,7 @@ def settings(**mine: Any) -> Settings:
     recorded = Recorded(
         dataset=None,
         batch_size=given.get("batch_size"),
-        parts=ladder.LoaderParts(),
+        parts=dataloader.LoaderParts(),
         given={k: v for k, v in given.items() if k in POINT_OWNS},
     )
     return settings_of(recording.effective_point(job, recorded, given.get("non_blocking")))

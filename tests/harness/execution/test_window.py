@@ -20,7 +20,7 @@ from torch.utils.data import Dataset
 from harness.backends.local import run_local
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
-from harness.execution import ladder
+from harness.execution import dataloader, ladder
 from harness.execution.dist import DistEnv
 from harness.execution.loop import LoopTimes, timed_loop
 from harness.execution.runner import run_point
@@ -32,7 +32,7 @@ from harness_schema import rows as results
 from harness_schema.settings import LoaderSettings
 from tests.fixtures.workloads import slow_read
 
-CPU = ladder.Placement(device=torch.device("cpu"))
+CPU = dataloader.Placement(device=torch.device("cpu"))
 
 
 @pytest.fixture(autouse=True)
