@@ -51,7 +51,7 @@ def stock(point: Point, rung: str) -> int:
 
 
 def longest_warmup(point: Point, rung: str) -> int:
-    """The most batches `loop._warm_up` takes for this rung."""
+    """The most batches `warmup.warm_up` takes for this rung."""
     held = stock(point, rung)
     return max(point.measure.warmup_steps, held) + DRAIN_FACTOR * held
 

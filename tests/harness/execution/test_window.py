@@ -22,8 +22,9 @@ from harness.config.plan import expand
 from harness.config.spec import parse_spec
 from harness.execution import dataloader, ladder
 from harness.execution.dist import DistEnv
-from harness.execution.loop import LoopTimes, timed_loop
+from harness.execution.loop import timed_loop
 from harness.execution.runner import run_point
+from harness.execution.step_times import LoopTimes
 from harness.execution.train_step import TrainStep
 from harness.storage.sweep import create_sweep
 from harness.workloads.emulated import emulated
