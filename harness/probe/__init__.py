@@ -58,7 +58,7 @@ from torch.utils.data import DataLoader
 
 from harness.execution import batches, dataloader
 from harness.execution.loop_length import batches_per_loop
-from harness.execution.script import ProbeJob
+from harness.execution.probe_job import ProbeJob
 from harness.probe import alone, handshake, harnessed, recording, session
 from harness.probe.alone import summary
 from harness.probe.loop_settings import SETTING_NAMES, Settings, settings_alone, settings_of

@@ -16,7 +16,7 @@ import torch
 from harness.config.plan import Point
 from harness.execution import dataloader, given_loader, ladder, sample_cache, termination
 from harness.execution.loop_length import CLOSING, batches_per_loop
-from harness.execution.script import ProbeJob
+from harness.execution.probe_job import ProbeJob
 from harness.probe import recording, session
 from harness.probe.handshake import done, end, report_settings
 from harness.probe.yielded import Batches, Copy, mover

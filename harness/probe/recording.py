@@ -17,7 +17,7 @@ from harness.adapters import registry as adapters
 from harness.config.plan import Point, resolve_loader
 from harness.execution import dataloader, given_loader
 from harness.execution.loop_length import batches_per_loop
-from harness.execution.script import ProbeJob
+from harness.execution.probe_job import ProbeJob
 from harness.naming import type_name
 from harness.probe.handshake import done, report_settings
 from harness.sources.length import length
