@@ -32,9 +32,10 @@ from torch.utils.data import Dataset
 from harness.config.plan import Point, expand
 from harness.config.spec import load_spec
 from harness.execution import dataloader, ladder, loader_stream
+from harness.execution.device import choose_device, device_sync
 from harness.execution.loop import timed_loop
 from harness.execution.step_times import LoopTimes
-from harness.execution.train_step import TrainStep, choose_device, device_sync
+from harness.execution.train_step import TrainStep
 from harness.execution.workload import build_workload
 from harness.sampling.host import DEFAULT_MEMORY_INTERVAL_S, MEMORY_CPU_BUDGET, HostSampler
 from harness.sampling.timeline import RankSampler

@@ -33,19 +33,14 @@ from harness.execution import (
     worker_deaths,
 )
 from harness.execution.batches import count_samples
+from harness.execution.device import choose_device, device_sync, peak_memory_gb, reset_peak_memory
 from harness.execution.dist import DistEnv, agreement, barrier, largest
 from harness.execution.loop import capacity_loop, drive, window
 from harness.execution.point import OpenPoint, PointOutcome, one_line, open_point
 from harness.execution.progress import Progress
 from harness.execution.record import RowMaker, now
 from harness.execution.steady import most_said
-from harness.execution.train_step import (
-    TrainStep,
-    choose_device,
-    device_sync,
-    peak_memory_gb,
-    reset_peak_memory,
-)
+from harness.execution.train_step import TrainStep
 from harness.execution.waiting import watched
 from harness.execution.workload import build_workload, loader_parts
 from harness.naming import type_name

@@ -185,8 +185,8 @@ def init_distributed() -> torch.device:
     """Join the process group of the torchrun-style environment (when WORLD_SIZE > 1 and no
     group is joined yet) and return this rank's device: its own GPU (made the current one),
     or the CPU where no GPU is visible. Alone, one process: the device, and no group."""
+    from harness.execution.device import choose_device
     from harness.execution.dist import DistEnv, init_process_group
-    from harness.execution.train_step import choose_device
 
     job = handshake.this_job()
     env = job.env if job is not None else DistEnv.from_environ()
