@@ -32,7 +32,7 @@ import torch
 
 from harness.config.plan import Point, expand
 from harness.config.spec import parse_spec
-from harness.execution import ladder
+from harness.execution import dataloader, ladder
 from harness.execution.loop import drive, window
 from harness.execution.train_step import TrainStep
 from harness.execution.workload import build_workload
@@ -78,7 +78,7 @@ def samples_per_s(
     steps: int,
 ) -> float:
     copy, count = paths
-    where = ladder.Placement(device=step.device)
+    where = dataloader.Placement(device=step.device)
     stream = ladder.build_stream(rung, dataset, point.loader, point.workload.batch_size, where)
     try:
         times = drive(
@@ -136,7 +136,11 @@ def main(argv: list[str] | None = None) -> None:
             f"(quartiles {quartiles[0]:.3f}..{quartiles[2]:.3f}, {args.rounds} rounds)\n"
         )
     batch = next(
-        iter(ladder.make_loader(dataset, point.loader, args.batch, ladder.Placement(device=step.device)))
+        iter(
+            dataloader.make_loader(
+                dataset, point.loader, args.batch, dataloader.Placement(device=step.device)
+            )
+        )
     )
     plain = TrainStep(step.model, step.device, non_blocking=False)  # no normalisation: the walk alone
     plain_paths = {"generic": (plain.to_device, plain.count), "old": (old_copy(plain), old_count)}

@@ -32,7 +32,7 @@ from torch.utils.data import DataLoader, Dataset
 from analysis.load import load_results
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
-from harness.execution import ladder
+from harness.execution import sample_cache
 from harness.execution.runner import run_point
 from tests.fixtures.pipelines import FreeDetection, keep_samples
 
@@ -94,10 +94,10 @@ def main() -> None:
     size = BATCH * (args.batches + 8)
     loaders = {
         "plain DataLoader, distinct samples": lambda: Premade(size),
-        "processed_sample rung (distinct, as now)": lambda: ladder.sample_dataset(
+        "processed_sample rung (distinct, as now)": lambda: sample_cache.sample_dataset(
             "processed_sample", FreeDetection(size=size), BATCH
         ),
-        "processed_sample rung (one object, before)": lambda: ladder.sample_dataset(
+        "processed_sample rung (one object, before)": lambda: sample_cache.sample_dataset(
             "processed_sample", FreeDetection(size=size), 1
         ),
     }

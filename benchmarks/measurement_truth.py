@@ -38,17 +38,18 @@ from analysis.ladder.verdict_text import render_verdict
 from analysis.load import load_results
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
-from harness.execution import ladder
+from harness.execution import dataloader, ladder
 from harness.execution.dist import DistEnv
-from harness.execution.loop import LoopTimes, timed_loop
+from harness.execution.loop import timed_loop
 from harness.execution.runner import run_point
+from harness.execution.step_times import LoopTimes
 from harness.execution.train_step import TrainStep
 from harness.storage.sweep import create_sweep
 from harness.workloads.emulated import emulated
 from harness_schema.settings import LoaderSettings
 from tests.fixtures.workloads import AddOne, Sleep, StagedDataset, ToTensor
 
-CPU = ladder.Placement(device=torch.device("cpu"))
+CPU = dataloader.Placement(device=torch.device("cpu"))
 STEP_MS = 20.0
 SHORT, LONG, ROUNDS = 20, 200, 3
 

@@ -31,9 +31,11 @@ from torch.utils.data import Dataset
 
 from harness.config.plan import Point, expand
 from harness.config.spec import load_spec
-from harness.execution import ladder
-from harness.execution.loop import LoopTimes, timed_loop
-from harness.execution.train_step import TrainStep, choose_device, device_sync
+from harness.execution import dataloader, ladder, loader_stream
+from harness.execution.device import choose_device, device_sync
+from harness.execution.loop import timed_loop
+from harness.execution.step_times import LoopTimes
+from harness.execution.train_step import TrainStep
 from harness.execution.workload import build_workload
 from harness.sampling.host import DEFAULT_MEMORY_INTERVAL_S, MEMORY_CPU_BUDGET, HostSampler
 from harness.sampling.timeline import RankSampler
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     point = replace(point, measure=replace(point.measure, steps=args.steps))
     device = choose_device(point.workload.device)
     dataset, step = build_workload(point, device)
-    where = ladder.Placement(device=device)
+    where = dataloader.Placement(device=device)
     batch = point.workload.batch_size
     print(
         f"point {point.id}: {point.workload.dataset} {point.workload.model}, batch {batch}, "
@@ -142,7 +144,10 @@ def _report(title: str, rounds: list[tuple[float, float, float, float]]) -> None
 
 
 def _loop(
-    stream: ladder.LoaderStream | ladder.RepeatStream, step: TrainStep, point: Point, device: torch.device
+    stream: loader_stream.LoaderStream | ladder.RepeatStream,
+    step: TrainStep,
+    point: Point,
+    device: torch.device,
 ) -> LoopTimes:
     return timed_loop(
         stream,
@@ -153,7 +158,7 @@ def _loop(
     )
 
 
-def _sample_costs(dataset: Dataset[Any], point: Point, where: ladder.Placement) -> None:
+def _sample_costs(dataset: Dataset[Any], point: Point, where: dataloader.Placement) -> None:
     """CPU cost of one host read with the point's workers alive (they are part of the tree) and
     idle (their prefetch done), so that contention does not inflate it."""
     stream = ladder.build_stream("full", dataset, point.loader, point.workload.batch_size, where)

@@ -46,7 +46,8 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from harness.execution import ladder, loop, steady
-from harness.execution.loop import Clocked, LoopTimes, drive, one_step
+from harness.execution.loop import drive
+from harness.execution.step_times import Clocked, LoopTimes, one_step
 from harness_schema.settings import AUTO_MIN_BLOCKS, AUTO_RSE
 
 SECONDS, MAX_S, ROUNDS = 1.0, 6.0, 2
@@ -87,7 +88,7 @@ def cached() -> ladder.RepeatStream:
 
 def before_window(stream: Any, clock: Callable[[], float] = time.perf_counter) -> Generator[Any, None, Any]:
     """The old measured window of an auto window, its warmup left out (the stream is warm):
-    `loop.one_step` per step into a list of Clocked, blocks summed from their `total_s`."""
+    `step_times.one_step` per step into a list of Clocked, blocks summed from their `total_s`."""
     step = lambda: one_step(stream, loop._identity, clock, loop.count_samples)  # noqa: E731
     start = clock()
     measured: list[Clocked] = []

@@ -34,12 +34,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from harness.execution import ladder, loop
-from harness.execution.loop import LoopTimes, timed_loop
+from harness.execution import dataloader, ladder, warmup
+from harness.execution.loop import timed_loop
+from harness.execution.step_times import LoopTimes
 from harness_schema.settings import LoaderSettings
 from tests.fixtures.workloads import slow_read
 
-CPU = ladder.Placement(device=torch.device("cpu"))
+CPU = dataloader.Placement(device=torch.device("cpu"))
 READ_S, STEP_S, BATCH = 0.02, 0.002, 4
 SHORT, LONG, WARMUP, ROUNDS = 20, 400, 2, 3
 
@@ -48,13 +49,13 @@ SHORT, LONG, WARMUP, ROUNDS = 20, 400, 2, 3
 def before() -> Iterator[None]:
     """The window as it was: no period read off the waits, so no rounding and no wait for the
     pattern to repeat."""
-    period, settled = loop._period, loop._settled
-    loop._period = lambda warm, stock: 1  # type: ignore[assignment]
-    loop._settled = lambda done, stock: True  # type: ignore[assignment]
+    period, settled = warmup.delivery_period, warmup._settled
+    warmup.delivery_period = lambda warm, stock: 1  # type: ignore[assignment]
+    warmup._settled = lambda done, stock: True  # type: ignore[assignment]
     try:
         yield
     finally:
-        loop._period, loop._settled = period, settled  # type: ignore[assignment]
+        warmup.delivery_period, warmup._settled = period, settled  # type: ignore[assignment]
 
 
 def run(workers: int, steps: int, auto: bool = False) -> LoopTimes:

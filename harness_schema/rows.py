@@ -183,7 +183,7 @@ class RungRow:
     idle_workers: int | None = None
     """DataLoader workers that made no batch in the rung (warmup, window and loader capacity),
     of num_workers; empty without workers and on the batch-level rungs. > 0 on a stream: it has
-    fewer shards than readers, and those workers idled (harness/execution/ladder.py:WorkerTally)."""
+    fewer shards than readers, and those workers idled (harness/execution/dataloader.py:WorkerTally)."""
     loader_given: str = ""
     """The class of a loader the harness measured as it was given, not built (workload.loader's
     factory, a script's DataLoader subclass, a torchdata.nodes Loader): its settings columns are

@@ -138,7 +138,7 @@ def record_steps(workers: int, *, warmup_steps: int = 4, measured: int = 14) -> 
     import torch
     from torch.utils.data import DataLoader
 
-    from harness.execution import batches, ladder, loop
+    from harness.execution import batches, loader_stream, loop
     from harness.workloads.emulated import EmulatedAccelerator
     from harness.workloads.fake_cifar import FakeCIFAR
 
@@ -149,7 +149,7 @@ def record_steps(workers: int, *, warmup_steps: int = 4, measured: int = 14) -> 
     )
     model = EmulatedAccelerator(num_classes=10, step_ms=40)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    stream = Noted(ladder.LoaderStream(loader), time.perf_counter)
+    stream = Noted(loader_stream.LoaderStream(loader), time.perf_counter)
 
     def copied(batch: Any) -> Any:
         moved = batches.to_device(batch, torch.device("cpu"))

@@ -30,7 +30,7 @@ rank. Here the harness does what the Trainer does:
   rank (written for `use_distributed_sampler=False`, which the harness cannot see) is now split
   twice: a DistributedSampler subclass is kept, as the Trainer keeps it. Without lightning the
   loader is kept as given, said in the log;
-- each epoch the sampler is told its number (`set_epoch`, ladder.LoaderStream does it; the
+- each epoch the sampler is told its number (`set_epoch`, loader_stream.LoaderStream does it; the
   wrapper passes it on to the user's sampler).
 
 Where the Trainer would go further, the harness keeps the loader as given and says so in the

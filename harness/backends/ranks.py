@@ -57,7 +57,7 @@ class RankEnd:
 
     def cause(self) -> str:
         """ "was killed by SIGKILL (exit -9)", or "exited with status 3"."""
-        from harness.execution.script import process_end
+        from harness.execution.script_end import process_end
 
         return process_end(self.exit, "exit")
 

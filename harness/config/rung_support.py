@@ -1,7 +1,7 @@
 """The rungs a spec's dataset cannot serve, said by `harness plan` before anything runs.
 
 At run time a sample-level rung the dataset cannot serve gives a skipped row saying why
-(harness/execution/ladder.py: the stage split of harness/workloads/contract.py). Most of what
+(harness/execution/sample_cache.py: the stage split of harness/workloads/contract.py). Most of what
 decides it is a method of the dataset's class (load_raw, iter_raw, read_bytes, decode), so
 where the spec names a built-in (known here as data, torch-free) or a dataset class (already
 imported to check its arguments), the plan can say the same before anything runs. A factory

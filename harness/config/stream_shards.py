@@ -8,7 +8,7 @@ the row says num_workers=N. The plan can tell only where the spec says the shard
 building the dataset: a `num_shards` or `n_shards` integer in `dataset_args`, or a dataset
 class with such an integer class attribute; for a `workload.loader` factory that takes the
 point's `num_workers`, such an integer in `loader_args`. Otherwise the rows tell, once run:
-`idle_workers` counts the workers that made no batch (harness/execution/ladder.py:WorkerTally)
+`idle_workers` counts the workers that made no batch (harness/execution/dataloader.py:WorkerTally)
 of a DataLoader the harness built; a factory's loader is its own, its collate not ours to count
 in, so its rows leave idle_workers empty and this note is all there is.
 """

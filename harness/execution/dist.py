@@ -249,7 +249,7 @@ def init_process_group(
 
     device = torch.device(device)
     if device.type == "cuda":
-        from harness.execution.train_step import gpu_index
+        from harness.execution.device import gpu_index
 
         index = gpu_index(env.local_rank, env.local_world_size, torch.cuda.device_count())
         device = torch.device("cuda", index)

@@ -7,7 +7,7 @@ no DataLoader, what a library's holder of loaders gives: harness/adapters/ knows
 - `full`: the loader itself, epoch after epoch (a new `iter()` at each end, as in training).
 - the sample-level rungs: only where the loader exposes a map-style dataset (`.dataset`, as a
   torch DataLoader does); they read a cached stage of it through a plain DataLoader with the
-  loader's collate_fn and settings (ladder.make_loader). Otherwise RungUnavailable, saying what
+  loader's collate_fn and settings (dataloader.make_loader). Otherwise RungUnavailable, saying what
   the loader lacks: the harness cannot cut a pipeline it cannot see into.
 """
 
@@ -26,7 +26,7 @@ from torch.utils.data import DataLoader, IterableDataset
 from harness.adapters import registry as adapters
 from harness.adapters.base import size
 from harness.config.plan import Point
-from harness.execution import ladder, splits, worker_deaths
+from harness.execution import dataloader, ladder, loader_stream, sample_cache, splits, worker_deaths
 from harness.naming import type_name
 from harness.sources.length import length
 from harness.workloads import loader_factory, registry
@@ -166,12 +166,12 @@ class IterStream:
     def next(self) -> Any:
         try:
             return worker_deaths.asked(
-                lambda: ladder.next_across_epochs(
+                lambda: loader_stream.next_across_epochs(
                     self, _own_set_epoch, lambda loader: f"the loader {type_name(loader)} yields no batch"
                 )
             )
         except RuntimeError as e:
-            if self.inner is None or not ladder.is_timeout(e):
+            if self.inner is None or not loader_stream.is_timeout(e):
                 raise
             # The wrapper's iterator holds its DataLoader's: closing it shuts the stuck workers
             # down (torch's shutdown terminates those that do not stop).
@@ -179,7 +179,7 @@ class IterStream:
             if callable(close):
                 close()
             self.close()
-            raise ladder.timed_out(self.inner) from None
+            raise loader_stream.timed_out(self.inner) from None
 
     def ready(self) -> int | None:
         return None  # a loader of its own: its queues are not ours to read
@@ -189,15 +189,15 @@ class IterStream:
         gc.collect()  # a thread-based loader's threads stop when its iterator goes
 
 
-def loop_stream(given: GivenLoader, timeout_s: float = 0) -> ladder.LoaderStream | IterStream:
+def loop_stream(given: GivenLoader, timeout_s: float = 0) -> loader_stream.LoaderStream | IterStream:
     """The loader itself, epoch after epoch. A DataLoader (of any class) goes through
-    ladder.LoaderStream (its workers' stock, its timeout); any other iterable through IterStream.
+    loader_stream.LoaderStream (its workers' stock, its timeout); any other iterable through IterStream.
     A DataLoader with workers and no timeout of its own gets `timeout_s` (limits.batch_timeout_s):
     a worker stuck in `__getitem__` is then a LoaderTimeout within it, as in the harness's own
     loaders, not a wait to the point's limit (an hour inline). The timeout changes no batch."""
     if isinstance(given.loader, DataLoader):
         _bound(given.loader, timeout_s)
-        return ladder.LoaderStream(given.loader)  # its close() drops the stream's hold only
+        return loader_stream.LoaderStream(given.loader)  # its close() drops the stream's hold only
     settings = given.recorded
     inner = wrapped_dataloader(given.loader)
     if inner is not None:  # a wrapper's DataLoader (an adapter's `dataloader`)
@@ -216,10 +216,10 @@ def build_stream(
     rung: str,
     given: GivenLoader,
     batch_size: int,
-    where: ladder.Placement,
+    where: dataloader.Placement,
     *,
     timeout_s: float = 0,
-) -> ladder.LoaderStream | ladder.RepeatStream | IterStream:
+) -> loader_stream.LoaderStream | ladder.RepeatStream | IterStream:
     """The rung's stream from a given loader (the module's docstring says which rung reads what)."""
     if rung in ("device_batch", "host_batch"):
         return ladder.cached_batch(loop_stream(given, timeout_s), rung, where)
@@ -227,13 +227,13 @@ def build_stream(
         return loop_stream(given, timeout_s)
     dataset = given.dataset
     if dataset is None:
-        raise ladder.RungUnavailable(_no_samples(rung, given))
+        raise sample_cache.RungUnavailable(_no_samples(rung, given))
     settings = _known(given.recorded)
     inner = wrapped_dataloader(given.loader)
     holder = inner if inner is not None else given.loader
-    parts = ladder.LoaderParts(collate_fn=getattr(holder, "collate_fn", None), extra=_extra(holder))
-    staged = ladder.make_loader(
-        ladder.sample_dataset(rung, dataset, batch_size or 1),
+    parts = dataloader.LoaderParts(collate_fn=getattr(holder, "collate_fn", None), extra=_extra(holder))
+    staged = dataloader.make_loader(
+        sample_cache.sample_dataset(rung, dataset, batch_size or 1),
         settings,
         batch_size,
         where,
@@ -241,7 +241,7 @@ def build_stream(
         timeout_s=timeout_s,
     )
     if inner is None:
-        return ladder.LoaderStream(staged)
+        return loader_stream.LoaderStream(staged)
     # The wrapper's own per-batch work (to the device, uint8 to float, normalised...) on
     # the cached stage's batches: without it the step would get batches of another kind.
     rewrapped = copy.copy(given.loader)
@@ -301,7 +301,7 @@ def _extra(loader: Any) -> Mapping[str, Any]:
     return {name: value for name, value in kept.items() if value is not KEPT_ARGUMENTS[name]}
 
 
-def from_factory(point: Point, where: ladder.Placement, dataset: Any) -> GivenLoader:
+def from_factory(point: Point, where: dataloader.Placement, dataset: Any) -> GivenLoader:
     """workload.loader's loader for this rank: its factory called with the point's values it
     accepts (loader_factory.call), the settings it did not take recorded as the loader says."""
     w = point.workload

@@ -52,117 +52,21 @@ The rules of the window, each for a reason a user would otherwise be misled by:
 from __future__ import annotations
 
 import logging
-import math
-import statistics
 import time
-from array import array
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, replace
-from itertools import pairwise
-from typing import Any, Protocol, TypeVar, cast
+from dataclasses import replace
+from typing import Any, TypeVar, cast
 
-from harness.execution import steady
+from harness.execution import steady, warmup
 from harness.execution.batches import count_samples
-from harness_schema.settings import AUTO_BLOCK_STEPS, AUTO_MIN_BLOCKS, AUTO_RSE, DRAIN_FACTOR, MIN_PERIODS
+from harness.execution.step_times import BatchStream, Clocked, LoopTimes, Record
+from harness_schema.settings import AUTO_BLOCK_STEPS, AUTO_MIN_BLOCKS, AUTO_RSE, MIN_PERIODS
 
 log = logging.getLogger(__name__)
 
-WAITED = 0.05
-"""A next() longer than this fraction of the median step so far means the queue was empty."""
-DRIFT_FLOOR = 0.05
-"""A drift under 5 % between the window's halves is never called unsteady."""
-MIN_STEADY_STEPS = 8
-_LOOKED_AT = steady.REPEATS + 2
-"""The warmup's latest steps the delivery is read from, in stocks: the longest period looked
-for is the stock, over REPEATS + 1 periods and one more (a hiccup in the last)."""
 CHUNK = AUTO_BLOCK_STEPS
 """With measure.seconds, the window grows by at least this many steps at a time (whole
 periods): under DDP each growth is a collective, which a per-step check would pay every step."""
-
-
-class BatchStream(Protocol):
-    """An endless source of batches (the ladder decides what is cached)."""
-
-    def next(self) -> Any: ...
-
-    def close(self) -> None: ...
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class LoopTimes:
-    first_step_loading_time: float
-    """The very first next() of the rung (warmup included): iterator and worker start-up."""
-    warmup_steps: int
-    """Steps run before the window (the spec's and those that used up the stock)."""
-    loading_times: tuple[float, ...]
-    """Per measured step: next() plus the copy call."""
-    next_times: tuple[float, ...]
-    step_times: tuple[float, ...]
-    samples: int
-    """Samples delivered in the window (the leading dimension of each batch's tensors)."""
-    training_time: float
-    epoch_restarts: int = 0
-    epoch_restart_time: float = 0.0
-    delivery_period: int | None = None
-    """Steps per period of a periodic delivery (bursts of this many batches; None: not
-    periodic): the window covers a whole number of them."""
-    too_short: str | None = None
-    """The line saying that the window covers too few periods, and what to set (else None)."""
-    window_rse: float | None = None
-    """An auto window's step rate's relative standard error (steady.block_rse); None for a
-    window of fixed length."""
-    capped: str | None = None
-    """The line saying that an auto window stopped at max_seconds short of its precision."""
-
-    @property
-    def steps(self) -> int:
-        return len(self.step_times)
-
-    @property
-    def loading_time(self) -> float:
-        return statistics.fmean(self.loading_times)
-
-    @property
-    def loading_time_median(self) -> float:
-        return statistics.median(self.loading_times)
-
-    @property
-    def next_time(self) -> float:
-        return statistics.fmean(self.next_times)
-
-    @property
-    def step_time(self) -> float:
-        return statistics.fmean(self.step_times)
-
-    @property
-    def step_time_median(self) -> float:
-        return statistics.median(self.step_times)
-
-    @property
-    def drift(self) -> float | None:
-        """Mean step time of the second half over the first, minus 1."""
-        first, second = _halves(self.step_times)
-        if not first or not second:
-            return None
-        return statistics.fmean(second) / statistics.fmean(first) - 1
-
-    @property
-    def steady(self) -> bool | None:
-        drift = self.drift
-        if self.steps < MIN_STEADY_STEPS or drift is None:
-            return None
-        first, second = _halves(self.step_times)
-        se = math.sqrt(
-            statistics.variance(first) / len(first) + statistics.variance(second) / len(second)
-        ) / statistics.fmean(first)
-        return not (abs(drift) > DRIFT_FLOOR and abs(drift) > 2 * se)
-
-
-def _halves(values: Sequence[float]) -> tuple[Sequence[float], Sequence[float]]:
-    # The last step absorbs the final sync: leave it out of the comparison.
-    body = values[:-1] if len(values) > 2 else values
-    half = len(body) // 2
-    return body[:half], body[half:]
 
 
 def _identity(batch: Any) -> Any:
@@ -173,45 +77,9 @@ def _alone(flag: bool) -> bool:
     return flag
 
 
-@dataclass(kw_only=True, slots=True)
-class Clocked:
-    """One step, timed: next(), the copy call, the train step."""
-
-    next_s: float
-    copy_s: float
-    total_s: float
-    samples: int
-    new_epoch: bool
-
-
 Window = Generator[Any, None, "LoopTimes"]
 """A measured rung as its consumer sees it: it yields each batch, on the device, for the
 train step to run on, and returns the LoopTimes when the window is done."""
-
-
-def one_step(
-    stream: BatchStream,
-    to_device: Callable[[Any], Any],
-    clock: Callable[[], float],
-    count: Callable[[Any], int],
-) -> Generator[Any, None, Clocked]:
-    """next(), the copy, then the batch handed to the train step (the yield): the step is
-    whatever the consumer does before it asks for the next batch."""
-    epoch = getattr(stream, "epoch", 0)
-    t0 = clock()
-    batch = stream.next()
-    t1 = clock()
-    on_device = to_device(batch)
-    t2 = clock()
-    yield on_device
-    t3 = clock()
-    return Clocked(
-        next_s=t1 - t0,
-        copy_s=t2 - t1,
-        total_s=t3 - t0,
-        samples=count(batch),
-        new_epoch=getattr(stream, "epoch", 0) != epoch,
-    )
 
 
 def _alone_count(count: int) -> int:
@@ -252,8 +120,8 @@ def window(
     if steps < 1:
         raise ValueError(f"steps must be >= 1 (got {steps})")
     mark("warmup")
-    warm = yield from _warm_up(stream, to_device, clock, count, warmup_steps, stock, agree)
-    period = largest(_period(warm, stock))
+    warm = yield from warmup.warm_up(stream, to_device, clock, count, warmup_steps, stock, agree)
+    period = largest(warmup.delivery_period(warm, stock))
     sync()
     barrier()
     mark("measure")
@@ -265,92 +133,6 @@ def window(
     region_end = clock()
     mark("end")
     return _said(_times(warm, record, region_start, region_end), period, rse, (max_seconds, max_seconds_said))
-
-
-class Record:
-    """The measured steps, timed: flat arrays of doubles (per step its start, next() and the
-    copy call), the samples as a running count, the steps that started an epoch as their
-    indices. A step's time is from its start to the next one's, so the steps tile the window.
-
-    Why not an object per step (as the warmup keeps, a few dozen steps): at steps of a few
-    microseconds an auto window takes a million of them, and a million objects kept alive in a
-    list made the garbage collector's full passes over them last up to 0.3 s each (8 in a 9 s
-    window, measured), a pause that grows with the window, inside it; and the harness's own work
-    between steps (~5 us: the object, a generator per step, the batch's count) was left out of
-    the per-step times (6 % of the window was in them), so the blocks of an auto window, summed
-    from them, lasted 6 to 15 times their 0.1 s. With nothing kept per step, the collector did
-    not run at all in a window of a million trivial steps (benchmarks/tiny_steps.py); it is left
-    on: a step's own garbage is collected in the window as in training, part of its cost.
-    """
-
-    def __init__(
-        self,
-        stream: BatchStream,
-        to_device: Callable[[Any], Any],
-        clock: Callable[[], float],
-        count: Callable[[Any], int],
-    ) -> None:
-        self.stream, self.to_device, self.clock, self.count = stream, to_device, clock, count
-        self.starts, self.next_s, self.copy_s = array("d"), array("d"), array("d")
-        self.samples = 0
-        self.restarts: list[int] = []
-        """Indices of the steps whose next() started an epoch (a new iterator)."""
-        self.epoch = getattr(stream, "epoch", 0)
-        self._last: Any = _NOTHING
-        self._last_samples = 0
-
-    def __len__(self) -> int:
-        return len(self.starts)
-
-    def run(self, steps: int) -> Generator[Any, None, None]:
-        """`steps` more measured steps. The arrays are grown for all of them first, so that a
-        step writes three doubles and allocates nothing that outlives it."""
-        first = len(self.starts)
-        room = bytes(8 * steps)
-        for times in (self.starts, self.next_s, self.copy_s):
-            times.frombytes(room)
-        starts, next_s, copy_s = self.starts, self.next_s, self.copy_s
-        fetch, to_device, clock = self.stream.next, self.to_device, self.clock
-        for i in range(first, first + steps):
-            t0 = clock()
-            batch = fetch()
-            t1 = clock()
-            on_device = to_device(batch)
-            t2 = clock()
-            starts[i], next_s[i], copy_s[i] = t0, t1 - t0, t2 - t1
-            self._counted(batch, i)
-            # Only the latest host batch stays held while the step runs: _counted keeps it to
-            # count a cached rung's (the same object every step) once.
-            del batch
-            yield on_device
-
-    def _counted(self, batch: Any, index: int) -> None:
-        # The cached rungs hand over the same batch at every step: counted once (a batch's
-        # count walks its structure, ~3 us, a third of a trivial step).
-        if batch is not self._last:
-            self._last, self._last_samples = batch, self.count(batch)
-        self.samples += self._last_samples
-        epoch = getattr(self.stream, "epoch", 0)
-        if epoch != self.epoch:
-            self.epoch = epoch
-            self.restarts.append(index)
-
-    def totals(self, end: float) -> list[float]:
-        """Each step's time: to the next step's start, the last one's to `end` (the window's
-        end: it absorbs the final sync, which waits for the work the last steps queued)."""
-        starts = self.starts
-        return [b - a for a, b in pairwise(starts)] + [end - starts[-1]]
-
-    def since(self, step: int, now: float) -> float:
-        """The time from the start of `step` to `now`."""
-        return now - self.starts[step]
-
-    def span(self, first: int, last: int) -> float:
-        """The time from the start of step `first` to that of step `last`."""
-        return self.starts[last] - self.starts[first]
-
-
-_NOTHING: Any = object()
 
 
 def _said(
@@ -429,15 +211,6 @@ def _until_precise(
         yield from record.run(block)
 
 
-def _period(warm: Sequence[Clocked], stock: int) -> int:
-    """Steps per period of the loader's delivery as the warmup's steady part shows it (its
-    first step, the iterator's start, left out); 1 where it is not periodic. A period longer
-    than the stock is no burst of the workers': left alone."""
-    tail = [w for w in warm[1:] if not w.new_epoch][-_LOOKED_AT * max(stock, 1) :]
-    pattern = steady.delivery([w.next_s for w in tail], [w.total_s for w in tail], stock)
-    return pattern.period
-
-
 def _times(warm: Sequence[Clocked], record: Record, start: float, end: float) -> LoopTimes:
     step_times = record.totals(end)
     first = warm[0].next_s if warm else record.next_s[0]
@@ -481,54 +254,6 @@ def timed_loop(
 ) -> LoopTimes:
     """The harness's own train step through `window` (its keyword arguments are `rules`)."""
     return drive(window(stream, **rules), train_step)
-
-
-def _warm_up(
-    stream: BatchStream,
-    to_device: Callable[[Any], Any],
-    clock: Callable[[], float],
-    count: Callable[[Any], int],
-    warmup_steps: int,
-    stock: int,
-    agree: Callable[[bool], bool],
-) -> Generator[Any, None, list[Clocked]]:
-    """The spec's warmup, at least `stock` steps, then on until the stock is used up and the
-    waits' pattern has settled (at most DRAIN_FACTOR × stock more)."""
-    done: list[Clocked] = []
-    for _ in range(max(warmup_steps, stock)):
-        done.append((yield from one_step(stream, to_device, clock, count)))
-    if stock == 0:
-        return done
-    ready = _stock_used_up(stream, done) and _settled(done, stock)
-    for _ in range(DRAIN_FACTOR * stock):
-        # Every rank asks the same number of times, so that the collective in `agree` pairs up.
-        if agree(ready):
-            break
-        done.append((yield from one_step(stream, to_device, clock, count)))
-        ready = _stock_used_up(stream, done) and _settled(done, stock)
-    return done
-
-
-def _settled(done: Sequence[Clocked], stock: int) -> bool:
-    """The waits' pattern is known: none, every step alike, or a spacing that has repeated
-    (steady.delivery); the iterator's first step is left out (its start-up)."""
-    tail = [d for d in done[1:] if not d.new_epoch][-_LOOKED_AT * max(stock, 1) :]
-    return steady.delivery([d.next_s for d in tail], [d.total_s for d in tail], stock).settled
-
-
-def _stock_used_up(stream: BatchStream, done: Sequence[Clocked]) -> bool:
-    """No batch left ready in the loader, where it can say (LoaderStream.ready); else the last
-    step waited for its batch: longer than WAITED of a step and than 3 ready fetches (a ready
-    batch still costs its IPC, ~2 ms on 2 cores; seen: 5 % of a 20 ms step alone misfires)."""
-    ready = getattr(stream, "ready", lambda: None)()
-    if ready is not None:
-        return bool(ready == 0)
-    last = done[-1]
-    if last.new_epoch or len(done) < 3:
-        return False
-    typical_step = statistics.median(s.total_s for s in done)
-    typical_fetch = statistics.median(s.next_s for s in done[1:])
-    return last.next_s > max(WAITED * typical_step, 3 * typical_fetch)
 
 
 def capacity_loop(

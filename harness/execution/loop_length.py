@@ -44,14 +44,14 @@ CLOSING = 1
 
 def stock(point: Point, rung: str) -> int:
     """Batches the rung's loader can hold ready: num_workers × prefetch_factor for a rung that
-    reads through the DataLoader (ladder.LoaderStream.stock), none for a cached batch."""
+    reads through the DataLoader (loader_stream.LoaderStream.stock), none for a cached batch."""
     if not rung_names.is_sample_level(rung) or not point.loader.num_workers:
         return 0
     return point.loader.num_workers * (point.loader.prefetch_factor or 0)
 
 
 def longest_warmup(point: Point, rung: str) -> int:
-    """The most batches `loop._warm_up` takes for this rung."""
+    """The most batches `warmup.warm_up` takes for this rung."""
     held = stock(point, rung)
     return max(point.measure.warmup_steps, held) + DRAIN_FACTOR * held
 

@@ -17,8 +17,8 @@ from typing import Any
 import torch
 
 import harness
+from harness.execution.device import device_name
 from harness.execution.dist import DistEnv
-from harness.execution.train_step import device_name
 from harness.sampling.nvml import cuda_device_identity
 
 SYSFS = Path("/sys")

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 
 from harness.config.plan import Point
 from harness.execution.dist import DistEnv
-from harness.execution.loop import LoopTimes
+from harness.execution.step_times import LoopTimes
 from harness_schema.rows import RungRow
 from harness_schema.settings import setting_cells
 

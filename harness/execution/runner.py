@@ -22,21 +22,25 @@ from torch.utils.data import IterableDataset
 from harness.adapters import registry as adapters
 from harness.config.plan import Point
 from harness.config.stream_shards import declared_shards_of
-from harness.execution import given_loader, ladder, peer_failure, termination, worker_deaths
+from harness.execution import (
+    dataloader,
+    given_loader,
+    ladder,
+    loader_stream,
+    peer_failure,
+    sample_cache,
+    termination,
+    worker_deaths,
+)
 from harness.execution.batches import count_samples
+from harness.execution.device import choose_device, device_sync, peak_memory_gb, reset_peak_memory
 from harness.execution.dist import DistEnv, agreement, barrier, largest
 from harness.execution.loop import capacity_loop, drive, window
 from harness.execution.point import OpenPoint, PointOutcome, one_line, open_point
 from harness.execution.progress import Progress
 from harness.execution.record import RowMaker, now
 from harness.execution.steady import most_said
-from harness.execution.train_step import (
-    TrainStep,
-    choose_device,
-    device_sync,
-    peak_memory_gb,
-    reset_peak_memory,
-)
+from harness.execution.train_step import TrainStep
 from harness.execution.waiting import watched
 from harness.execution.workload import build_workload, loader_parts
 from harness.naming import type_name
@@ -71,12 +75,12 @@ def run_point(
     try:
         device = choose_device(point.workload.device, env.local_rank, env.local_world_size)
         opened.start(device)
-        where = ladder.Placement(device=device, rank=env.rank, world_size=env.world_size)
+        where = dataloader.Placement(device=device, rank=env.rank, world_size=env.world_size)
         dataset, step = build_workload(point, device, distributed=env.distributed, where=where)
         parts = loader_parts(point.workload)
         given = _given(opened, dataset)
         dataset = given.dataset if given is not None else dataset
-        opened.rows.transform_names = ladder.transform_names(dataset)
+        opened.rows.transform_names = sample_cache.transform_names(dataset)
     except CannotWrite:
         raise  # the disk, not the point: the sweep stops with one line (cli.py)
     except Exception as e:
@@ -124,7 +128,7 @@ class Rank:
     on_rung: Callable[[], None]
     shapes: Callable[[], int | None]
     """Distinct input shapes seen in the rung (None where nobody looks)."""
-    where: ladder.Placement
+    where: dataloader.Placement
     sampler: RankSampler
     agree: Callable[[bool], bool]
     barrier: Callable[[], None]
@@ -181,7 +185,7 @@ def open_rank(
         count=count,
         on_rung=on_rung,
         shapes=shapes,
-        where=ladder.Placement(device=device, rank=env.rank, world_size=env.world_size),
+        where=dataloader.Placement(device=device, rank=env.rank, world_size=env.world_size),
         sampler=sampler,
         agree=agreement(env, device.type),
         largest=largest(env, device.type),
@@ -257,7 +261,7 @@ def _rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, results.Ru
         memory_gb = process_tree_memory_bytes() / 1e9
         capacity = _capacity(rank, rung, stream, phases, times.training_time)
         idle = _loader_facts(rank, rung, stream)
-    except ladder.RungUnavailable as e:
+    except sample_cache.RungUnavailable as e:
         log.warning("point %s, rung %s skipped: %s", point.id, rung, e)
         return rank.rows.row(rung, repeat, status="skipped", error=str(e), started=started)
     except Exception as e:
@@ -271,10 +275,10 @@ def _rung(rank: Rank, rung: str, repeat: int) -> Generator[Any, None, results.Ru
             del failure
     finally:
         phases.close()
-        if (died or worker_deaths.seen()) and isinstance(stream, ladder.LoaderStream):
+        if (died or worker_deaths.seen()) and isinstance(stream, loader_stream.LoaderStream):
             # A worker that died as it sent may hold the result queue's lock: the others then
             # cannot exit, and torch's shutdown waits 5 s on each before it terminates them.
-            ladder.kill_workers(stream.iterator)
+            loader_stream.kill_workers(stream.iterator)
         if stream is not None:
             stream.close()
     row = rank.rows.measured(rung, repeat, times, started=started)
@@ -351,7 +355,7 @@ def _loader_facts(rank: Rank, rung: str, stream: Stream) -> int | None:
     size = ladder.cached_value_bytes(stream)
     if size is not None:
         rank.sizes[rung] = size
-    idle = stream.idle_workers() if isinstance(stream, ladder.LoaderStream) else None
+    idle = stream.idle_workers() if isinstance(stream, loader_stream.LoaderStream) else None
     if idle:
         workers = rank.point.loader.num_workers
         log.warning("point %s, rung %s: %s", rank.point.id, rung, idle_text(idle, workers, rank.dataset))

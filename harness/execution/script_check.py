@@ -16,7 +16,9 @@ from pathlib import Path
 
 from harness.config.plan import Point
 from harness.execution.dist import DistEnv
-from harness.execution.script import Ended, ProbeJob, command, run_process, script_environment
+from harness.execution.probe_job import ProbeJob
+from harness.execution.script import command, run_process, script_environment
+from harness.execution.script_end import Ended
 from harness_schema.settings import WORKER_ONLY
 
 CHECK_TIMEOUT_S = 60

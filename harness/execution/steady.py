@@ -16,7 +16,7 @@ the same way), and stops once
 it has lasted `measure.seconds` and the blocks' durations say its step rate to AUTO_RSE (batch
 means, as pyperf and criterion.rs judge their samples), or at `measure.max_seconds`, said.
 
-Torch-free and pure: `harness/execution/loop.py` asks it about the steps it timed.
+Torch-free and pure: `harness/execution/loop.py` and `warmup.py` ask it about the steps they timed.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from harness.config.plan import Point, WorkloadSettings
-from harness.execution import given_loader, ladder
+from harness.execution import dataloader, given_loader
 from harness.execution.train_step import StepParts, TrainStep, own_loss
 from harness.workloads import registry
 from harness.workloads.build import build_callable, build_dataset, build_model, pipeline_factory
@@ -19,13 +19,17 @@ from harness_schema.settings import MODEL_LOSS
 
 
 def build_workload(
-    point: Point, device: torch.device, *, distributed: bool = False, where: ladder.Placement | None = None
+    point: Point,
+    device: torch.device,
+    *,
+    distributed: bool = False,
+    where: dataloader.Placement | None = None,
 ) -> tuple[Any, TrainStep]:
     """The point's dataset (with workload.loader: the factory's loader, a GivenLoader) and its
     train step (model, loss or the user's step, optimizer, precision, copy, sample count).
     `where` is this rank's place: a dataset or loader factory that asks for it gets it."""
     w = point.workload
-    where = where or ladder.Placement(device=device)
+    where = where or dataloader.Placement(device=device)
     place = {"batch_size": w.batch_size, "rank": where.rank, "world_size": where.world_size}
     dataset = None if w.dataset is None else build_dataset(w, place)
     source = dataset if w.loader is None else given_loader.from_factory(point, where, dataset)
@@ -54,11 +58,11 @@ def build_workload(
     return source, step
 
 
-def loader_parts(w: WorkloadSettings) -> ladder.LoaderParts:
+def loader_parts(w: WorkloadSettings) -> dataloader.LoaderParts:
     """The user's collate, sampler or batch sampler of the point, for every rung's DataLoader.
     A sampler gets this rank's place (rank, world_size, seed) and must shard itself."""
     sampler, batch_sampler = _named(w, "sampler"), _named(w, "batch_sampler")
-    return ladder.LoaderParts(
+    return dataloader.LoaderParts(
         collate_fn=build_callable(w, "collate", "collate_fn(list of samples)"),
         sampler=None
         if sampler is None

@@ -56,9 +56,9 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
-from harness.execution import batches, ladder
+from harness.execution import batches, dataloader
 from harness.execution.loop_length import batches_per_loop
-from harness.execution.script import ProbeJob
+from harness.execution.probe_job import ProbeJob
 from harness.probe import alone, handshake, harnessed, recording, session
 from harness.probe.alone import summary
 from harness.probe.loop_settings import SETTING_NAMES, Settings, settings_alone, settings_of
@@ -175,7 +175,7 @@ def settings(**mine: Any) -> Settings:
     recorded = Recorded(
         dataset=None,
         batch_size=given.get("batch_size"),
-        parts=ladder.LoaderParts(),
+        parts=dataloader.LoaderParts(),
         given={k: v for k, v in given.items() if k in POINT_OWNS},
     )
     return settings_of(recording.effective_point(job, recorded, given.get("non_blocking")))
@@ -185,8 +185,8 @@ def init_distributed() -> torch.device:
     """Join the process group of the torchrun-style environment (when WORLD_SIZE > 1 and no
     group is joined yet) and return this rank's device: its own GPU (made the current one),
     or the CPU where no GPU is visible. Alone, one process: the device, and no group."""
+    from harness.execution.device import choose_device
     from harness.execution.dist import DistEnv, init_process_group
-    from harness.execution.train_step import choose_device
 
     job = handshake.this_job()
     env = job.env if job is not None else DistEnv.from_environ()

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from harness.execution.loop import Clocked, one_step
+from harness.execution.step_times import Clocked, one_step
 from harness.probe import session
 from harness.sources.length import length
 
@@ -21,7 +21,7 @@ class _Exhausted(Exception):
 
 
 class _Pass:
-    """The user's iterable as the one chronometer (`loop.one_step`) reads it."""
+    """The user's iterable as the one chronometer (`step_times.one_step`) reads it."""
 
     def __init__(self, source: Iterable[Any]) -> None:
         self.source: Iterable[Any] = source

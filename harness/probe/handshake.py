@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 from harness.config.plan import Point
-from harness.execution.script import ENDING, ProbeEnvironmentError, ProbeJob
+from harness.execution.probe_job import ENDING, ProbeEnvironmentError, ProbeJob
 from harness.probe.loop_settings import settings_of
 
 
@@ -110,7 +110,7 @@ def end(job: ProbeJob, why: str) -> None:
     """The point is measured and its rows written: the script ends here, status 0. The job is
     told why first (`ending:`): where a framework's teardown raises over the probe's SystemExit
     (its own error then ends the process), the failed rows name the probe's reason, not that
-    error (script.Ended.reason)."""
+    error (script_end.Ended.reason)."""
     job.report(ENDING + quote(why, safe=""))
     sys.stdout.flush()
     sys.stderr.flush()

@@ -14,9 +14,9 @@ from typing import Any
 import torch
 
 from harness.config.plan import Point
-from harness.execution import given_loader, ladder, termination
+from harness.execution import dataloader, given_loader, ladder, sample_cache, termination
 from harness.execution.loop_length import CLOSING, batches_per_loop
-from harness.execution.script import ProbeJob
+from harness.execution.probe_job import ProbeJob
 from harness.probe import recording, session
 from harness.probe.handshake import done, end, report_settings
 from harness.probe.yielded import Batches, Copy, mover
@@ -132,7 +132,7 @@ def _measured(
     """The point's rungs from measure_point; the batches it yielded."""
     from harness.execution.runner import measure_point, open_rank
 
-    where = ladder.Placement(device=device, rank=job.env.rank, world_size=job.env.world_size)
+    where = dataloader.Placement(device=device, rank=job.env.rank, world_size=job.env.world_size)
     point = opened.point
     rank = open_rank(
         opened,
@@ -182,7 +182,7 @@ def _opened(
             device = torch.device("cuda", torch.cuda.current_device())
         # the process group: nothing to do where the script joined one
         opened.start(device, script=str(job.script), script_git_commit=git_commit(job.script.parent))
-        opened.rows.transform_names = ladder.transform_names(recorded.dataset)
+        opened.rows.transform_names = sample_cache.transform_names(recorded.dataset)
     except Exception as e:
         opened.fail_all(e)
         return None, device
@@ -210,7 +210,7 @@ def _any_batch(recorded: Recorded, point: Point, device: torch.device) -> Any:
     """A batch for the untimed ones where the point yielded none (every rung failed or was
     done): the loader's first, or None where it has none."""
     try:
-        where = ladder.Placement(device=device)
+        where = dataloader.Placement(device=device)
         stream = ladder.build_stream(
             "host_batch",
             recorded.dataset,

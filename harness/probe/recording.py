@@ -15,9 +15,9 @@ from torch.utils.data import BatchSampler, DataLoader
 
 from harness.adapters import registry as adapters
 from harness.config.plan import Point, resolve_loader
-from harness.execution import given_loader, ladder
+from harness.execution import dataloader, given_loader
 from harness.execution.loop_length import batches_per_loop
-from harness.execution.script import ProbeJob
+from harness.execution.probe_job import ProbeJob
 from harness.naming import type_name
 from harness.probe.handshake import done, report_settings
 from harness.sources.length import length
@@ -38,12 +38,12 @@ def point_loader(
     with the point's settings in place of theirs, and its len() the probe's (`loop_length`)."""
     recorded = record(dataset, batch_size, kwargs)
     point = effective_point(job, recorded, non_blocking)
-    where = ladder.Placement(
+    where = dataloader.Placement(
         device=torch.device("cuda" if torch.cuda.is_available() else "cpu"),
         rank=job.env.rank,
         world_size=job.env.world_size,
     )
-    built = ladder.make_loader(
+    built = dataloader.make_loader(
         dataset,
         point.loader,
         batch_size_of(point, recorded),
@@ -148,7 +148,7 @@ def sharded_as_prepared(recorded: Recorded, source: Any) -> Recorded:
         return recorded
     sampler, batch_sampler = parts.sampler, parts.batch_sampler
 
-    def sharded(dataset: Any, where: ladder.Placement, batch_size: int, drop_last: bool) -> Any:
+    def sharded(dataset: Any, where: dataloader.Placement, batch_size: int, drop_last: bool) -> Any:
         if batch_sampler is not None:
             return shard(batch_sampler(dataset, where, batch_size, drop_last))
         assert sampler is not None

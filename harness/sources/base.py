@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol, TypeAlias
 
-from harness.execution import given_loader, ladder
+from harness.execution import given_loader, ladder, loader_stream
 
-Stream: TypeAlias = ladder.LoaderStream | ladder.RepeatStream | given_loader.IterStream
+Stream: TypeAlias = loader_stream.LoaderStream | ladder.RepeatStream | given_loader.IterStream
 """A rung's batches, as the timed window reads them (`next()`, `ready()`, `close()`)."""
 
 
@@ -21,7 +21,7 @@ class LoaderSource(Protocol):
         ...
 
     def stream(self, rung: str) -> Stream:
-        """The rung's stream of batches; ladder.RungUnavailable where this loader cannot serve
+        """The rung's stream of batches; sample_cache.RungUnavailable where this loader cannot serve
         it (the row is then skipped, saying why)."""
         ...
 

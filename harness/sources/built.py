@@ -1,13 +1,13 @@
 """A loader the harness builds from the spec: the workload's dataset and the user's collate,
-sampler or batch sampler (ladder.LoaderParts), with the point's DataLoader settings
-(ladder.build_stream makes each rung's DataLoader, ladder.make_loader)."""
+sampler or batch sampler (dataloader.LoaderParts), with the point's DataLoader settings
+(ladder.build_stream makes each rung's DataLoader, dataloader.make_loader)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.execution import ladder
+from harness.execution import dataloader, ladder
 from harness.sources.base import Stream
 from harness_schema.settings import LoaderSettings
 
@@ -19,8 +19,8 @@ class BuiltSource:
     batch_size: Any
     """The point's batch size (the script's where the spec gives none; None where a batch
     sampler of its own says none)."""
-    where: ladder.Placement
-    parts: ladder.LoaderParts = field(default_factory=ladder.LoaderParts)
+    where: dataloader.Placement
+    parts: dataloader.LoaderParts = field(default_factory=dataloader.LoaderParts)
     timeout_s: float = 0
 
     def stream(self, rung: str) -> Stream:

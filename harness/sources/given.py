@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness.execution import given_loader, ladder
+from harness.execution import dataloader, given_loader
 from harness.sources.base import Stream
 
 
@@ -15,7 +15,7 @@ from harness.sources.base import Stream
 class GivenSource:
     given: given_loader.GivenLoader
     batch_size: Any
-    where: ladder.Placement
+    where: dataloader.Placement
     timeout_s: float = 0
 
     @property

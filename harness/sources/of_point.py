@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.config.plan import Point
-from harness.execution import given_loader, ladder
+from harness.execution import dataloader, given_loader
 from harness.sources.base import LoaderSource
 from harness.sources.built import BuiltSource
 from harness.sources.given import GivenSource
@@ -14,10 +14,10 @@ from harness.sources.given import GivenSource
 
 def of_point(
     point: Point,
-    where: ladder.Placement,
+    where: dataloader.Placement,
     *,
     dataset: Any = None,
-    parts: ladder.LoaderParts | None = None,
+    parts: dataloader.LoaderParts | None = None,
     given: given_loader.GivenLoader | None = None,
 ) -> LoaderSource:
     """The source the runner reads each rung from, with the point's settings, batch size and
@@ -30,6 +30,6 @@ def of_point(
         settings=point.loader,
         batch_size=batch_size,
         where=where,
-        parts=parts or ladder.LoaderParts(),
+        parts=parts or dataloader.LoaderParts(),
         timeout_s=timeout_s,
     )

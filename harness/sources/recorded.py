@@ -11,7 +11,7 @@ from typing import Any
 from torch.utils.data import DataLoader, IterableDataset, RandomSampler, SequentialSampler
 
 from harness.config.plan import Point
-from harness.execution import given_loader, ladder
+from harness.execution import dataloader, given_loader
 from harness.naming import type_name
 from harness.sources.built import BuiltSource
 from harness_schema.settings import LOADER_COLUMNS
@@ -28,12 +28,12 @@ class Recorded:
 
     dataset: Any
     batch_size: int | None
-    parts: ladder.LoaderParts
+    parts: dataloader.LoaderParts
     given: dict[str, Any]
     """The script's own values of the loader settings (those it gave): the point replaces those
     its spec names and keeps the others (Point.script_keeps)."""
 
-    def source(self, point: Point, where: ladder.Placement) -> BuiltSource:
+    def source(self, point: Point, where: dataloader.Placement) -> BuiltSource:
         """The recorded loader rebuilt for each rung with the point's settings and batch size."""
         return BuiltSource(
             dataset=self.dataset,
@@ -50,7 +50,7 @@ def from_given(given: given_loader.GivenLoader) -> Recorded:
     return Recorded(
         dataset=given.dataset,
         batch_size=given_loader.batch_size(given.loader),
-        parts=ladder.LoaderParts(),
+        parts=dataloader.LoaderParts(),
         given={},
     )
 
@@ -61,7 +61,7 @@ def record(dataset: Any, batch_size: int | None, kwargs: dict[str, Any]) -> Reco
     sampler, batch_sampler = kwargs.get("sampler"), kwargs.get("batch_sampler")
     if kwargs.get("shuffle") and (sampler is not None or batch_sampler is not None):
         raise ValueError("DataLoader: shuffle=True cannot go with a sampler or a batch_sampler")
-    parts = ladder.LoaderParts(
+    parts = dataloader.LoaderParts(
         collate_fn=kwargs.get("collate_fn"),
         sampler=(lambda _dataset, _where: sampler) if sampler is not None else None,
         batch_sampler=(lambda _d, _w, _b, _l: batch_sampler) if batch_sampler is not None else None,

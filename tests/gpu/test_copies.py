@@ -11,7 +11,7 @@ import torch
 
 from harness.config.plan import Point, expand
 from harness.config.spec import load_spec
-from harness.execution import ladder
+from harness.execution import dataloader, ladder
 from harness.execution.dist import DistEnv
 from harness.execution.runner import run_point
 from harness.execution.workload import build_workload
@@ -38,7 +38,7 @@ def test_host_batch_is_pinned_and_its_copy_does_not_block(
 ) -> None:
     point = point_of(gpu_spec())
     dataset, step = build_workload(point, cuda0)
-    where = ladder.Placement(device=cuda0)
+    where = dataloader.Placement(device=cuda0)
     stream = ladder.build_stream("host_batch", dataset, point.loader, point.workload.batch_size, where)
     try:
         batch = stream.next()
@@ -66,7 +66,7 @@ def test_device_batch_is_on_the_gpu_and_bounds_the_ladder(
 ) -> None:
     point = point_of(gpu_spec("rungs: [device_batch, host_batch, full]\n"))
     dataset, _ = build_workload(point, cuda0)
-    where = ladder.Placement(device=cuda0)
+    where = dataloader.Placement(device=cuda0)
     stream = ladder.build_stream("device_batch", dataset, point.loader, point.workload.batch_size, where)
     assert all(t.device == cuda0 for t in stream.next() if isinstance(t, torch.Tensor))
     stream.close()

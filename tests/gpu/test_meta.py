@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from harness.execution.device import peak_memory_gb, reset_peak_memory
 from harness.execution.dist import DistEnv, init_process_group
 from harness.execution.meta import collect_meta
-from harness.execution.train_step import peak_memory_gb, reset_peak_memory
 
 pytestmark = pytest.mark.gpu
 

@@ -12,7 +12,7 @@ import torch
 
 from harness.adapters import registry
 from harness.adapters.torchvision import TorchVision
-from harness.execution import ladder
+from harness.execution import sample_cache
 from harness.workloads.make_data import make_image_folder
 from tests.fixtures import pipelines
 
@@ -26,11 +26,11 @@ def test_a_stock_torchvision_image_folder_gets_every_sample_rung_as_it_is(tmp_pa
     folder = ImageFolder(str(tmp_path), transform=T.Compose(steps), target_transform=lambda t: t + 10)
     whole = folder[1]
     for rung in ("raw_sample", "raw_bytes", "transform:1"):
-        cached = ladder.sample_dataset(rung, folder)  # no load_raw from the user
+        cached = sample_cache.sample_dataset(rung, folder)  # no load_raw from the user
         image, target = cached[3]  # any index serves the cached sample 0, finished afresh
         assert image.shape == whole[0].shape == (3, 8, 8) and target == folder[0][1] == 10
         assert torch.equal(image, folder[0][0])
-    assert ladder.transform_names(folder) == "CenterCrop,ToTensor"
+    assert sample_cache.transform_names(folder) == "CenterCrop,ToTensor"
 
 
 def test_an_image_folder_with_its_own_getitem_is_not_cut_behind_its_back(tmp_path: Path) -> None:
@@ -43,10 +43,10 @@ def test_an_image_folder_with_its_own_getitem_is_not_cut_behind_its_back(tmp_pat
 
     make_image_folder(tmp_path, images=2, classes=1, size=16)
     with pytest.raises(
-        ladder.RungUnavailable,
+        sample_cache.RungUnavailable,
         match=r"rung raw_sample needs a dataset with load_raw.*; tests\.harness\.adapters\.test_torchvision\..*<locals>\.Mine has not",
     ):
-        ladder.sample_dataset("raw_sample", Mine(str(tmp_path), transform=T.ToTensor()))
+        sample_cache.sample_dataset("raw_sample", Mine(str(tmp_path), transform=T.ToTensor()))
 
 
 def test_a_stock_torchvision_cifar10_gets_every_sample_rung_as_it_is() -> None:
@@ -55,14 +55,14 @@ def test_a_stock_torchvision_cifar10_gets_every_sample_rung_as_it_is() -> None:
     image and runs the transforms at every item, as a stock ImageFolder is cut. Before, it
     had no sample rung below processed_sample (no load_raw)."""
     cifar = pipelines.cifar10(8)
-    assert ladder.transform_names(cifar) == "RandomHorizontalFlip,RandomCrop,SleepSample,ToTensor"
+    assert sample_cache.transform_names(cifar) == "RandomHorizontalFlip,RandomCrop,SleepSample,ToTensor"
     for rung in ("raw_sample", "transform:2"):
-        image, target = ladder.sample_dataset(rung, cifar)[5]  # the cached sample 0, finished
+        image, target = sample_cache.sample_dataset(rung, cifar)[5]  # the cached sample 0, finished
         assert image.shape == (3, 32, 32) and image.dtype == torch.float32
         assert target == cifar[0][1]
     assert cifar.transform is not None  # the split's copy lost its transform, not the data set
-    with pytest.raises(ladder.RungUnavailable, match=r"rung raw_bytes needs a file-backed dataset"):
-        ladder.sample_dataset("raw_bytes", cifar)
+    with pytest.raises(sample_cache.RungUnavailable, match=r"rung raw_bytes needs a file-backed dataset"):
+        sample_cache.sample_dataset("raw_bytes", cifar)
 
 
 def test_a_cifar10_with_its_own_getitem_is_not_cut_behind_its_back() -> None:
@@ -75,9 +75,9 @@ def test_a_cifar10_with_its_own_getitem_is_not_cut_behind_its_back() -> None:
     mine = pipelines.cifar10(4)
     mine.__class__ = Mine
     with pytest.raises(
-        ladder.RungUnavailable, match=r"rung raw_sample needs a dataset with load_raw.*Mine has not"
+        sample_cache.RungUnavailable, match=r"rung raw_sample needs a dataset with load_raw.*Mine has not"
     ):
-        ladder.sample_dataset("raw_sample", mine)
+        sample_cache.sample_dataset("raw_sample", mine)
 
 
 def test_a_recipes_preset_is_cut_after_each_step_of_the_compose_it_holds(tmp_path: Path) -> None:
@@ -93,14 +93,16 @@ def test_a_recipes_preset_is_cut_after_each_step_of_the_compose_it_holds(tmp_pat
     preset = ClassificationPresetTrain(crop_size=8)
     folder = ImageFolder(str(tmp_path), transform=preset)
     assert (
-        ladder.transform_names(folder)
+        sample_cache.transform_names(folder)
         == "RandomResizedCrop,RandomHorizontalFlip,PILToTensor,ConvertImageDtype"
     )
     for rung in ("raw_sample", "transform:1", "transform:3"):
-        image, target = ladder.sample_dataset(rung, folder)[2]
+        image, target = sample_cache.sample_dataset(rung, folder)[2]
         assert image.shape == (3, 8, 8) and image.dtype == torch.float32 and target == folder[0][1]
-    with pytest.raises(ladder.RungUnavailable, match=r"the Compose has 4 transforms, so k must be in 1\.\.3"):
-        ladder.sample_dataset("transform:4", folder)
+    with pytest.raises(
+        sample_cache.RungUnavailable, match=r"the Compose has 4 transforms, so k must be in 1\.\.3"
+    ):
+        sample_cache.sample_dataset("transform:4", folder)
 
 
 def test_only_a_preset_shape_is_looked_into() -> None:

@@ -13,9 +13,9 @@ import pytest
 import torch
 import torch.distributed
 
-from harness.execution import dist, train_step
+from harness.execution import device, dist
+from harness.execution.device import DeviceError, choose_device
 from harness.execution.dist import DistEnv, init_process_group, process_group_arguments, rank_environment
-from harness.execution.train_step import DeviceError, choose_device
 
 TORCHRUN = {
     "RANK": "5",
@@ -67,7 +67,7 @@ class FakeGpus:
         monkeypatch.setattr(torch.cuda, "set_device", lambda d: self.calls.append(("set_device", d)))
         monkeypatch.setattr(torch.distributed, "is_initialized", lambda: False)
         monkeypatch.setattr(torch.distributed, "init_process_group", self.init_process_group)
-        monkeypatch.setattr(train_step, "_said_idle_gpus", False)
+        monkeypatch.setattr(device, "_said_idle_gpus", False)
 
     def init_process_group(
         self,

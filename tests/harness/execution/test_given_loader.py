@@ -12,9 +12,10 @@ import torch
 
 from harness.config.plan import Point, expand
 from harness.config.spec import parse_spec
+from harness.execution.dataloader import Placement
 from harness.execution.dist import DistEnv
 from harness.execution.given_loader import build_stream, from_factory
-from harness.execution.ladder import LoaderStream, Placement
+from harness.execution.loader_stream import LoaderStream
 from harness.execution.runner import run_point
 from harness_schema import layout
 from harness_schema import rows as results

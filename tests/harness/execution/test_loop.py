@@ -6,10 +6,10 @@ from typing import Any
 import pytest
 import torch
 
-from harness.execution import loop
+from harness.execution import loop, step_times, warmup
 
 
-def timed_loop(*args: Any, **rules: Any) -> loop.LoopTimes:
+def timed_loop(*args: Any, **rules: Any) -> step_times.LoopTimes:
     """The loop on fake batches (ints): one sample each."""
     return loop.timed_loop(*args, count=lambda batch: 1, **rules)
 
@@ -132,7 +132,7 @@ def test_a_step_that_raises_is_thrown_into_the_generator_that_drives_it() -> Non
 # -- the steadiness rule (LoopTimes.drift, steady), against known step times ----------------------
 
 
-def window_of(step_costs: list[float]) -> loop.LoopTimes:
+def window_of(step_costs: list[float]) -> step_times.LoopTimes:
     """A window whose measured steps cost exactly `step_costs` of fake time (no warmup, free
     batches, a sync that costs nothing), so that every step time is known."""
     clock = FakeClock()
@@ -287,7 +287,7 @@ def test_a_loader_that_never_runs_out_ends_the_warmup_after_the_drain_limit() ->
         sync=lambda: None,
         clock=clock,
     )
-    assert times.warmup_steps == 4 + loop.DRAIN_FACTOR * 4
+    assert times.warmup_steps == 4 + warmup.DRAIN_FACTOR * 4
     assert times.loading_times == pytest.approx((0.0,) * 6)
 
 

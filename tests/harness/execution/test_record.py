@@ -9,7 +9,7 @@ import torch
 
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
-from harness.execution import loop
+from harness.execution import loop, step_times
 from harness.execution.dist import DistEnv
 from harness.execution.record import RowMaker, percentile, waited_share
 from tests.conftest import TINY_WORKLOAD
@@ -88,7 +88,7 @@ def test_percentile_of_one_step_is_that_step() -> None:
 def test_a_measured_row_carries_the_figures_of_its_window_and_the_warmup_it_really_ran() -> None:
     # 10 steps of 0.5 s (reads free), one sample a batch; the loop ran 4 warmup steps where
     # the spec asked for 1 (the stock was used up): the row says 4.
-    times = loop.LoopTimes(
+    times = step_times.LoopTimes(
         first_step_loading_time=2.0,
         warmup_steps=4,
         loading_times=(0.1,) * 10,

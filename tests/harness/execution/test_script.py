@@ -19,8 +19,10 @@ from harness.backends.local import run_local
 from harness.config.plan import Point, expand
 from harness.config.spec import parse_spec
 from harness.execution.dist import DistEnv
+from harness.execution.probe_job import ProbeJob
 from harness.execution.runner import run_point
-from harness.execution.script import Ended, ProbeJob, script_environment
+from harness.execution.script import script_environment
+from harness.execution.script_end import Ended
 from harness.storage.sweep import create_sweep
 from harness_schema import layout
 from harness_schema import rows as results

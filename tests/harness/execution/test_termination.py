@@ -22,7 +22,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
-from harness.execution import ladder, termination
+from harness.execution import loader_stream, termination
 from harness.exits import Terminated
 from harness_schema import layout
 from harness_schema import rows as results
@@ -162,7 +162,7 @@ def _worker_death(death: str) -> Iterator[RuntimeError]:
                 pass
         yield caught.value
     finally:
-        ladder.end_workers(iterator)
+        loader_stream.end_workers(iterator)
 
 
 @pytest.mark.parametrize("death", ["segfault", "exit", "sys.exit"])

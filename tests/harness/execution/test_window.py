@@ -20,10 +20,11 @@ from torch.utils.data import Dataset
 from harness.backends.local import run_local
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
-from harness.execution import ladder
+from harness.execution import dataloader, ladder
 from harness.execution.dist import DistEnv
-from harness.execution.loop import LoopTimes, timed_loop
+from harness.execution.loop import timed_loop
 from harness.execution.runner import run_point
+from harness.execution.step_times import LoopTimes
 from harness.execution.train_step import TrainStep
 from harness.storage.sweep import create_sweep
 from harness.workloads.emulated import emulated
@@ -32,7 +33,7 @@ from harness_schema import rows as results
 from harness_schema.settings import LoaderSettings
 from tests.fixtures.workloads import slow_read
 
-CPU = ladder.Placement(device=torch.device("cpu"))
+CPU = dataloader.Placement(device=torch.device("cpu"))
 
 
 @pytest.fixture(autouse=True)

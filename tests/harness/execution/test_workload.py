@@ -7,7 +7,7 @@ import torch
 
 from harness.config.plan import WorkloadSettings, expand
 from harness.config.spec import parse_spec
-from harness.execution.ladder import Placement
+from harness.execution.dataloader import Placement
 from harness.execution.train_step import own_loss
 from harness.execution.workload import build_workload, loader_parts
 from harness.workloads.registry import WorkloadError

@@ -11,7 +11,7 @@ from torch.utils.data import Dataset
 
 from harness.config.plan import Point, expand
 from harness.config.spec import parse_spec
-from harness.execution.script import ProbeJob
+from harness.execution.probe_job import ProbeJob
 from harness_schema import layout
 from harness_schema import rows as results
 

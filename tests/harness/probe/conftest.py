@@ -9,7 +9,7 @@ import pytest
 
 from harness.config.plan import Point
 from harness.execution.dist import DistEnv
-from harness.execution.script import PROBE_VARIABLE, ProbeJob
+from harness.execution.probe_job import PROBE_VARIABLE, ProbeJob
 from harness.probe import session
 from tests.harness.probe.common import SCRIPT
 

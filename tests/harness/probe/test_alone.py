@@ -13,7 +13,7 @@ import torch
 from torch.utils.data import DataLoader
 
 import harness.probe as probe
-from harness.execution.loop import Clocked
+from harness.execution.step_times import Clocked
 from tests.harness.probe.common import (
     Numbers,
     pairs,

@@ -11,7 +11,7 @@ import pytest
 from torch.utils.data import DataLoader
 
 import harness.probe as probe
-from harness.execution.script import PROBE_VARIABLE
+from harness.execution.probe_job import PROBE_VARIABLE
 from harness_schema import layout
 from harness_schema import rows as results
 from tests.harness.probe.common import (

@@ -7,7 +7,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
-from harness.execution import given_loader, ladder
+from harness.execution import dataloader, given_loader
 from harness.sources.built import BuiltSource
 from harness.sources.given import GivenSource
 from harness.sources.length import length
@@ -26,7 +26,7 @@ def point():  # type: ignore[no-untyped-def]
 
 def test_a_built_and_a_given_loader_stream_their_rungs_the_same_way() -> None:
     data = TensorDataset(torch.arange(16.0).unsqueeze(1), torch.arange(16))
-    where = ladder.Placement(device=torch.device("cpu"))
+    where = dataloader.Placement(device=torch.device("cpu"))
     built = of_point(point(), where, dataset=data)
     assert isinstance(built, BuiltSource) and built.dataset is data and not built.in_threads()
     x, _ = built.stream("host_batch").next()
