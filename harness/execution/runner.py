@@ -45,7 +45,8 @@ from harness.execution.waiting import watched
 from harness.execution.workload import build_workload, loader_parts
 from harness.naming import type_name
 from harness.sampling.host import job_memory_limit_bytes, process_tree_memory_bytes
-from harness.sampling.timeline import Phase, RankSampler, TimelineFile, timeline_name
+from harness.sampling.timeline import Phase, RankSampler
+from harness.sampling.timeline_file import TimelineFile, timeline_name
 from harness.sources.base import LoaderSource, Stream
 from harness.sources.length import length
 from harness.sources.of_point import of_point

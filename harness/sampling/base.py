@@ -5,7 +5,7 @@ Two sources hold it: the host's (host.HostSampler: CPU time of the rank and its 
 memory) and the rank's GPU (nvml.GpuSampler). A reading is cumulative where differences are
 what mean something (CPU seconds, energy), so that the timeline's phases are differences of
 two readings. A third source (a network's counters, say) is one class of this protocol, and a
-field of timeline._Sample for its reading.
+field of timeline_file.Sample for its reading.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from harness.config.plan import expand
 from harness.config.spec import parse_spec
 from harness.execution.dist import DistEnv
 from harness.execution.runner import run_point
-from harness.sampling.timeline import SAMPLE_COLUMNS
+from harness.sampling.timeline_file import SAMPLE_COLUMNS
 from harness.storage.sweep import create_sweep
 from harness_schema import layout
 from harness_schema import rows as results

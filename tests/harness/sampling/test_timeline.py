@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.sampling.timeline import SAMPLE_COLUMNS, SUMMARY_KEYS, RankSampler, TimelineFile, timeline_name
+from harness.sampling.timeline import SUMMARY_KEYS, RankSampler
+from harness.sampling.timeline_file import SAMPLE_COLUMNS, TimelineFile, timeline_name
 
 
 def test_timeline_csv_has_the_columns_and_labels_phases(tmp_path: Path) -> None:
