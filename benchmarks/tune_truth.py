@@ -45,7 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tabulate import tabulate
 
-from analysis.tune.model import Config, copy_modes, lightning_workers
+from analysis.tune.fit import copy_modes
+from analysis.tune.model import Config, lightning_workers
 from analysis.tune.search import ROUND_WHY, Measure, Runs, exhaustive, search
 from analysis.tune.windows import WINDOWS, predict_with_intervals
 from harness.tune.driver import small_grid_note
