@@ -246,7 +246,7 @@ recurrence's figure is the mean over a finite draw of stalls (QUEUE_DRAWS × QUE
 batches: ±0.7 % from one set of draws to another at the 193-point grid's knee), so it cannot
 tell a configuration that absorbs its stalls from one that loses a few tenths of a percent
 to them; and the search reads a dearer neighbour predicted above the choice at all as one that
-may gain (tune.search.no_gain): on the erratic reader, 4 workers with prefetch 8 lose 0.4 % to
+may gain (tune.trust.no_gain): on the erratic reader, 4 workers with prefetch 8 lose 0.4 % to
 the queue (49.8 batches/s against the step's 50), and without this every draw measured 6
 workers too, for 20 % more device time."""
 
@@ -347,7 +347,7 @@ class Prediction:
     corners: tuple[float, ...] = ()
     """samples/s under each corner profile (windows.corners, the same order for every
     configuration): two configurations share the profile, so their ratio is judged corner by
-    corner (analysis/tune/search.py), not one's high against the other's low."""
+    corner (analysis/tune/trust.py), not one's high against the other's low."""
 
 
 def bound_of(p: Profile, c: Config) -> str:

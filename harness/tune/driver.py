@@ -50,8 +50,9 @@ import pandas as pd
 
 from analysis.aggregate import summarize
 from analysis.tune.fit import copy_modes
+from analysis.tune.judge import Runs
 from analysis.tune.model import COPY, MODELLED, Config, predict
-from analysis.tune.search import Runs, search
+from analysis.tune.search import search
 from analysis.tune.windows import FIRST_WINDOWS, PROFILE_SHARE, with_intervals
 from harness.backends.base import Backend
 from harness.backends.registry import BACKENDS
@@ -134,7 +135,7 @@ def small_grid_note(points: int, repeats: int, modes: int = 1, *, timed: bool = 
     """A line where the grid costs no more than tune's least and one configuration more: the
     profile's windows (FIRST_WINDOWS passes), then the model's choice and a neighbour on each
     side of num_workers, `repeats` runs each, and the configuration an uncertain profile adds
-    (search.plausible). `modes`: the grid's copy modes (each further one profiles its bound
+    (trust.plausible). `modes`: the grid's copy modes (each further one profiles its bound
     rung and plateau). Counted in windows of the spec's length, a low count in device time:
     in steps, the profile's windows at num_workers=0 and 1 are the grid's slowest
     (benchmarks/tune_truth.py prices both); `timed` (measure.seconds, steps: auto), every
