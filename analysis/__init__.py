@@ -27,9 +27,11 @@ from analysis.export import tidy
 from analysis.grid.compare import compare
 from analysis.grid.recommend import recommend, undecided_points
 from analysis.ladder.verdict import ladder_verdicts
-from analysis.load import load_meta, load_results, load_samples
+from analysis.load import load_results
+from analysis.meta import load_meta
 from analysis.render.report import build_report
 from analysis.render.tables import loader_tables
+from analysis.samples import load_samples
 from analysis.stragglers import find_stragglers
 
 __all__ = [

@@ -7,7 +7,7 @@ and modification time when it was read. A reader takes from it only the rows of 
 size and time are still the same; it reads every other rank file itself (new, rewritten by a
 resume or by a sweep still filling, or not in it). So the file is never wrong, only more or
 less complete, and it is safe to delete: the next report reads the rank files and writes it
-again. analysis/load.py reads it, and writes it from `harness report` (through a temporary
+again. analysis/cells.py reads it, and writes it from `harness report` (through a temporary
 file and a rename) when the sweep's folder is writable; a read-only results folder is read as
 it is.
 

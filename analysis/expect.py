@@ -28,7 +28,7 @@ import pandas as pd
 
 from analysis import noise
 from analysis.aggregate import add_nodes, summarize, table_rows
-from analysis.load import load_meta
+from analysis.meta import load_meta
 from harness_schema.expect import Expectation, parse_expect
 from harness_schema.rungs import BOUND_RUNGS
 from harness_schema.yaml_lines import YamlSyntaxError, load_yaml_with_lines

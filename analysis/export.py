@@ -25,7 +25,8 @@ from typing import Any
 import pandas as pd
 
 from analysis.aggregate import add_nodes
-from analysis.load import ADDED_COLUMNS, META_COLUMNS, load_meta, load_results
+from analysis.load import ADDED_COLUMNS, load_results
+from analysis.meta import META_COLUMNS, load_meta
 from harness_schema.rows import BOOL_COLUMNS, ROW_COLUMNS
 
 log = logging.getLogger(__name__)

@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tabulate import tabulate
 
-from analysis.tune.model import Config, Profile, batches_per_s, bound_of, with_plateau
+from analysis.tune.fit import with_plateau
+from analysis.tune.model import Config, Profile, batches_per_s, bound_of
 
 READ_S, STALL_S, STALL_P, STEP_S = 0.125, 0.300, 0.05, 0.020
 SPEC = """\

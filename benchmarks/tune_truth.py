@@ -45,8 +45,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tabulate import tabulate
 
-from analysis.tune.model import Config, copy_modes, lightning_workers
-from analysis.tune.search import ROUND_WHY, Measure, Runs, exhaustive, search
+from analysis.tune.fit import copy_modes
+from analysis.tune.judge import Runs
+from analysis.tune.model import Config, lightning_workers
+from analysis.tune.search import ROUND_WHY, Measure, exhaustive, search
 from analysis.tune.windows import WINDOWS, predict_with_intervals
 from harness.tune.driver import small_grid_note
 from tests.fixtures.tune_sim import BIG, BIG_GRID, COPYING, COPYING_GRID, Bench, Pipeline, grid, true_rate

@@ -37,8 +37,9 @@ if str(ROOT) not in sys.path:  # run as a script: the checkout's packages first
 
 from analysis.aggregate import summarize, table_rows  # noqa: E402
 from analysis.grid.compare import compare  # noqa: E402
-from analysis.load import load_results, load_samples  # noqa: E402
+from analysis.load import load_results  # noqa: E402
 from analysis.render import plots, steps  # noqa: E402
+from analysis.samples import load_samples  # noqa: E402
 
 log = logging.getLogger("make_figures")
 

@@ -32,8 +32,10 @@ from tabulate import tabulate
 
 from analysis import noise
 from analysis.aggregate import LOADER_COLUMNS, WORKLOAD_COLUMNS, summarize, type_label
-from analysis.load import Loaded, SweepPlan, load_meta, load_plan, load_results
+from analysis.load import Loaded, load_results
+from analysis.meta import load_meta
 from analysis.render.tables import FORMATS
+from analysis.sweep_plan import SweepPlan, load_plan
 from harness_schema.settings import WORKER_ONLY
 
 MATCH_COLUMNS = [*WORKLOAD_COLUMNS, *LOADER_COLUMNS, "rung"]  # dataset_args, model_args included

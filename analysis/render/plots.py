@@ -31,7 +31,7 @@ from matplotlib.patches import Patch
 from analysis.aggregate import WORKLOAD_COLUMNS, table_rows
 from analysis.grid.compare import Comparison, comparison_table
 from analysis.grid.recommend import Recommendation
-from analysis.load import SAMPLES_FILE, load_samples
+from analysis.samples import SAMPLES_FILE, load_samples
 from analysis.scaling import Scaling
 from analysis.tune.model import COPY, Config
 from harness_schema import rungs as rung_names

@@ -16,11 +16,13 @@ from analysis.grid.recommend import Recommendation, recommend, render_recommenda
 from analysis.grid.tail import tail_notes
 from analysis.ladder.verdict import Verdict, ladder_verdicts
 from analysis.ladder.verdict_text import render_verdict
-from analysis.load import SweepPlan, load_meta, load_plan, load_results
+from analysis.load import load_results
+from analysis.meta import load_meta
 from analysis.render import html
 from analysis.render.tables import loader_tables, readable, render
 from analysis.scaling import AU_THRESHOLD, Scaling, render_scaling, scale_count, scaling
 from analysis.stragglers import RULE, find_stragglers
+from analysis.sweep_plan import SweepPlan, load_plan
 from harness_schema.settings import AUTO_RSE
 
 if TYPE_CHECKING:

@@ -1,38 +1,8 @@
 """The pipeline model behind `harness tune`: every DataLoader configuration's throughput, from
 the measurements of a few.
 
-**What is profiled** (a `Profile`, fitted by `fit_profile` from two ladder points of the same
-settings: `num_workers=0` and `num_workers=k`, rungs `host_batch` and `full`, with the loader's
-capacity timed alone; then `with_plateau` from one run of the grid's most workers, the
-hand-off):
-
-- the step's demand: `step_s`, seconds a train step computes per batch: the median of the
-  bound rung's period (`host_batch`: the step and the copy a fresh batch pays, nothing loaded)
-  and the `full` rung's period less its wait for data, at both profile points (one window
-  that met a busy spell of a shared machine does not set it);
-- the main thread's load: `main_load_s`, the mean wait per batch at `num_workers=0`
-  (`loading_time` at `full`: reading, transforms and collation, in series with the step);
-- one worker's efficiency: `efficiency`, the loader's capacity at k workers (`loader_capacity`
-  at `full`) over k times the main thread's rate (1 / `main_load_s`): what worker IPC, pickling
-  and the workers' contention cost a worker against the main thread doing the same work;
-- the workers' CPU: `cpu_s_per_batch`, core-seconds per batch in the workers (`loader_cores`
-  over steps/s at `full`, k workers), and `cores`, the cores a rank's workers may use
-  (`cpus_allotted` less the cores the rank's own process keeps busy on the bound rung);
-- the reader's jitter, from the `num_workers=0` wait (where nothing hides it): a stalled
-  batch waits `stall_s` longer (`loading_time_p99` − `loading_time_p50`), and a share
-  `stall_share` of batches stall, so that the mean equals p50 + share × stall;
-- memory: the rank's process tree at 0 workers, and what each worker adds (PSS);
-- each further copy mode of the grid (`pin_memory`, `non_blocking`; `with_copy_mode`): the bound
-  rung in that mode (the step with the copy it pays: pageable or pinned, blocking or not) over
-  the bound rung in the profile's mode scales the step, and a plateau run in that mode gives its
-  hand-off (the pin thread's work per batch shows there). Measured, not modelled: whether a
-  copy overlaps the step depends on whether the step is bound by the host or the device, which
-  no bandwidth figure says;
-- where the spec's `rungs` name cached sample-level rungs (raw_sample, transform:<k>...), those
-  rungs at the k-worker point, their loader's capacity timed alone: what the loader would
-  deliver with that stage's output cached (`with_cache`, Plumber's question);
-- an epoch restart without persistent workers: `restart_s`, the first `next()` of a rung at k
-  workers (worker start-up and first batch), paid once per epoch of `epoch_steps` batches.
+**What is profiled**: a `Profile` (below), per rank, made from a few measured runs by
+analysis/tune/fit.py, whose docstring says where each of its figures comes from.
 
 **The model** (`batches_per_s`), per rank:
 
@@ -104,20 +74,19 @@ each; a 193-point grid with its intervals' 8 corner profiles in about 0.5 s): th
 imports it, and so do the unit tests, which check it on synthetic profiles against answers
 computed by hand and against tests/fixtures/tune_sim.py's event simulation of the DataLoader
 (the stalls' queue), with the real DataLoader's figures in docs/concepts/tune.md.
+
+The delivery recurrence itself (numpy, every configuration at once) is analysis/tune/delivery.py.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-import numpy as np
-
 from analysis.noise import MARGIN
+from analysis.tune import delivery
 from harness_schema.settings import WORKER_ONLY
 
 MODELLED: tuple[str, ...] = ("num_workers", *WORKER_ONLY)
@@ -178,7 +147,8 @@ class Config:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Profile:
-    """What the model needs, per rank; see the module docstring for where each comes from."""
+    """What the model needs, per rank; see analysis/tune/fit.py's docstring for where each comes
+    from."""
 
     batch_size: int
     ranks: int = 1
@@ -276,7 +246,7 @@ recurrence's figure is the mean over a finite draw of stalls (QUEUE_DRAWS × QUE
 batches: ±0.7 % from one set of draws to another at the 193-point grid's knee), so it cannot
 tell a configuration that absorbs its stalls from one that loses a few tenths of a percent
 to them; and the search reads a dearer neighbour predicted above the choice at all as one that
-may gain (tune.search.no_gain): on the erratic reader, 4 workers with prefetch 8 lose 0.4 % to
+may gain (tune.trust.no_gain): on the erratic reader, 4 workers with prefetch 8 lose 0.4 % to
 the queue (49.8 batches/s against the step's 50), and without this every draw measured 6
 workers too, for 20 % more device time."""
 
@@ -308,21 +278,6 @@ def batches_per_s(p: Profile, c: Config) -> float:
     return 1 / period
 
 
-QUEUE_BATCHES = 1000
-"""Batches the delivery recurrence (`queue_period`) measures its period over, in each of its
-QUEUE_DRAWS draws, after a warmup of at least twice the outstanding batches."""
-QUEUE_DRAWS = 32
-"""Independent draws of the stalls' places the recurrence averages (columns of one numpy
-loop). A stall-bound configuration's period depends on how close its stalls fall: 4 draws of
-2000 batches left the erratic reader's num_workers=4 prefetch_factor=4 1.2 % over a long
-simulation's figure (46.8 against 46.3 batches/s), enough to call it tied with the step's 50
-where the profile read the stall share a little low; 32 draws of 1000, within 0.3 % there and
-within 0.9 % on every configuration of the knee checked (tests/analysis/tune/test_model.py),
-for 0.5 s on a 193-point grid with its intervals' 8 corner profiles."""
-QUEUE_SEED = 20240607
-"""The stalls' places in the recurrence: one fixed draw for every configuration and every
-profile (common random numbers: two neighbours of the grid meet the same stalls, so their
-ratio is smooth and a prediction is the same each time it is asked)."""
 _PREFETCH = (1, 2, 3, 4, 6, 8)
 """The prefetch factors one evaluation of the recurrence covers beside the one asked (every
 worker count up to 16 or the one asked): a grid's configurations share a profile, so the first
@@ -335,7 +290,7 @@ def queue_period(p: Profile, workers: int, prefetch: int) -> float:
     recurrence of the module docstring, over QUEUE_BATCHES batches."""
     if workers < 1 or prefetch < 1:
         raise ValueError(f"queue_period: needs workers >= 1 and prefetch >= 1 (got {workers}, {prefetch})")
-    family = _family(
+    family = delivery.family(
         _worker_s(p),
         core_roof(p),
         p.stall_s if p.stall_share > 0 else 0.0,
@@ -349,147 +304,6 @@ def queue_period(p: Profile, workers: int, prefetch: int) -> float:
 
 def _worker_s(p: Profile) -> float:
     return 1 / worker_rate(p)
-
-
-@functools.lru_cache(maxsize=4096)
-def _family(
-    worker_s: float,
-    roof: float,
-    stall_s: float,
-    share: float,
-    step_s: float,
-    most: int,
-    prefetches: tuple[int, ...],
-) -> dict[tuple[int, int], float]:
-    """queue_period for every worker count up to `most` and each of `prefetches`, at once."""
-    pairs = [(n, f) for n in range(1, most + 1) for f in prefetches]
-    # A column per configuration and draw of the stalls (QUEUE_DRAWS of them, the same for
-    # every configuration), draw-major: column j is pair j mod len(pairs).
-    workers = np.tile([n for n, _ in pairs], QUEUE_DRAWS)
-    ahead = np.tile([n * f for n, f in pairs], QUEUE_DRAWS)
-    # Each worker's period with w workers: its own, or its share of the cores' roof; the
-    # stalls (sleeps: no core) are part of the mean and drawn apart below.
-    period = np.maximum(worker_s, workers / roof) if math.isfinite(roof) else np.full(len(ahead), worker_s)
-    base = np.maximum(0.0, period - share * stall_s)
-    draw = np.repeat(np.arange(QUEUE_DRAWS), len(pairs))
-    stalls = _stalls(stall_s, share, int(ahead.max()))
-    periods = (
-        _deliver(workers, ahead, base, stalls, draw, step_s).reshape(QUEUE_DRAWS, len(pairs)).mean(axis=0)
-    )
-    return {pair: float(x) for pair, x in zip(pairs, periods, strict=True)}
-
-
-def _stalls(stall_s: float, share: float, most_ahead: int) -> np.ndarray:
-    """Each batch's stall (seconds), a column per draw: `share` of the batches of the warmup
-    and of the measured part each, exactly (the last one partly, so that the figure is smooth
-    in the share), placed by QUEUE_SEED's draws."""
-    warm = max(2 * most_ahead, QUEUE_BATCHES // 4)
-    out = np.zeros((warm + QUEUE_BATCHES, QUEUE_DRAWS))
-    if stall_s <= 0 or share <= 0:
-        return out
-    rng = np.random.default_rng(QUEUE_SEED)
-    for draw in range(QUEUE_DRAWS):
-        for start, length in ((0, warm), (warm, QUEUE_BATCHES)):
-            rank = rng.permutation(length)  # the stalls take the first ranks: share × length of them
-            out[start : start + length, draw] = stall_s * np.clip(share * length - rank, 0.0, 1.0)
-    return out
-
-
-def _deliver(
-    workers: np.ndarray,
-    ahead: np.ndarray,
-    base: np.ndarray,
-    stalls: np.ndarray,
-    draw: np.ndarray,
-    step_s: float,
-) -> np.ndarray:
-    """The delivery recurrence, every configuration at once (a column each): batch k is dealt
-    to worker k mod w when batch k − w × prefetch is taken (the first w × prefetch at once);
-    its worker starts it when that worker has finished its previous batch (k − w), and takes
-    `base` plus the batch's stall (`stalls[k, draw]`: the column's draw); the main thread
-    takes batches in order, each when it is ready and the previous step is done. Returns each
-    column's seconds per batch over the measured part (the last QUEUE_BATCHES batches)."""
-    total, m = len(stalls), len(workers)
-    # Only the last `ring` batches are looked back at: a ring of rows (batch k in row k mod
-    # ring; a row not yet written holds time 0, the iterator's start), so that memory does not
-    # grow with the batches (64 workers × 6 prefetch factors × 32 draws: 12,288 columns).
-    ring = int(ahead.max()) + 1
-    ready, taken = np.zeros(ring * m), np.zeros(ring * m)
-    cols = np.arange(m)
-    free, start_s = np.zeros(m), np.zeros(m)
-    for k in range(total):
-        row = (k % ring) * m
-        dealt = taken[((k - ahead) % ring) * m + cols]
-        done = np.maximum(dealt, ready[((k - workers) % ring) * m + cols]) + base + stalls[k, draw]
-        ready[row : row + m] = done
-        take = np.maximum(done, free)
-        taken[row : row + m] = take
-        free = take + step_s
-        if k == total - 1 - QUEUE_BATCHES:
-            start_s = take
-    return (take - start_s) / QUEUE_BATCHES
-
-
-def plateau_config(grid: Sequence[Config], profiled: int = 1) -> Config | None:
-    """The grid's most workers with its most prefetch: the configuration likeliest to run at
-    the step's side of the bound, where a run shows the hand-off (tune.model.with_plateau).
-    None where the grid has no more workers than the fit's profile point."""
-    beyond = [c for c in grid if c.num_workers > profiled]
-    return max(
-        beyond, key=lambda c: (c.num_workers, c.prefetch_factor or 0, c.persistent_workers), default=None
-    )
-
-
-def copy_modes(grid: Sequence[Config]) -> list[Config]:
-    """One configuration of each copy mode of the grid, in the grid's order (the first is the
-    mode the profile's fit is taken in)."""
-    seen: dict[str, Config] = {}
-    for c in grid:
-        seen.setdefault(c.copy_mode(), c)
-    return list(seen.values())
-
-
-def configs_in_mode(grid: Sequence[Config], mode: Config) -> list[Config]:
-    """The grid's configurations in `mode`'s copy mode."""
-    return [c for c in grid if c.copy_mode() == mode.copy_mode()]
-
-
-def with_plateau(p: Profile, c: Config, measured_batches_per_s: float) -> Profile:
-    """The profile with `handoff_s` from a run of configuration `c`, one the model puts on the
-    step's side of the bound (its loader faster than the step): the run's period less the step,
-    the unabsorbed stalls and the epoch restarts the model counts, where that exceeds the tie
-    margin of the step. A run the model puts on the loader's side says nothing of the hand-off:
-    the profile is returned as it is."""
-    if c.num_workers == 0 or not measured_batches_per_s > 0:
-        return p
-    if 1 / capacity(p, c.num_workers) > p.step_s + p.handoff_s:
-        return p
-    period = 1 / measured_batches_per_s
-    if not c.persistent_workers and p.epoch_steps:
-        period -= p.restart_s / p.epoch_steps
-    handoff = period - step_side(p, c) + p.handoff_s
-    # One run cannot tell a hand-off within the tie margin of the step from the machine's
-    # noise (nor would the recommendation act on it): the plateau is then the step's.
-    if handoff < MARGIN * p.step_s:
-        return replace(p, handoff_s=0.0)
-    return replace(p, handoff_s=handoff)
-
-
-def with_copy_mode(
-    p: Profile, mode: Config, bound_ratio: float, plateau: Config | None = None, plateau_rate: float = 0.0
-) -> Profile:
-    """The profile with `mode`'s copy mode added (`Profile.copy_modes`): its step is the
-    profile's times `bound_ratio`, the bound rung's period in that mode over its period in the
-    profile's own mode (what the copy costs the step, pinned or pageable, blocking or not, as
-    measured: no bandwidth figure stands in for whether the copy overlaps); its hand-off from
-    one run of `plateau`, a configuration in that mode, at `plateau_rate` batches/s
-    (with_plateau: the pin thread's work shows there)."""
-    if not bound_ratio > 0:
-        raise ValueError(f"with_copy_mode: the bound rungs' ratio must be > 0 (got {bound_ratio})")
-    own = replace(p, step_s=p.step_s * bound_ratio, handoff_s=0.0, copy_mode=mode.copy_mode(), copy_modes={})
-    if plateau is not None:
-        own = with_plateau(own, plateau, plateau_rate)
-    return replace(p, copy_modes={**p.copy_modes, own.copy_mode: (own.step_s, own.handoff_s)})
 
 
 def with_cache(p: Profile, capacity_at_profiled: float, cpu_s_per_batch: float) -> Profile:
@@ -533,7 +347,7 @@ class Prediction:
     corners: tuple[float, ...] = ()
     """samples/s under each corner profile (windows.corners, the same order for every
     configuration): two configurations share the profile, so their ratio is judged corner by
-    corner (analysis/tune/search.py), not one's high against the other's low."""
+    corner (analysis/tune/trust.py), not one's high against the other's low."""
 
 
 def bound_of(p: Profile, c: Config) -> str:
@@ -560,55 +374,6 @@ def cheapest_meeting(predictions: list[Prediction], margin: float = MARGIN) -> P
     return min(meeting, key=lambda x: x.config.cost())
 
 
-def fit_profile(
-    zero: Mapping[str, float], some: Mapping[str, float], *, workers: int, batch_size: int, ranks: int = 1
-) -> Profile:
-    """A Profile from two profile points' figures (per rank, median over runs): `zero` at
-    num_workers=0 and `some` at `workers` workers, each a mapping of row column → value with
-    the bound rung's `bound_steps_per_s` and `bound_main_cores` added. Missing figures fall back
-    to neutral values (no stalls, no memory growth, no restart)."""
-    if workers < 1:
-        raise ValueError(f"fit_profile: the second profile point needs workers >= 1 (got {workers})")
-    main_load = zero["loading_time"]
-    step = statistics.median(_step_estimates(zero) + _step_estimates(some))
-    p50, p99 = _or(zero.get("loading_time_p50"), math.nan), _or(zero.get("loading_time_p99"), math.nan)
-    stall_s = max(0.0, p99 - p50) if _number(p99 - p50) else 0.0
-    share = min(1.0, max(0.0, (main_load - p50) / stall_s)) if stall_s > 0 else 0.0
-    rate = some["steps_per_s"]
-    cpu = some.get("loader_cores")
-    main_cores = min(_or(zero.get("bound_main_cores"), 0.0), _or(some.get("bound_main_cores"), 0.0))
-    mem0, memk = _or(zero.get("cpu_memory_gb"), math.nan), _or(some.get("cpu_memory_gb"), math.nan)
-    per_worker = max(0.0, (memk - mem0) / workers) if _number(memk - mem0) else 0.0
-    return Profile(
-        batch_size=batch_size,
-        ranks=ranks,
-        step_s=step,
-        main_load_s=main_load,
-        efficiency=min(1.0, some["loader_capacity"] * main_load / workers),
-        cpu_s_per_batch=_or(cpu, 0.0) / rate if rate > 0 else 0.0,
-        cores=max(0.5, _or(some.get("cpus_allotted"), 1.0) - main_cores),
-        stall_s=stall_s,
-        stall_share=share,
-        memory_gb=_or(mem0, 0.0),  # nan when unmeasured: _or turns it to 0
-        memory_per_worker_gb=per_worker,
-        restart_s=_or(some.get("first_step_loading_time"), 0.0),
-        epoch_steps=int(some["epoch_steps"]) if _number(some.get("epoch_steps")) else None,
-        profiled_workers=workers,
-        main_cores=main_cores,
-    )
-
-
-def _step_estimates(figures: Mapping[str, float]) -> list[float]:
-    """The step's compute per batch, two ways from one profile point: the bound rung's period,
-    and the full rung's period less its wait for data. The fit takes the median of the four,
-    so that one window that met a busy spell of the machine does not set the demand."""
-    out = [1 / figures["bound_steps_per_s"]]
-    rate, wait = figures.get("steps_per_s"), figures.get("loading_time")
-    if _number(rate) and _number(wait) and rate > 0 and 1 / rate > wait:  # type: ignore[operator]
-        out.append(1 / rate - wait)  # type: ignore[operator]
-    return out
-
-
 def what_if(p: Profile, *, gpus: int, cores: int, main_cores: float | None = None) -> Profile:
     """The same pipeline on a node with `gpus` ranks sharing `cores` cores: each rank's workers
     get cores // gpus less what its own process keeps busy (the profile's, unless given). The
@@ -623,11 +388,3 @@ def what_if(p: Profile, *, gpus: int, cores: int, main_cores: float | None = Non
 def lightning_workers(cores: int, ranks: int) -> int:
     """PyTorch Lightning's suggestion: cpus // ranks - 1 (at least 0)."""
     return max(0, cores // ranks - 1)
-
-
-def _number(x: object) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def _or(x: float | None, default: float) -> float:
-    return float(x) if _number(x) else default  # type: ignore[arg-type]

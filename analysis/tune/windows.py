@@ -42,15 +42,8 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from analysis import noise
-from analysis.tune.model import (
-    Config,
-    Prediction,
-    Profile,
-    fit_profile,
-    predict,
-    samples_per_s,
-    with_plateau,
-)
+from analysis.tune.fit import fit_profile, with_plateau
+from analysis.tune.model import Config, Prediction, Profile, predict, samples_per_s
 
 WINDOWS = 3
 """Windows of each profile point where its first ones disagree: the fewest in which one slow
@@ -116,7 +109,7 @@ def fit_windows(
     batch_size: int,
     ranks: int = 1,
 ) -> Profile:
-    """The profile from `WINDOWS` passes of the two profile points (tune.model.fit_profile's
+    """The profile from `WINDOWS` passes of the two profile points (tune.fit.fit_profile's
     figures, one mapping a pass and a point): fitted pass by pass, each number the median over
     the passes, with the intervals of the UNCERTAIN quantities (`Profile.intervals`)."""
     if not zeros or len(zeros) != len(somes):
@@ -352,7 +345,7 @@ def passes_agree(
 
 
 def plateau_windows(p: Profile, top: Config, rates: Sequence[float]) -> Profile:
-    """The hand-off from the plateau point's windows (tune.model.with_plateau at their median
+    """The hand-off from the plateau point's windows (tune.fit.with_plateau at their median
     rate), with its interval: the hand-off at either end of the rates' interval."""
     if not rates:
         return p

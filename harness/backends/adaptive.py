@@ -77,7 +77,8 @@ def undecided(sweep_dir: Path) -> dict[str, int]:
     undecided against their node type's best (analysis.grid.recommend.undecided_points)."""
     from analysis.aggregate import summarize
     from analysis.grid.recommend import undecided_points
-    from analysis.load import load_meta, load_results
+    from analysis.load import load_results
+    from analysis.meta import load_meta
 
     loaded = load_results([sweep_dir])
     if loaded.rows.empty:

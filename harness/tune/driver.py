@@ -5,11 +5,11 @@ confirmations, in one normal sweep folder.
    the rungs the model needs (`host_batch`, the step's demand; `full`, with the loader's
    capacity timed alone), one run each; and in the same round the plateau point, the grid's
    most workers and prefetch at `full`, one run, for the hand-off each batch costs the rank's
-   own thread (tune.model.with_plateau); and for each further copy mode its `host_batch` and
+   own thread (tune.fit.with_plateau); and for each further copy mode its `host_batch` and
    its plateau point, one run each. The profile's windows are a quarter of the spec's
    (rounds.profile_measure): in steps, they are the grid's slowest; in seconds
    (`measure.seconds`, `steps: auto`), a quarter of the least and most seconds.
-2. **Predict** every grid point (analysis/tune/model.py, fitted by `fit_profile`).
+2. **Predict** every grid point (analysis/tune/model.py, fitted by analysis/tune/fit.py).
 3. **Confirm** (analysis/tune/search.py): the predicted cheapest configuration that meets the
    demand and its neighbours on each axis, rung `full`, `repeats` runs each (at least 3),
    judged by analysis/noise.py's three-way rule; where the measurements contradict the model,
@@ -30,7 +30,7 @@ it; `harness tune --what-if gpus=8,cores=64 SWEEP` reads its profile again).
 The model covers num_workers, prefetch_factor and persistent_workers; the copy settings
 (pin_memory, non_blocking) are measured: each further copy mode of the grid adds its bound rung
 (the step with that mode's copy) and its plateau point to the profile's round
-(tune.model.with_copy_mode). A grid that varies any other setting is refused with the setting
+(tune.fit.with_copy_mode). A grid that varies any other setting is refused with the setting
 named (tune one value of it at a time).
 On Slurm, the rounds are the profile (one array of three points), then one array per round of
 confirmations (one to three rounds in the benchmarks' grids): each waits in the queue, so a
@@ -49,14 +49,10 @@ from typing import Any
 import pandas as pd
 
 from analysis.aggregate import summarize
-from analysis.tune.model import (
-    COPY,
-    MODELLED,
-    Config,
-    copy_modes,
-    predict,
-)
-from analysis.tune.search import Runs, search
+from analysis.tune.fit import copy_modes
+from analysis.tune.judge import Runs
+from analysis.tune.model import COPY, MODELLED, Config, predict
+from analysis.tune.search import search
 from analysis.tune.windows import FIRST_WINDOWS, PROFILE_SHARE, with_intervals
 from harness.backends.base import Backend
 from harness.backends.registry import BACKENDS
@@ -139,7 +135,7 @@ def small_grid_note(points: int, repeats: int, modes: int = 1, *, timed: bool = 
     """A line where the grid costs no more than tune's least and one configuration more: the
     profile's windows (FIRST_WINDOWS passes), then the model's choice and a neighbour on each
     side of num_workers, `repeats` runs each, and the configuration an uncertain profile adds
-    (search.plausible). `modes`: the grid's copy modes (each further one profiles its bound
+    (trust.plausible). `modes`: the grid's copy modes (each further one profiles its bound
     rung and plateau). Counted in windows of the spec's length, a low count in device time:
     in steps, the profile's windows at num_workers=0 and 1 are the grid's slowest
     (benchmarks/tune_truth.py prices both); `timed` (measure.seconds, steps: auto), every

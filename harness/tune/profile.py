@@ -1,5 +1,5 @@
 """The profile of `harness tune` (driver.py, step 1): the points it runs and the model's fit
-from their rows (analysis/tune/model.py's fit_profile, with_plateau, with_copy_mode)."""
+from their rows (analysis/tune/fit.py's fit_profile, with_plateau, with_copy_mode)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,8 @@ from functools import partial
 
 import pandas as pd
 
-from analysis.tune.model import (
-    COPY,
-    Config,
-    Profile,
-    configs_in_mode,
-    copy_modes,
-    plateau_config,
-    with_copy_mode,
-)
+from analysis.tune.fit import configs_in_mode, copy_modes, plateau_config, with_copy_mode
+from analysis.tune.model import COPY, Config, Profile
 from analysis.tune.windows import FIRST_WINDOWS, WINDOWS, fit_windows, passes_agree, plateau_windows
 from harness.config.plan import Point
 from harness.storage.sweep import want_repeats, with_repeats

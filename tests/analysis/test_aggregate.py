@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from analysis.aggregate import UNKNOWN_TYPE, add_nodes, summarize
-from analysis.load import load_meta, load_results
+from analysis.load import load_results
+from analysis.meta import load_meta
 from tests.analysis.conftest import synthetic_row, write_node_meta, write_rows
 
 

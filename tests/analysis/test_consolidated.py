@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from analysis import consolidated
-from analysis.load import load_meta, load_results
+from analysis.load import load_results
+from analysis.meta import load_meta
 from analysis.render.report import build_report
 from harness_schema import rows as results
 from harness_schema.atomic import CannotWrite, atomic_write_text

@@ -7,20 +7,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.load import find_row_files, load_meta, load_results
+from analysis.load import load_results
 from harness_schema import rows as results
 from harness_schema.atomic import atomic_write_text
-from tests.analysis.conftest import synthetic_row, write_node_meta, write_rows
+from tests.analysis.conftest import synthetic_row, write_rows
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def test_finds_rows_from_a_sweep_a_spec_folder_a_root_or_a_glob(real_sweep: Path) -> None:
-    expected = sorted(real_sweep.glob("points/*/rank*.csv"))
-    assert len(expected) == 6
-    for given in (real_sweep, real_sweep.parent, real_sweep.parent.parent, f"{real_sweep.parent}/*"):
-        files, problems = find_row_files([given])
-        assert files == expected and problems == []
 
 
 def test_types_are_restored(real_sweep: Path) -> None:
@@ -143,35 +135,3 @@ def test_a_point_folder_or_a_rank_file_can_be_given(real_sweep: Path) -> None:
     point = next(real_sweep.glob("points/*"))
     assert len(load_results([point]).rows) == 2
     assert len(load_results([point / "rank1.csv"]).rows) == 1
-
-
-def test_meta_is_read_per_point_and_rank_and_a_corrupt_one_is_reported(tmp_path: Path) -> None:
-    write_rows(tmp_path, synthetic_row(point_id="a"), synthetic_row(point_id="b"))
-    write_node_meta(tmp_path, "a", 0, "n1", "NVIDIA A100-SXM4-80GB", 8)
-    (tmp_path / "points" / "b" / "meta-rank0.json").write_text("{not json")
-    problems: list[str] = []
-    meta = load_meta(load_results([tmp_path]).rows, problems)
-    assert meta[["point_id", "device_name", "gpu_count"]].values.tolist() == [
-        ["a", "NVIDIA A100-SXM4-80GB", 8]
-    ]
-    (problem,) = problems
-    assert problem.startswith(f"{tmp_path / 'points' / 'b' / 'meta-rank0.json'}: unreadable (JSONDecodeError")
-    assert problem.endswith("; node type unknown")
-
-
-def test_a_rank_files_sweep_is_its_folder_above_points_however_the_path_is_written() -> None:
-    """_sweep_of's one-split shortcut (issue #36) answers as the general way does."""
-    from analysis.load import _sweep_of
-
-    cases = {
-        "results/spec/20260101-000000/points/0a1b2c3d4e/rank0.csv": ("results/spec/20260101-000000", True),
-        "/abs/results/spec/s1/points/p/rank12.csv": ("/abs/results/spec/s1", True),
-        "/s/points/p/rank0.csv": ("/s", True),
-        "/points/p/rank0.csv": ("/", True),
-        "points/p/rank0.csv": (".", True),
-        "a/b/c/d/rank0.csv": ("a/b/c/d", False),
-        "copied/rank0.csv": ("copied", False),
-        "rank0.csv": (".", False),
-    }
-    for path, expected in cases.items():
-        assert _sweep_of(path) == expected, path

@@ -10,8 +10,9 @@ from matplotlib.figure import Figure
 
 from analysis.__main__ import main
 from analysis.aggregate import summarize
-from analysis.load import load_results, load_samples
+from analysis.load import load_results
 from analysis.render import plots
+from analysis.samples import load_samples
 from tests.analysis.conftest import SAMPLE_COLUMNS, synthetic_row, write_rows, write_timeline
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -7,7 +7,8 @@ import pytest
 from tabulate import tabulate
 
 from analysis.aggregate import summarize
-from analysis.load import load_meta, load_results
+from analysis.load import load_results
+from analysis.meta import load_meta
 from analysis.render.report import build_report
 from analysis.render.tables import JEAN_ZAY_COLUMNS, loader_tables, render, simple_table
 from tests.analysis.conftest import synthetic_row, write_node_meta, write_rows

@@ -7,8 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from analysis import noise
+from analysis.tune.judge import judge
 from analysis.tune.model import Config, Prediction
-from analysis.tune.search import exhaustive, judge, neighbours, same_answer, search
+from analysis.tune.search import exhaustive, same_answer, search
 
 SPREAD = (0.99, 1.0, 1.01)
 """Three runs within ±1 %: every difference of 5 % or more is decided, every equal one tied."""
@@ -41,24 +42,6 @@ class Bench:
 
 def predictions(values: Mapping[Config, float]) -> list[Prediction]:
     return [Prediction(c, v, 0.0, "step") for c, v in values.items()]
-
-
-def test_neighbours_are_one_value_away_on_each_axis() -> None:
-    assert set(neighbours(w(4, 2), GRID)) == {w(3, 2), w(6, 2), w(4, 1), w(4, 4)}
-    # num_workers=0 has no worker settings: each first worker count is its neighbour.
-    assert set(neighbours(w(0), GRID)) == {w(1, 1), w(1, 2), w(1, 4)}
-    assert set(neighbours(w(1, 1), GRID)) == {w(0), w(2, 1), w(1, 2)}
-
-
-def test_neighbours_on_a_copy_axis_hold_the_rest() -> None:
-    def pin(c: Config) -> Config:
-        return replace(c, pin_memory=True)
-
-    grid = [*GRID, *(pin(c) for c in GRID)]
-    assert set(neighbours(w(4, 2), grid)) == {w(3, 2), w(6, 2), w(4, 1), w(4, 4), pin(w(4, 2))}
-    assert set(neighbours(pin(w(1, 1)), grid)) == {pin(w(0)), pin(w(2, 1)), pin(w(1, 2)), w(1, 1)}
-    # num_workers=0 keeps its copy mode: its neighbours are the first worker counts in it.
-    assert set(neighbours(w(0), grid)) == {w(1, 1), w(1, 2), w(1, 4), pin(w(0))}
 
 
 def test_a_right_model_is_confirmed_in_one_round() -> None:
@@ -108,18 +91,6 @@ def test_a_budget_below_one_configurations_runs_leaves_the_models_choice_unconfi
     assert bench.runs == result.point_runs == 0
     assert result.judged.answer == result.model_choice == w(4, 2)
     assert result.judged.verdicts == {} and result.budget_spent
-
-
-def test_undecided_cheaper_configurations_are_named_with_the_runs_that_decide() -> None:
-    # Three workers 4 % below four, runs ±10 %: neither tied nor slower at n=3.
-    truth = {w(2): 50.0, w(3): 96.0, w(4): 100.0, w(6): 100.0}
-    wide = (0.9, 1.0, 1.1)
-    judged = judge({c: [v * s for s in wide] for c, v in truth.items()})
-    assert judged.verdicts[w(2)] == noise.LOWER
-    assert judged.verdicts[w(3)] == noise.UNDECIDED
-    assert w(3) in judged.undecided
-    runs = judged.undecided[w(3)]
-    assert runs is None or runs > 3
 
 
 def test_same_answer_uses_the_margin_on_the_true_figures() -> None:
@@ -182,7 +153,7 @@ def test_a_profile_on_a_shared_machine_keeps_the_answer_and_the_model() -> None:
 
 def test_an_uncertain_profile_widens_the_first_round() -> None:
     """Predictions whose interval keeps a cheaper configuration within reach of the best: it is
-    measured in the first round beside the choice's neighbours (search.plausible)."""
+    measured in the first round beside the choice's neighbours (trust.plausible)."""
     grid = [w(n) for n in (1, 2, 3, 4, 6, 8)]
     values = {1: 25.0, 2: 50.0, 3: 75.0, 4: 100.0, 6: 100.0, 8: 100.0}
     sure = [
@@ -343,7 +314,7 @@ def test_runs_of_one_pass_are_judged_paired_so_a_drift_they_share_cancels() -> N
     in each: paired by pass the ratio is 0.97 every time, tied within the margin at 3 runs, and
     the cheaper three workers is the answer; the same figures without their passes (as
     independent runs) leave it undecided, and four workers stands."""
-    from analysis.tune.search import Runs
+    from analysis.tune.judge import Runs
 
     drift = (1.0, 0.9, 1.1)
     truth = {w(3): 97.0, w(4): 100.0}
@@ -373,7 +344,7 @@ def test_separated_and_plausible_compare_the_two_under_the_same_profile() -> Non
     0.9 × four in both (85 < 90, 50 < 72): separated; one worker is within 5 % of that
     profile's best in neither: not plausible. One's high against the other's low (85 against
     80; 94 against 76) kept both."""
-    from analysis.tune.search import plausible, separated
+    from analysis.tune.trust import plausible, separated
 
     corners = {w(1): (94.0, 40.0), w(2): (85.0, 50.0), w(4): (100.0, 80.0)}
     paired = {c: Prediction(c, v[0], 0.0, "step", min(v), max(v), v) for c, v in corners.items()}
@@ -435,7 +406,7 @@ def test_a_dearer_choice_three_lucky_runs_topped_is_measured_until_decided() -> 
     is brought toward 6 runs beside it, pass by pass: prefetch 4 reads 90 from then on,
     prefetch 8 100; after one more pass prefetch 8 is the best, prefetch 4 under it, and
     prefetch 8 the answer."""
-    from analysis.tune.search import Runs
+    from analysis.tune.judge import Runs
 
     reads = {
         w(4, 4): (99.7, 89.0, 103.5, 90.0, 90.0, 90.0),

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from analysis.load import load_samples
+from analysis.samples import load_samples
 from harness.backends.local import run_local
 from harness.config.plan import expand
 from harness.config.spec import parse_spec
