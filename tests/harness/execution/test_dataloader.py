@@ -7,21 +7,10 @@ import pytest
 import torch
 from torch.utils.data import DistributedSampler
 
-from harness.config.plan import LoaderSettings
 from harness.execution import dataloader, loader_stream
 from tests.fixtures import pipelines
 from tests.fixtures.workloads import plain_dataset
-
-CPU = dataloader.Placement(device=torch.device("cpu"))
-NO_WORKERS = LoaderSettings(
-    num_workers=0,
-    persistent_workers=False,
-    pin_memory=False,
-    non_blocking=False,
-    prefetch_factor=None,
-    drop_last=False,
-)
-PAD = dataloader.LoaderParts(collate_fn=pipelines.pad_collate())
+from tests.harness.execution.loaders import CPU, NO_WORKERS, PAD
 
 
 def _parts(**kwargs: Any) -> dataloader.LoaderParts:

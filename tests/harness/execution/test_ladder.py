@@ -11,7 +11,7 @@ import torch
 
 from analysis.ladder.verdict import Verdict, ladder_verdicts
 from analysis.load import load_results
-from harness.config.plan import LoaderSettings, expand
+from harness.config.plan import expand
 from harness.config.spec import parse_spec
 from harness.execution import dataloader, ladder, loader_stream
 from harness.execution.loop import timed_loop
@@ -19,29 +19,9 @@ from harness.execution.runner import run_point
 from harness.workloads.fake_cifar import FakeCIFAR
 from harness_schema import rows as results
 from tests.fixtures import pipelines
-from tests.fixtures.workloads import AddOne, Sleep, StagedDataset, ToTensor
+from tests.harness.execution.loaders import CPU, NO_WORKERS, PAD, Counting
 
-CPU = dataloader.Placement(device=torch.device("cpu"))
 P = "tests.fixtures.pipelines"
-PAD = dataloader.LoaderParts(collate_fn=pipelines.pad_collate())
-NO_WORKERS = LoaderSettings(
-    num_workers=0,
-    persistent_workers=False,
-    pin_memory=False,
-    non_blocking=False,
-    prefetch_factor=None,
-    drop_last=False,
-)
-
-
-class Counting(StagedDataset):
-    def __init__(self) -> None:
-        super().__init__(8, 4, 0.0, [ToTensor(), AddOne(), Sleep(0.0)])
-        self.raw_loads = 0
-
-    def load_raw(self, index: int):
-        self.raw_loads += 1
-        return super().load_raw(index)
 
 
 def test_batch_rungs_repeat_one_batch_and_device_batch_is_on_the_device() -> None:

@@ -4,21 +4,9 @@ import dataclasses
 import time
 import types
 
-import torch
-
-from harness.config.plan import LoaderSettings
 from harness.execution import dataloader, loader_stream
 from tests.fixtures.workloads import plain_dataset
-
-CPU = dataloader.Placement(device=torch.device("cpu"))
-NO_WORKERS = LoaderSettings(
-    num_workers=0,
-    persistent_workers=False,
-    pin_memory=False,
-    non_blocking=False,
-    prefetch_factor=None,
-    drop_last=False,
-)
+from tests.harness.execution.loaders import CPU, NO_WORKERS
 
 
 def test_ready_counts_the_batches_the_workers_stocked_and_none_without_workers() -> None:

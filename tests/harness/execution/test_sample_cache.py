@@ -13,17 +13,8 @@ from harness.workloads.image_folder import ImageFolderDataset
 from harness.workloads.make_data import make_image_folder
 from tests.fixtures import pipelines
 from tests.fixtures.pipelines import FreeDetection, keep_samples
-from tests.fixtures.workloads import AddOne, Sleep, StagedDataset, ToTensor, plain_dataset
-
-
-class Counting(StagedDataset):
-    def __init__(self) -> None:
-        super().__init__(8, 4, 0.0, [ToTensor(), AddOne(), Sleep(0.0)])
-        self.raw_loads = 0
-
-    def load_raw(self, index: int):
-        self.raw_loads += 1
-        return super().load_raw(index)
+from tests.fixtures.workloads import plain_dataset
+from tests.harness.execution.loaders import Counting
 
 
 def test_processed_sample_is_computed_once_and_served_everywhere() -> None:
