@@ -351,7 +351,10 @@ def test_a_webloader_is_measured_as_given_with_its_dataloaders_settings_and_batc
     assert {(r["num_workers"], r["persistent_workers"], r["batch_size"]) for r in rows} == {
         ("1", "True", "4")
     }
-    assert {r["samples"] for r in rows if r["status"] == "ok"} == {"12"}  # 3 steps of 4
+    # Each step's 4 samples counted. The window is 3 steps, or 4 where the warmup saw the one
+    # worker deliver in bursts of 2 (a busy machine): windows run in whole delivery periods.
+    measured = [(int(r["steps"]), int(r["samples"])) for r in rows if r["status"] == "ok"]
+    assert all(steps in (3, 4) and samples == 4 * steps for steps, samples in measured), measured
     err = capfd.readouterr().err
     assert "num_workers=1, persistent_workers=True, " in err
     assert "batch_size=4 (measured as given: webdataset.compat.WebLoader is not torch's DataLoader" in err
