@@ -83,9 +83,7 @@ def _prose(text: str) -> str:
     (`results/<spec name>/`, `rank<k>.csv` written without backticks) is otherwise an unknown
     HTML tag to the browser, which hides it (the page read `results//.` and `rank.csv`)."""
     parts = re.split(r"(`[^`]*`)", text)
-    return "".join(
-        part if part.startswith("`") else part.replace("<", "&lt;") for part in parts
-    )
+    return "".join(part if part.startswith("`") else part.replace("<", "&lt;") for part in parts)
 
 
 def layout_page() -> str:
