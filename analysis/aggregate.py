@@ -282,7 +282,7 @@ def over_runs(runs: pd.DataFrame) -> pd.DataFrame:
     jobid = runs.assign(jobid=runs["jobid"].replace("", None)).groupby(KEY, sort=False)["jobid"].first()
     out = summary.join(first).join(jobid).reset_index()
     out["jobid"] = out["jobid"].fillna(out["point_id"]).astype(object)
-    labels = {d: _sweep_label(d) for d in out["sweep_dir"].unique()}
+    labels = {d: sweep_label(d) for d in out["sweep_dir"].unique()}
     out["sweep"] = out["sweep_dir"].map(labels).astype(object)
     return out
 
@@ -334,7 +334,8 @@ def _usual(runs: pd.DataFrame, column: str) -> pd.Series:
     return top.drop_duplicates(KEY).set_index(KEY)[column]
 
 
-def _sweep_label(sweep_dir: str) -> str:
+def sweep_label(sweep_dir: str) -> str:
+    """How a sweep is named in a report: `<spec>/<sweep id>`, the last two parts of its folder."""
     parts = sweep_dir.replace("\\", "/").rstrip("/").split("/")
     return "/".join(parts[-2:])
 

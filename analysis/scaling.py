@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from analysis.aggregate import sweep_label
 from harness_schema import rungs as rung_names
 from harness_schema import settings
 
@@ -75,6 +76,10 @@ class Scaling:
     notes: list[str] = field(default_factory=list)
 
 
+RUN = ["sweep_dir", "point_id", "rung", "repeat"]
+"""A run of a point: every rank's row of one rung and repeat."""
+
+
 def scale_count(rows: pd.DataFrame) -> int:
     """How many sizes the rows span (nodes, ranks): the report adds its section above one."""
     ok = rows[rows["status"] == "ok"]
@@ -113,8 +118,7 @@ def scaling(rows: pd.DataFrame, au_threshold: float = AU_THRESHOLD) -> list[Scal
 def _sizes(ok: pd.DataFrame) -> pd.DataFrame:
     """Per row, its point's nodes and ranks: the row's `nodes` where written (the planned size),
     else the hosts of its run (a Slurm job's), else 1."""
-    run = ["sweep_dir", "point_id", "rung", "repeat"]
-    hosts = ok.groupby(run, sort=False)["hostname"].transform("nunique")
+    hosts = ok.groupby(RUN, sort=False)["hostname"].transform("nunique")
     nodes = ok["nodes"] if "nodes" in ok else pd.Series(float("nan"), index=ok.index)
     nodes = pd.to_numeric(nodes, errors="coerce").fillna(hosts).astype(int)
     return pd.DataFrame({"nodes": nodes, "world_size": ok["world_size"].astype(int)})
@@ -123,9 +127,8 @@ def _sizes(ok: pd.DataFrame) -> pd.DataFrame:
 def _per_run(ok: pd.DataFrame) -> pd.DataFrame:
     """One row per run: all ranks' samples over the common window, AU from the rank that waited
     most, its wait per step."""
-    run = ["sweep_dir", "point_id", "rung", "repeat"]
     waited = ok["loading_time_total"].astype(float) / ok["training_time"].astype(float)
-    grouped = ok.assign(waited=waited).groupby(run, sort=False)
+    grouped = ok.assign(waited=waited).groupby(RUN, sort=False)
     runs = grouped.agg(
         samples=("samples", "sum"),
         training_time=("training_time", "max"),
@@ -144,8 +147,7 @@ def _label(series: pd.DataFrame, points: pd.DataFrame) -> str:
     sweep = points[points["sweep_dir"] == series["sweep_dir"].iloc[0]]
     varying = [c for c in SERIES_COLUMNS[1:] if sweep[c].nunique() > 1]
     first = series.iloc[0]
-    name = "/".join(str(series["sweep_dir"].iloc[0]).replace("\\", "/").rstrip("/").split("/")[-2:])
-    return ", ".join(f"{c}={first[c]}" for c in varying) or name
+    return ", ".join(f"{c}={first[c]}" for c in varying) or sweep_label(str(series["sweep_dir"].iloc[0]))
 
 
 def _series(series: pd.DataFrame, au_threshold: float, label: str) -> Scaling:

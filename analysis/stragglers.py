@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from analysis import noise
-from analysis.aggregate import add_nodes
+from analysis.aggregate import add_nodes, sweep_label
 
 RULE = (
     f"a rank straggles when its wait for data (loading_time) exceeds the other ranks' of its run "
@@ -62,7 +62,7 @@ class Straggler:
         return self.judged is not None and self.judged.judge(noise.STRAGGLER_SHARE) == noise.UNDECIDED
 
     def line(self) -> str:
-        sweep = "/".join(self.sweep_dir.replace("\\", "/").rstrip("/").split("/")[-2:])
+        sweep = sweep_label(self.sweep_dir)
         untested = "" if self.tested else f" ({noise.UNTESTED})"
         if self.undecided and self.judged is not None:
             runs = self.judged.runs_needed(noise.STRAGGLER_SHARE)
