@@ -58,6 +58,7 @@ METRICS = [
     "rank_spread",
     "epoch_restarts",
     "epoch_restart_time",
+    "run_seconds",
     *SAMPLED_COLUMNS,
     "gpu_power_w",
     "peak_device_memory_gb",
@@ -179,6 +180,9 @@ def per_run(ok: pd.DataFrame) -> pd.DataFrame:
     grouped = ok.groupby(RUN, sort=False)
     runs = grouped[[c for c in FIRST_COLUMNS if c != "node"] + ["jobid"]].first()
     runs = runs.assign(
+        # What measuring the run took (warmup and loader start included): the cost of one
+        # more repeat, which the recommendation states where more would decide.
+        run_seconds=_run_seconds(ok).groupby([ok[c] for c in RUN], sort=False).max(),
         training_time=grouped["training_time"].max(),
         samples=grouped["samples"].sum(),
         # The slowest rank's steps over its window: the steps of the common window.
@@ -221,6 +225,15 @@ def per_run(ok: pd.DataFrame) -> pd.DataFrame:
     measured = runs["energy_j"].notna() & (runs["samples"] > 0)
     runs.loc[measured, "energy_per_sample_j"] = runs.loc[measured, "energy_j"] / runs.loc[measured, "samples"]
     return runs
+
+
+def _run_seconds(ok: pd.DataFrame) -> pd.Series:
+    """Per row, finished_at - started_at in seconds (NaN where a row lacks them)."""
+    if "started_at" not in ok or "finished_at" not in ok:
+        return pd.Series(float("nan"), index=ok.index)
+    start = pd.to_datetime(ok["started_at"], errors="coerce", utc=True, format="ISO8601")
+    end = pd.to_datetime(ok["finished_at"], errors="coerce", utc=True, format="ISO8601")
+    return (end - start).dt.total_seconds()
 
 
 def _most_waiting(ok: pd.DataFrame, column: str) -> tuple[pd.Series, pd.Series]:

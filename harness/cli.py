@@ -249,6 +249,13 @@ def _add_slurm_verbs(verbs: Verbs) -> None:
         help="also run again the points with failed units (their failed rows kept aside, "
         "in rank<k>.csv.failed-<time>)",
     )
+    resume.add_argument(
+        "--more-repeats",
+        type=_positive,
+        metavar="N",
+        help="first add N repeats to each point the recommendation's `to decide:` line names "
+        "(the cheapest contender, the others still open, the best), measured in turn",
+    )
     _add_backend(
         resume, None, "; default: the sweep's own (inline and local with one task are interchangeable)"
     )
@@ -330,6 +337,17 @@ def _add_tune_verb(verbs: Verbs) -> None:
         help="predict the workers per rank on a node of G GPUs and C cores from a tune's sweep",
     )
     tune.set_defaults(func=cmd_tune)
+
+
+def _positive(text: str) -> int:
+    """An integer >= 1 (argparse prints the message after the option's name)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; expected an integer >= 1")
+    return value
 
 
 def _setup_logging(verbose: bool, quiet: bool = False) -> None:
@@ -455,7 +473,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from harness.sweeps import resume_sweep
 
     return resume_sweep(
-        _open_sweep(args.sweep), wait=args.wait, backend_name=args.backend, failed=args.failed, wide=args.wide
+        _open_sweep(args.sweep),
+        wait=args.wait,
+        backend_name=args.backend,
+        failed=args.failed,
+        wide=args.wide,
+        more_repeats=args.more_repeats,
     )
 
 

@@ -336,6 +336,8 @@ def sweep_lines(plan: Plan, costs: Sequence[PointCost] | None = None) -> list[st
         lines[0] = lines[0][:-1] + "; auto windows as many as their rate needs)"
     if m.adaptive:
         lines[0] += f"; repeats: auto measures more where undecided, up to {m.max_repeats} a point"
+    elif m.decide is not None:
+        lines[0] += f"; decide measures more of the contenders of the best, up to {m.decide} a point"
     limit, source = point_limit_s(plan.spec)
     if m.auto_window:
         lines.append(_auto_duration(costs, limit, source))
@@ -359,6 +361,8 @@ def sweep_lines(plan: Plan, costs: Sequence[PointCost] | None = None) -> list[st
             f"budget: {m.budget_minutes:g} min a point bounds the repeats after the first "
             f"{m.repeats}, never a window"
         )
+    if m.follows_up:
+        lines.append(_most_spent(costs, limit, source))
     return lines
 
 
@@ -396,6 +400,30 @@ def scale_lines(plan: Plan, costs: Sequence[PointCost]) -> list[str]:
 def _hours(hours: float) -> str:
     """Node-hours as a reader compares them: 0.33, 12.5, 1,024; under 0.01 said so."""
     return "under 0.01" if hours < 0.01 else f"{hours:,.2f}" if hours < 100 else f"{hours:,.0f}"
+
+
+def _most_spent(costs: Sequence[PointCost], limit: int, source: str) -> str:
+    """The most a sweep with follow-ups may spend: every point brought to its most repeats,
+    none past its limit or budget (harness/backends/adaptive.py, _room)."""
+    m = costs[0].point.measure
+    scale = m.most_repeats / m.repeats
+    cap, why = limit, source
+    if m.budget_minutes is not None and m.budget_minutes * 60 < limit:
+        cap, why = round(m.budget_minutes * 60), "measure.budget_minutes"
+    who = "every point" if m.adaptive else "every point, were each a contender"
+    least = round(scale * sum(c.steps[0] for c in costs))
+    highs = [c.steps[1] for c in costs]
+    most = None if any(h is None for h in highs) else round(scale * sum(h or 0 for h in highs))
+    steps = f"{least:,}" if most is None else f"{least:,} to {most:,}"
+    known = all(c.seconds is not None for c in costs)
+    pace = ""
+    if known:
+        seconds = sum(min(scale * (c.seconds or 0.0), max(cap, c.seconds or 0.0)) for c in costs)
+        pace = f", at least {duration(seconds)} at the emulated step"
+    return (
+        f"at most: {m.most_repeats} repeats of {who}: {steps} train steps{pace}; no point's "
+        f"measuring past {duration(cap)} ({why}); usually far less"
+    )
 
 
 def _auto_duration(costs: Sequence[PointCost], limit: int, source: str) -> str:

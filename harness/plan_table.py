@@ -68,9 +68,13 @@ def plan_table(plan: Plan, fmt: str = "terminal") -> str:
     spec = plan.spec
     m = spec.measure
     repeats = f"{m.repeats} repeat(s)"
+    budget = f", {m.budget_minutes:g} min" if m.budget_minutes is not None else ""
     if m.adaptive:  # repeats: auto
-        budget = f", {m.budget_minutes:g} min" if m.budget_minutes is not None else ""
         repeats = f"{m.repeats} repeat(s), more where undecided (auto: at most {m.max_repeats}{budget})"
+    elif m.decide is not None:  # the contenders' follow-up
+        repeats = (
+            f"{m.repeats} repeat(s), more for the contenders of the best (decide: at most {m.decide}{budget})"
+        )
     window = f"{m.steps:,} measured steps each"
     if m.auto_window:  # steps: auto
         window = (

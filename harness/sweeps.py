@@ -102,7 +102,7 @@ def new_sweep(
             return EXIT_OK
         if not waited(jobs, sweep_dir):
             return EXIT_INTERRUPTED
-        if plan.spec.measure.adaptive and not adapt(backend, sweep_dir):
+        if plan.spec.measure.follows_up and not adapt(backend, sweep_dir):
             return EXIT_INTERRUPTED
         return finish(sweep_dir, fmt, wide)
 
@@ -127,9 +127,11 @@ def _first_submission(sweep_dir: Path) -> Announce:
 
 def _after_submission(sweep_dir: Path, spec: Spec) -> None:
     print(f"follow it with: harness status {sweep_dir}")
-    if spec.measure.adaptive:
+    if spec.measure.follows_up:
+        which = "points" if spec.measure.adaptive else "contenders of the best"
+        name = "repeats: auto" if spec.measure.adaptive else "decide"
         print(
-            f"repeats: auto: once these jobs end, harness resume {sweep_dir} submits the points still "
+            f"{name}: once these jobs end, harness resume {sweep_dir} submits the {which} still "
             "undecided again (or submit with --wait, which does it)"
         )
 
@@ -266,7 +268,7 @@ def _follow_and_finish(backend: Backend, jobs: Jobs, sweep_dir: Path, spec: Spec
     """Follow a scheduler's live jobs of the sweep to their end, then the adaptive rounds and
     the tables (every column with `wide`)."""
     jobs.wait()
-    if spec.measure.adaptive and not adapt(backend, sweep_dir):
+    if spec.measure.follows_up and not adapt(backend, sweep_dir):
         return EXIT_INTERRUPTED
     return finish(sweep_dir, wide=wide)
 
@@ -275,20 +277,43 @@ def _follow_and_finish(backend: Backend, jobs: Jobs, sweep_dir: Path, spec: Spec
 
 
 def resume_sweep(
-    sweep_dir: Path, *, wait: bool, backend_name: str | None = None, failed: bool = False, wide: bool = False
+    sweep_dir: Path,
+    *,
+    wait: bool,
+    backend_name: str | None = None,
+    failed: bool = False,
+    wide: bool = False,
+    more_repeats: int | None = None,
 ) -> int:
     """Run again the points without complete results and without a live job, as `status`
     advises, and with `failed` those with failed units (their failed rows set aside): on the
     sweep's own backend (resubmitted to Slurm, run here for an inline or local sweep), or on
-    `backend_name` where it runs points with the same ranks here. The tables at the end have
-    every column with `wide`."""
+    `backend_name` where it runs points with the same ranks here. With `more_repeats`, first
+    `more_repeats` more repeats of the points the recommendation's `to decide:` line names
+    (analysis.grid.deciding). The tables at the end have every column with `wide`."""
     from harness.storage.lock import sweep_lock
 
     spec, backend, plan = _resume_backend(sweep_dir, backend_name)
     require_torch_here(backend, "resume")
     check_backend(backend, plan, sweep_dir)
     with sweep_lock(sweep_dir, "harness resume"):
+        if more_repeats is not None:
+            _add_deciding_repeats(sweep_dir, more_repeats)
         return _resume_locked(sweep_dir, spec, backend, wait=wait, failed=failed, wide=wide)
+
+
+def _add_deciding_repeats(sweep_dir: Path, more: int) -> None:
+    """Raise the repeats of the points the recommendation's `to decide:` lines name by `more`
+    (repeats.json): the resume then measures them, in turn, like any missing repeat."""
+    from harness.backends.adaptive import deciding_round
+    from harness.storage.sweep import want_repeats
+
+    step = deciding_round(sweep_dir, more)
+    if not step:
+        print("--more-repeats: the recommendation leaves nothing open to decide; nothing added")
+        return
+    want_repeats(sweep_dir, step.targets)
+    print(step.line(doing=f"{more} more repeat(s) each"))
 
 
 def _resume_backend(sweep_dir: Path, name: str | None) -> tuple[Spec, Backend, Plan]:
@@ -331,7 +356,7 @@ def _resume_locked(
         print(line)
     if active:
         print(f"{len(active)} point(s) with a live job ({counts(active)}): left alone")
-    if not todo and not active and spec.measure.adaptive:
+    if not todo and not active and spec.measure.follows_up:
         return _resume_adaptive(sweep_dir, spec, backend, wait, wide)
     if not todo:
         print("nothing to resume: every other point has complete results")
@@ -363,7 +388,7 @@ def _measure_again(
         return EXIT_OK
     if not waited(jobs, sweep_dir):
         return EXIT_INTERRUPTED
-    if spec.measure.adaptive and not adapt(backend, sweep_dir):
+    if spec.measure.follows_up and not adapt(backend, sweep_dir):
         return EXIT_INTERRUPTED  # an interrupted round goes on where it stopped
     return finish(sweep_dir, wide=wide)
 
@@ -374,7 +399,8 @@ def _resume_adaptive(sweep_dir: Path, spec: Spec, backend: Backend, wait: bool, 
     from harness.backends.adaptive import next_round, raise_repeats
 
     step = next_round(sweep_dir)
-    print(step.line())
+    if step or step.spent or not step.contenders:  # the default's quiet end is not said
+        print(step.line())
     if not step:
         print("nothing to resume: every point has complete results")
         return EXIT_OK

@@ -50,6 +50,9 @@ class Rule:
     """Hashed into the point id even at its default. False for a setting added after sweeps
     were measured: at its default it is left out (`identity`), so their points keep their ids
     and a resume still finds them done."""
+    in_id: bool = True
+    """Hashed into the point id at all. False for a setting that changes how many runs a point
+    gets, never what a run measures (the follow-up's cap, `Measure.decide`)."""
 
 
 def setting(
@@ -63,9 +66,10 @@ def setting(
     cell: Callable[[Any], Any] | None = None,
     without_workers: Any = MISSING,
     id_at_default: bool = True,
+    in_id: bool = True,
 ) -> Any:
     """A dataclass field that carries its rule (see Rule)."""
-    metadata = {"rule": Rule(check, allowed, doc, axis, in_row, cell, without_workers, id_at_default)}
+    metadata = {"rule": Rule(check, allowed, doc, axis, in_row, cell, without_workers, id_at_default, in_id)}
     if default is REQUIRED:
         return field(metadata=metadata)
     if isinstance(default, (dict, list)):
@@ -347,6 +351,9 @@ FIRST_ROUND = 3
 """With repeats: auto, the repeats of every point before any is judged (two give Student's t
 of 12.7 on one degree of freedom: an interval too wide to decide anything)."""
 DEFAULT_MAX_REPEATS = 10
+DEFAULT_DECIDE = DEFAULT_MAX_REPEATS
+"""Where measure.repeats is not given, the most repeats a contender of the best may reach
+after the grid (Measure.decide): the cap of repeats: auto."""
 DRAIN_FACTOR = 4
 """After the stock's own warmup steps, at most this many times more to see the stock used up
 (harness/execution/loop.py); declared here, torch-free, so that `harness plan` can say it."""
@@ -410,7 +417,8 @@ class Measure:
         allowed="an integer >= 1, or auto",
         doc="measurements of each rung, in turn (ABC ABC); 3 or more to test differences; "
         f"auto: {FIRST_ROUND}, then more for the points still undecided against the best "
-        "(within max_repeats and budget_minutes)",
+        "(within max_repeats and budget_minutes); not given: 1, then more for the contenders "
+        "of the best (`decide`); a number given: that many, no more",
     )
     max_repeats: int | None = setting(
         None,
@@ -426,6 +434,18 @@ class Measure:
         doc="with repeats: auto, the most minutes of measuring one point, its first "
         f"{FIRST_ROUND} repeats included (null: no limit but max_repeats)",
         id_at_default=False,
+    )
+    decide: int | None = setting(
+        None,
+        check=optional(int_at_least(FIRST_ROUND)),
+        allowed=f"an integer >= {FIRST_ROUND}, or null",
+        doc="after the grid, more repeats, in turn, of the contenders only (the configurations "
+        "whose figures lie within the margin of the best and whose interval crosses its edge), "
+        "each until decided or this many repeats in all (budget_minutes and the point's limit "
+        f"bound them too); where measure.repeats is not given: {DEFAULT_DECIDE} (null: none); "
+        "beside a number of repeats: none unless given",
+        # How many runs a point gets, never what a run measures: ids stay as they were.
+        in_id=False,
     )
     loader_capacity: str | bool = setting(
         "auto",
@@ -457,6 +477,16 @@ class Measure:
     def adaptive(self) -> bool:
         """repeats: auto: more repeats for the points the first round leaves undecided."""
         return self.max_repeats is not None
+
+    @property
+    def follows_up(self) -> bool:
+        """More repeats after the first round: repeats: auto, or the contenders' (`decide`)."""
+        return self.adaptive or self.decide is not None
+
+    @property
+    def most_repeats(self) -> int:
+        """The most repeats a point may reach: max_repeats (auto), decide, else repeats."""
+        return self.max_repeats or self.decide or self.repeats
 
     @property
     def auto_window(self) -> bool:
@@ -715,25 +745,32 @@ def identity(section: object) -> dict[str, Any]:
     `id_at_default=False` while it holds its default."""
     out: dict[str, Any] = {}
     for name, always, default in _rules(type(section)):
+        if always is None:  # never hashed (Rule.in_id)
+            continue
         value = getattr(section, name)
         if always or value != default:
             out[name] = value
     return out
 
 
-_RULES: dict[type, tuple[tuple[str, bool, Any], ...]] = {}
+_RULES: dict[type, tuple[tuple[str, bool | None, Any], ...]] = {}
 
 
-def _rules(cls: type) -> tuple[tuple[str, bool, Any], ...]:
-    """(name, hashed even at its default, default) per field of a section class, read from
-    its declarations once, not once per point. A field of no setting() (RunPass's) is hashed
-    always."""
+def _rules(cls: type) -> tuple[tuple[str, bool | None, Any], ...]:
+    """(name, hashed even at its default (None: never hashed), default) per field of a section
+    class, read from its declarations once, not once per point. A field of no setting()
+    (RunPass's) is hashed always."""
     rules = _RULES.get(cls)
     if rules is None:
-        rules = _RULES[cls] = tuple(
-            (f.name, "rule" not in f.metadata or rule_of(f).id_at_default, default_of(f)) for f in fields(cls)
-        )
+        rules = _RULES[cls] = tuple((f.name, _hashed(f), default_of(f)) for f in fields(cls))
     return rules
+
+
+def _hashed(f: Field[Any]) -> bool | None:
+    if "rule" not in f.metadata:
+        return True
+    rule = rule_of(f)
+    return rule.id_at_default if rule.in_id else None
 
 
 def setting_cells(workload: WorkloadSettings, loader: LoaderSettings) -> dict[str, Any]:

@@ -42,6 +42,7 @@ import pandas as pd
 
 from analysis import noise
 from analysis.aggregate import LOADER_COLUMNS, WORKLOAD_COLUMNS, table_rows
+from analysis.grid.deciding import ToDecide, to_decide
 from analysis.ladder.verdict_text import SHARD_FIX
 from harness_schema.settings import WORKER_ONLY
 
@@ -74,6 +75,8 @@ class Choice:
     pooled: tuple[str, ...] = ()
     """The points measured as the same configuration on this device (NO_EFFECT_OFF_CUDA), whose
     runs are pooled with this one's."""
+    run_seconds: float = float("nan")
+    """What measuring one run took (median; NaN where the rows do not say): the pace of more."""
 
     @property
     def runs(self) -> int:
@@ -193,6 +196,12 @@ class Recommendation:
         return next((u for u in self.undecided if u.close), None)
 
     @property
+    def to_decide(self) -> ToDecide | None:
+        """Where the answer is open: the points whose repeats would decide it, what that costs,
+        and the command (analysis.grid.deciding)."""
+        return to_decide(self)
+
+    @property
     def provisional(self) -> bool:
         """Some configuration may be faster than the best by more than the margin: until it is
         decided, the best, and so the recommendation, may be the wrong one."""
@@ -233,6 +242,9 @@ class Recommendation:
             if candidate is not None:
                 out.append(candidate.candidate_line())
             out += [u.line() for u in (*self.challengers, *self.undecided) if u is not candidate]
+            deciding = self.to_decide
+            if deciding is not None:
+                out.append(deciding.line())
         out += [u.line() for u in self.unranked]
         if base is not None:
             where = " (measured on another node or node type)" if self.baseline_elsewhere else ""
@@ -617,7 +629,7 @@ Row: TypeAlias = pd.Series | dict[str, Any]
 
 _READ = (
     *("point_id", "jobid", "point_index", "samples_per_s", "run_samples_per_s", "run_passes"),
-    *("cpu_memory_gb", "pooled", "failed_runs", "all_runs", "ranks", "world_size"),
+    *("cpu_memory_gb", "pooled", "failed_runs", "all_runs", "ranks", "world_size", "run_seconds"),
     *("sequence_step", *LOADER_COLUMNS, *WORKLOAD_COLUMNS),
 )
 """What _choice and _unranked_reason read of a row: its settings shown, its figures and runs."""
@@ -642,6 +654,7 @@ def _choice(row: Row, shown: list[str]) -> Choice:
         run_passes=_passes(row),
         cpu_memory_gb=float(row["cpu_memory_gb"]),
         pooled=pooled if isinstance(pooled := row.get("pooled"), tuple) else (),
+        run_seconds=float(row.get("run_seconds", float("nan"))),
     )
 
 

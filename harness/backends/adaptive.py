@@ -18,7 +18,15 @@ settings.FIRST_ROUND times. Then, in rounds:
    repeats so far says how many more fit). A point whose budget is spent stays undecided, and
    the report says so.
 
-Rounds go on until no point is undecided or every undecided point's budget is spent. The rows of
+Rounds go on until no point is undecided or every undecided point's budget is spent.
+
+The contenders' follow-up (`measure.decide`, the default where measure.repeats is not given)
+runs the same rounds on fewer points: after a first round of one run a point, only the
+contenders of the best (analysis.grid.contenders: within the margin, not settled, able to
+change the answer) and the best, within `decide` repeats and `budget_minutes`. Either way a
+point's measuring, its first round included, stays within its own limit (limits.point_minutes,
+else slurm.time) at the pace of its repeats so far: `harness plan` says the most a sweep may
+spend. The rows of
 the new repeats are numbered on from the point's last (repeats 3, 4, ...), so a report, a resume
 or a comparison reads them like any other.
 
@@ -38,14 +46,18 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.config.plan import Point
 from harness.storage.sweep import load_points, want_repeats, with_repeats
 from harness_schema import layout
 from harness_schema import rows as results
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -61,13 +73,19 @@ class Round:
     def __bool__(self) -> bool:
         return bool(self.targets)
 
+    contenders: bool = False
+    """The contenders' follow-up (measure.decide), not repeats: auto."""
+
     def line(self, doing: str = "measured again") -> str:
         """What the round does, for the log and the terminal."""
         spent = f"{len(self.spent)} undecided with their budget spent ({', '.join(sorted(self.spent))})"
+        name, which = (
+            ("decide", "contender(s) of the best") if self.contenders else ("repeats: auto", "point(s)")
+        )
         if not self.targets:
-            return f"repeats: auto: {spent}" if self.spent else "repeats: auto: every point decided"
+            return f"{name}: {spent}" if self.spent else f"{name}: every point decided"
         listed = ", ".join(f"{p} to {n}" for p, n in sorted(self.targets.items()))
-        line = f"repeats: auto: {len(self.targets)} point(s) undecided against the best, {doing}"
+        line = f"{name}: {len(self.targets)} {which} undecided against the best, {doing}"
         line += f" ({listed} repeats)"
         return f"{line}; {spent}" if self.spent else line
 
@@ -75,29 +93,62 @@ class Round:
 def undecided(sweep_dir: Path) -> dict[str, int]:
     """Point id -> the runs that would likely decide it, for the points the sweep's results leave
     undecided against their node type's best (analysis.grid.recommend.undecided_points)."""
-    from analysis.aggregate import summarize
     from analysis.grid.recommend import undecided_points
+
+    summary = _summary(sweep_dir)
+    return {} if summary is None else undecided_points(summary)
+
+
+def _summary(sweep_dir: Path) -> pd.DataFrame | None:
+    """The sweep's results summarized by node type (a follow-up on Slurm may run a point on
+    another node of the same type); None where nothing was measured."""
+    from analysis.aggregate import summarize
     from analysis.load import load_results
     from analysis.meta import load_meta
 
     loaded = load_results([sweep_dir])
     if loaded.rows.empty:
-        return {}
+        return None
     meta = load_meta(loaded.rows, loaded.problems)
-    # By node type: a follow-up on Slurm may run a point on another node of the same type.
-    return undecided_points(summarize(loaded.rows, by="gpu", meta=meta))
+    return summarize(loaded.rows, by="gpu", meta=meta)
+
+
+def contended(sweep_dir: Path) -> dict[str, int]:
+    """Point id -> the runs that would likely decide it, for the contenders of their node
+    type's best (analysis.grid.contenders)."""
+    from analysis.grid.contenders import contenders
+
+    summary = _summary(sweep_dir)
+    return {} if summary is None else contenders(summary)
 
 
 def next_round(sweep_dir: Path, points: Sequence[Point] | None = None) -> Round:
     """The repeats to add now (see the module); an empty Round: every point is decided or has
     spent its budget. `points`: the sweep's points as load_points gives them."""
     points = load_points(sweep_dir) if points is None else points
-    adaptive = {p.id: p for p in points if p.measure.adaptive}
-    if not adaptive:
+    following = {p.id: p for p in points if p.measure.follows_up}
+    if not following:
         return Round({})
-    needed = {p: runs for p, runs in undecided(sweep_dir).items() if p in adaptive}
-    have = {p: adaptive[p].measure.repeats for p in needed}
-    return plan_round(needed, have, {p: _room(sweep_dir, adaptive[p]) for p in needed})
+    contenders_only = not any(p.measure.adaptive for p in following.values())
+    judged = contended(sweep_dir) if contenders_only else undecided(sweep_dir)
+    needed = {p: runs for p, runs in judged.items() if p in following}
+    have = {p: following[p].measure.repeats for p in needed}
+    step = plan_round(needed, have, {p: _room(sweep_dir, following[p]) for p in needed})
+    return replace(step, contenders=contenders_only)
+
+
+def deciding_round(sweep_dir: Path, more: int, points: Sequence[Point] | None = None) -> Round:
+    """`harness resume --more-repeats N`: N more repeats of each point that the recommendation's
+    `to decide:` lines name (analysis.grid.deciding), whatever the spec's budget: the user
+    asked for them. An empty Round where nothing is open."""
+    from analysis.grid.recommend import recommend
+
+    summary = _summary(sweep_dir)
+    if summary is None:
+        return Round({})
+    named = {p for rec in recommend(summary) if (d := rec.to_decide) and d.more for p in d.point_ids}
+    have = {p.id: p.measure.repeats for p in (load_points(sweep_dir) if points is None else points)}
+    return Round({p: have[p] + more for p in sorted(named) if p in have}, contenders=True)
 
 
 def plan_round(needed: Mapping[str, int], have: Mapping[str, int], room: Mapping[str, int]) -> Round:
@@ -115,17 +166,31 @@ def plan_round(needed: Mapping[str, int], have: Mapping[str, int], room: Mapping
 
 
 def _room(sweep_dir: Path, point: Point) -> int:
-    """How many more repeats the point's budget allows: max_repeats, and budget_minutes at the
-    pace of its repeats so far."""
+    """How many more repeats the point's budget allows: max_repeats (auto) or decide, and
+    budget_minutes and the point's own limit at the pace of its repeats so far."""
     m = point.measure
-    room = (m.max_repeats or m.repeats) - m.repeats
-    if m.budget_minutes is None or room <= 0:
-        return max(room, 0)
+    room = m.most_repeats - m.repeats
+    if room <= 0:
+        return 0
     spent = spent_minutes(sweep_dir, point.id)
     per_repeat = spent / m.repeats
     if per_repeat <= 0:
         return room
-    return max(0, min(room, math.floor((m.budget_minutes - spent) / per_repeat)))
+    minutes = [limit_minutes(sweep_dir)]
+    if m.budget_minutes is not None:
+        minutes.append(m.budget_minutes)
+    return max(0, min(room, math.floor((min(minutes) - spent) / per_repeat)))
+
+
+def limit_minutes(sweep_dir: Path) -> float:
+    """A point's limit (limits.point_minutes, else slurm.time), from the sweep's spec: the most
+    its measuring may take in all, follow-ups included."""
+    from harness.config.spec import parse_spec
+    from harness.plan_cost import point_limit_s
+    from harness_schema.reading import read_sweep_spec
+
+    spec = parse_spec(read_sweep_spec(sweep_dir), file=str(sweep_dir / "spec.yaml"))
+    return point_limit_s(spec)[0] / 60
 
 
 def spent_minutes(sweep_dir: Path, point_id: str) -> float:

@@ -55,11 +55,13 @@ def status_report(
     statuses = sweep_status(sweep_dir, scheduler_view(sweep_dir, backend))
     lines = [status_table(statuses, fmt, wide=wide), f"\n{counts(statuses)}"]
     lines += advice(statuses, sweep_dir, backend)
-    if all(st.complete for st in statuses) and any(p.measure.adaptive for p in load_points(sweep_dir)):
+    if all(st.complete for st in statuses) and any(p.measure.follows_up for p in load_points(sweep_dir)):
         from harness.backends.adaptive import next_round
 
         step = next_round(sweep_dir)
-        lines.append(step.line(doing="to measure again"))
+        # The default's follow-up with nothing open is every sweep's quiet end: not said.
+        if step or step.spent or not step.contenders:
+            lines.append(step.line(doing="to measure again"))
         if step:
             lines.append(f"measure them again: harness resume {sweep_dir}")
     return "\n".join(lines), all(st.complete and not st.failed_units for st in statuses)

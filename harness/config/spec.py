@@ -533,20 +533,43 @@ def _no_percent(c: _Checker, value: Any, dotted: str) -> None:
 
 def _measure(c: _Checker, raw: Any) -> Measure:
     """`repeats: auto` is read as the first round (settings.FIRST_ROUND) with its budget in
-    `max_repeats`; a budget beside a fixed number of repeats would be silently ignored: refused."""
+    `max_repeats`. Where `repeats` is not given, one repeat each, then the contenders' follow-up
+    (`decide`, settings.DEFAULT_DECIDE unless given); a number of repeats given keeps its
+    meaning: that many, no follow-up unless `decide` is given too. A budget that nothing would
+    spend would be silently ignored: refused."""
     values = c.section(Measure, raw, "measure")
+    given = raw if isinstance(raw, Mapping) else {}
     _window_length(c, values)
     if values["repeats"] == settings.AUTO_REPEATS:
+        if values["decide"] is not None:
+            raise c.fail(
+                "measure.decide",
+                f"{values['decide']} is the follow-up of the contenders alone; repeats: auto already "
+                "measures every undecided point again (its most is measure.max_repeats)",
+            )
         values["repeats"] = settings.FIRST_ROUND
         values["max_repeats"] = values["max_repeats"] or settings.DEFAULT_MAX_REPEATS
         return Measure(**values)
-    for name in ("max_repeats", "budget_minutes"):
-        if values[name] is not None:
-            raise c.fail(
-                f"measure.{name}",
-                f"{values[name]} is a budget of adaptive repeats: it needs measure.repeats: auto "
-                f"(measure.repeats is {values['repeats']})",
-            )
+    if values["max_repeats"] is not None:
+        raise c.fail(
+            "measure.max_repeats",
+            f"{values['max_repeats']} is the most repeats of repeats: auto: it needs measure.repeats: "
+            f"auto (measure.repeats is {values['repeats']}); the contenders' most is measure.decide",
+        )
+    if "repeats" not in given and "decide" not in given:
+        values["decide"] = settings.DEFAULT_DECIDE
+    if values["decide"] is not None and values["decide"] <= values["repeats"]:
+        raise c.fail(
+            "measure.decide",
+            f"{values['decide']} leaves no repeat to add after the first {values['repeats']} "
+            "(measure.repeats); expected more than measure.repeats, or null",
+        )
+    if values["budget_minutes"] is not None and values["decide"] is None:
+        raise c.fail(
+            "measure.budget_minutes",
+            f"{values['budget_minutes']} is a budget of more repeats: it needs measure.repeats: auto, "
+            f"measure.decide, or no measure.repeats (measure.repeats is {values['repeats']})",
+        )
     return Measure(**values)
 
 

@@ -1,0 +1,86 @@
+"""The contenders of a grid's best: the points a follow-up measures again so that the sweep
+decides by itself (measure.decide, the default where measure.repeats is not given).
+
+After the grid, per group (a node, or a node type) the recommendation's judgement
+(analysis.grid.recommend) is read again, and a point is a contender when its figures sit
+within the practical margin of the best's but the runs do not settle it:
+
+- **untested** (one run on a side, the default's first round): its run lies within SCREEN of
+  the best's. Twice the margin: a run within 10 % may be a tie that one run read low; one
+  that lies further was not close (a tie read 10 % low in one run of a 1 %-noise machine is a
+  ten-sigma event). It is asked for recommend.MIN_RUNS runs, the fewest with an interval.
+- **undecided** (its interval crosses an edge of the margin) with its estimate inside the
+  margin, and able to change the answer: cheaper than the cheapest configuration proven tied,
+  or possibly faster than the best by more than the margin. It is asked for the runs that
+  would likely decide it (analysis.noise's formula on the spread so far).
+
+The best is measured again with them, to the most any of them needs: the formula counts the
+runs of both sides, and a follow-up run of each, in turn, pairs them by pass. A configuration
+whose estimate lies beyond the margin is not a contender: its `undecided` line says what
+would decide it, and so does the recommendation's `to decide:` line for the candidate a
+follow-up could not settle within its budget (analysis.grid.deciding).
+
+`repeats: auto` asks more of every undecided point (recommend.undecided_points); a follow-up
+of the contenders asks only what the answer turns on, and its first round is one run a point.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis import noise
+from analysis.aggregate import table_rows
+from analysis.grid.recommend import MIN_RUNS, _choice, _cost_order, _groups, _judged
+
+SCREEN = 2 * noise.MARGIN
+"""A one-run point within this share of the best is a contender (see the module)."""
+
+
+def contenders(summary: pd.DataFrame, margin: float = noise.MARGIN) -> dict[str, int]:
+    """Point id -> the runs in all that would likely decide it, for the contenders of each
+    group's best (see the module), the best itself among them where it has fewer runs than
+    they need. An empty dict: nothing the answer turns on is open.
+
+        from analysis.grid.contenders import contenders
+        more = contenders(summarize(rows))   # {"3f9c2a1b0e": 3, "77aa01c2d4": 3}
+    """
+    chosen = table_rows(summary)
+    out: dict[str, int] = {}
+    if chosen.empty:
+        return out
+    for g in _groups(chosen):
+        rows = g.rows
+        if rows.empty:
+            continue
+        best = _choice(rows.loc[rows["samples_per_s"].idxmax()], [])
+        judged = _judged(best, rows, margin, records=g.records)
+        by_cost = [str(g.records[i]["point_id"]) for i in _cost_order(rows)]
+        # The cheapest proven tied (the best where none is): only a cheaper one can be the answer.
+        settled = next(
+            n
+            for n, p in enumerate(by_cost)
+            if (ratio := judged[p][0]) is None or ratio.judge(margin) == noise.WITHIN
+        )
+        for n, point_id in enumerate(by_cost):
+            runs = _asks(judged[point_id][0], margin, cheaper=n < settled)
+            if runs is None:
+                continue
+            out[point_id] = max(out.get(point_id, 0), runs)
+            if best.runs < runs:
+                out[best.point_id] = max(out.get(best.point_id, 0), runs)
+    return out
+
+
+def _asks(ratio: noise.Estimate | None, margin: float, *, cheaper: bool) -> int | None:
+    """The runs in all a point against the best asks for as a contender; None: not one."""
+    if ratio is None:  # the best itself
+        return None
+    verdict = ratio.judge(margin)
+    if verdict == noise.NOT_TESTED:
+        return MIN_RUNS if ratio.change >= -SCREEN else None
+    if verdict != noise.UNDECIDED or abs(ratio.change) > margin:
+        return None
+    challenges = ratio.high is not None and ratio.high > 1 + margin
+    if not (cheaper or challenges):
+        return None
+    return ratio.runs_needed(margin) or noise.MAX_RUNS
