@@ -356,13 +356,13 @@ def sweep_lines(plan: Plan, costs: Sequence[PointCost] | None = None) -> list[st
             f"point's {worst:,} train steps fit its {duration(limit)} limit ({source}) at under "
             f"{_ms(limit / worst)} a step"
         )
+    if m.follows_up:
+        lines.append(_most_spent(costs, limit, source))
     if m.budget_minutes is not None:
         lines.append(
             f"budget: {m.budget_minutes:g} min a point bounds the repeats after the first "
             f"{m.repeats}, never a window"
         )
-    if m.follows_up:
-        lines.append(_most_spent(costs, limit, source))
     return lines
 
 

@@ -7,7 +7,9 @@ these contenders, the repeats per point that would likely decide (analysis.noise
 from the spread observed so far), how many points, how long that is at the pace of their runs
 so far (each run's started_at..finished_at: warmup and loader start included), and the
 command that measures them: `harness resume SWEEP --more-repeats N` (harness/sweeps.py), which
-adds N repeats to exactly the points named here, in turn with each other (ABC ABC).
+adds N repeats to exactly the points named here, in turn with each other (ABC ABC). No line
+where more than analysis.noise.MAX_RUNS runs would be needed: the candidate's or the
+undecided line says so.
 
 Torch-free, as all of analysis/.
 """
@@ -17,8 +19,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-from analysis import noise
 
 if TYPE_CHECKING:
     from analysis.grid.recommend import Choice, Recommendation
@@ -32,8 +32,8 @@ class ToDecide:
     """The cheapest contender: the answer if the runs come out tied."""
     points: tuple[Choice, ...]
     """The contenders and the best: the points to measure again."""
-    more: int | None
-    """Repeats to add to each point; None: more than noise.MAX_RUNS in all would be needed."""
+    more: int
+    """Repeats to add to each point."""
     sweep_dir: str
 
     @property
@@ -44,18 +44,13 @@ class ToDecide:
     def seconds(self) -> float | None:
         """At the pace of each point's runs so far; None where a point's pace is unknown."""
         paces = [c.run_seconds for c in self.points]
-        if self.more is None or any(math.isnan(p) for p in paces):
+        if any(math.isnan(p) for p in paces):
             return None
         return self.more * sum(paces)
 
     def line(self) -> str:
         c = self.cheapest
         head = f"to decide: the cheapest contender is {c.name} {c.settings_text()}"
-        if self.more is None:
-            return (
-                f"{head}; more than {noise.MAX_RUNS} runs per point would be needed (it sits on the "
-                "margin's edge): no follow-up is offered"
-            )
         names = ", ".join(p.name for p in self.points)
         took = self.seconds
         cost = f", {_duration(took)}" if took is not None else ""
@@ -74,11 +69,10 @@ def to_decide(rec: Recommendation) -> ToDecide | None:
     if best is None or not open_:
         return None
     if any(u.runs is None for u in open_):
-        more = None
-    else:
-        # Each side of each comparison brought to the runs that would decide it.
-        need = max(u.runs or 0 for u in open_)
-        more = max(1, max(need - p.runs for p in (best, *(u.choice for u in open_))))
+        return None  # its own line says more than noise.MAX_RUNS would be needed: no offer
+    # Each side of each comparison brought to the runs that would decide it.
+    need = max(u.runs or 0 for u in open_)
+    more = max(1, max(need - p.runs for p in (best, *(u.choice for u in open_))))
     return ToDecide(
         cheapest=open_[0].choice,
         points=(*(u.choice for u in open_), best),

@@ -146,7 +146,7 @@ def deciding_round(sweep_dir: Path, more: int, points: Sequence[Point] | None = 
     summary = _summary(sweep_dir)
     if summary is None:
         return Round({})
-    named = {p for rec in recommend(summary) if (d := rec.to_decide) and d.more for p in d.point_ids}
+    named = {p for rec in recommend(summary) if (d := rec.to_decide) for p in d.point_ids}
     have = {p.id: p.measure.repeats for p in (load_points(sweep_dir) if points is None else points)}
     return Round({p: have[p] + more for p in sorted(named) if p in have}, contenders=True)
 

@@ -55,6 +55,8 @@ def test_every_setting_left_out_takes_its_declared_default() -> None:
     # worker-only settings' values; one task per GPU (gpus_per_node 1).
     resolved = {f"loader.{name}": value for name, value in settings.WITHOUT_WORKERS.items()}
     resolved["slurm.tasks_per_node"] = 1
+    # measure.repeats left out: one run a point, then the contenders' follow-up (spec._measure).
+    resolved["measure.decide"] = settings.DEFAULT_DECIDE
     checked = 0
     for section, values in parsed.items():
         for f in fields(settings.SECTIONS[section]):

@@ -153,8 +153,21 @@ def test_passes_interleave_the_points_one_repeat_at_a_time() -> None:
     [
         (
             "repeats: 3, max_repeats: 10",
-            r"measure\.max_repeats: 10 is a budget of adaptive repeats: it needs measure\.repeats: auto "
-            r"\(measure\.repeats is 3\)",
+            r"measure\.max_repeats: 10 is the most repeats of repeats: auto: it needs measure\.repeats: "
+            r"auto \(measure\.repeats is 3\); the contenders' most is measure\.decide",
+        ),
+        (
+            "repeats: 3, budget_minutes: 2",
+            r"measure\.budget_minutes: 2 is a budget of more repeats: it needs measure\.repeats: auto, "
+            r"measure\.decide, or no measure\.repeats \(measure\.repeats is 3\)",
+        ),
+        (
+            "repeats: auto, decide: 6",
+            r"measure\.decide: 6 is the follow-up of the contenders alone; repeats: auto already measures",
+        ),
+        (
+            "repeats: 4, decide: 4",
+            r"measure\.decide: 4 leaves no repeat to add after the first 4 \(measure\.repeats\)",
         ),
         ("repeats: auto, max_repeats: 2", r"measure\.max_repeats: .*an integer >= 3, or null"),
         ("repeats: often", r"measure\.repeats: .*an integer >= 1, or auto"),
@@ -173,6 +186,33 @@ def test_auto_plans_a_first_round_of_three_with_its_budget() -> None:
     assert (m.repeats, m.max_repeats, m.budget_minutes, m.adaptive) == (3, 10, 5, True)
     fixed = expand(parse_spec(spec_text("x", "repeats: 3"))).points[0]
     assert not fixed.measure.adaptive and fixed.id != plan.points[0].id
+
+
+@pytest.mark.parametrize(
+    ("measure", "expected"),
+    [
+        ("loader_capacity: auto", (1, 10)),  # no repeats: one run, then the contenders' follow-up
+        ("decide: 6", (1, 6)),
+        ("decide: null", (1, None)),
+        ("repeats: 1", (1, None)),  # a number given keeps its meaning
+        ("repeats: 3", (3, None)),
+        ("repeats: 3, decide: 8, budget_minutes: 2", (3, 8)),
+    ],
+)
+def test_without_repeats_the_sweep_follows_up_its_contenders_and_a_number_keeps_its_meaning(
+    measure: str, expected: tuple[int, int | None]
+) -> None:
+    m = parse_spec(spec_text("x", measure)).measure
+    assert (m.repeats, m.decide) == expected
+    assert m.follows_up == (expected[1] is not None) and not m.adaptive
+
+
+def test_the_follow_up_cap_leaves_point_ids_as_they_were() -> None:
+    """decide changes how many runs a point gets, never what a run measures: the default's
+    points keep the ids they had before it existed (a resume still finds them done)."""
+    default = expand(parse_spec(spec_text("x", "loader_capacity: auto"))).points
+    fixed_one = expand(parse_spec(spec_text("x", "repeats: 1"))).points
+    assert [p.id for p in default] == [p.id for p in fixed_one]
 
 
 def test_an_interrupted_round_is_resumed_and_the_rounds_go_on(tmp_path: Path) -> None:

@@ -1,0 +1,51 @@
+"""The contenders of the best: which points the default's follow-up measures again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from analysis.aggregate import summarize
+from analysis.grid.contenders import contenders
+from analysis.load import load_results
+from tests.analysis.conftest import write_rows
+from tests.analysis.grid.test_recommend import BEST_RUNS, CLOSE_RUNS, point
+
+
+def judged(tmp_path: Path, *rows: list) -> dict[str, int]:
+    write_rows(tmp_path, *(r for point_rows in rows for r in point_rows))
+    return contenders(summarize(load_results([tmp_path]).rows))
+
+
+def test_after_one_run_a_point_within_four_times_the_margin_and_the_best_get_three_runs(tmp_path: Path) -> None:
+    """Issue 39's grid after the default's first round: 4 and 8 workers read within 1 % of each
+    other, 2 workers 27 % below: only 4 and 8 are measured again, to three runs each."""
+    asked = judged(tmp_path, point(0, 2, [178.0]), point(1, 4, [241.0]), point(2, 8, [243.5]))
+    assert asked == {"p1": 3, "p2": 3}
+
+
+def test_a_run_19_percent_below_is_a_contender_and_one_21_percent_below_is_not(tmp_path: Path) -> None:
+    asked = judged(tmp_path, point(0, 2, [158.0]), point(1, 4, [162.0]), point(2, 8, [200.0]))
+    assert asked == {"p1": 3, "p2": 3}  # -19 %: a busy machine's run may read a tie that low
+    assert "p0" not in asked
+
+
+def test_a_close_cheaper_point_left_undecided_asks_for_the_runs_that_would_decide(tmp_path: Path) -> None:
+    """Issue 30's pair: num_workers=4 1.6 % below the best, its interval past the margin: both
+    are asked for the runs analysis.noise says would decide (41 in all, the best's side too)."""
+    asked = judged(tmp_path, point(0, 6, BEST_RUNS), point(1, 4, CLOSE_RUNS))
+    assert asked == {"p1": 41, "p0": 41}
+
+
+def test_nothing_is_asked_once_a_cheaper_point_is_proven_tied_or_one_is_far_below(tmp_path: Path) -> None:
+    tied = judged(tmp_path, point(0, 4, [240.0, 241.0, 239.5]), point(1, 8, [241.0, 240.0, 241.5]))
+    assert tied == {}
+    # 13.8 % below with an interval that reaches the margin: undecided, but no tie is in sight.
+    far = judged(tmp_path / "far", point(0, 2, [191.0, 190.0, 192.0]), point(1, 4, [222.6, 222.7, 204.5]))
+    assert far == {}
+
+
+def test_a_dearer_point_undecided_against_a_cheaper_best_is_not_measured_again(tmp_path: Path) -> None:
+    """4 workers are the best: whatever 8 turn out to be within the margin, 4 stays the answer,
+    unless 8 may beat it by more than the margin (then it is a challenger, asked for)."""
+    asked = judged(tmp_path, point(0, 4, [241.0, 243.0, 242.0]), point(1, 8, [240.0, 230.0, 236.0]))
+    assert asked == {}
