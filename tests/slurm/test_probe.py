@@ -21,7 +21,7 @@ def test_an_array_of_script_points_gives_rows_a_table_and_a_ladder(tmp_path: Pat
         f"""\
 name: script
 workload: {{script: {SCRIPT}, args: [--step-ms, "20", --read-ms, "5"]}}
-measure: {{warmup_steps: 1, steps: 4}}
+measure: {{warmup_steps: 1, steps: 4, repeats: 1}}  # one array, no follow-up: rows counted
 rungs: [host_batch, processed_sample, full]
 loader: {{num_workers: [0, 1]}}
 slurm: {{nodes: 1, tasks_per_node: 2, gpus_per_node: 2, cpus_per_task: 1, time: "00:05:00"}}

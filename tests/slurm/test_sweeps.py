@@ -26,7 +26,8 @@ workload:
   model: linear
   batch_size: [4, 8]
   device: cpu
-measure: {{warmup_steps: 1, steps: 3}}
+# repeats: 1, one run a point and no follow-up: these tests count rows, jobs and arrays.
+measure: {{warmup_steps: 1, steps: 3, repeats: 1}}
 loader: {{num_workers: [0, 1]}}
 slurm: {{nodes: {nodes}, tasks_per_node: 2, gpus_per_node: 2, cpus_per_task: 1, time: "00:05:00", array_parallelism: {parallel}}}
 """

@@ -21,7 +21,7 @@ workload:
   model: linear
   batch_size: 4
   device: cpu
-measure: {{warmup_steps: 1, steps: 2}}
+measure: {{warmup_steps: 1, steps: 2, repeats: 1}}  # one run a point: "measured once" is asserted
 sampler: {{hz: 2}}
 """
 
