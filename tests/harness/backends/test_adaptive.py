@@ -251,3 +251,49 @@ def test_a_round_brings_each_point_at_once_to_what_it_needs_within_its_room() ->
     )
     # a: 11 wanted, room for 5 more; b: 4; c: no room left; d: has its 5, so one more at least.
     assert step == Round({"a": 8, "b": 4, "d": 6}, spent=("c",))
+
+
+# Issue 39's grid, small: reads of 10 ms a sample that wait without a core (as storage does) and
+# an emulated 28 ms step (a sleep holding the training thread, as a GPU step does), batches of 8.
+# Two workers read 200 samples/s, under the ~250 the step takes (its 28 ms and the loop's own
+# few); four and eight keep up: the answer is num_workers=4 (benchmarks/decide_truth.py, steady).
+KNOWN_ANSWER = """\
+name: known
+workload:
+  dataset: fake_cifar
+  dataset_args: {size: 2048, image_size: 8, resize: null, read_ms: 10}
+  model: emulated
+  model_args: {step_ms: 28}
+  batch_size: 8
+  device: cpu
+measure: {warmup_steps: 5, steps: 40}
+sampler: {host: false, gpu: false}
+rungs: [full]
+loader: {num_workers: [2, 4, 8], persistent_workers: false}
+"""
+
+
+@pytest.mark.serial
+@pytest.mark.slow
+def test_the_default_decides_a_grid_whose_cheapest_tie_is_known(tmp_path: Path) -> None:
+    """No measure.repeats: one run a point, then more of only the contenders of the best. The
+    user's answer is num_workers=4, or, where the runs cannot settle it, a `to decide:` line
+    that says what is open; never two workers, which read about 20 % below the best."""
+    spec = tmp_path / "known.yaml"
+    spec.write_text(KNOWN_ANSWER)
+    assert main(["run", str(spec), "-q", "--results", str(tmp_path / "results")]) == 0
+    (sweep,) = (tmp_path / "results" / "known").iterdir()
+    summary = summarize(load_results([sweep]).rows)
+    (rec,) = recommend(summary)
+    assert rec.best is not None and rec.cheapest is not None
+    offered = [rec.cheapest] + ([rec.candidate.choice] if rec.candidate is not None else [])
+    for choice in offered:  # as tied, or as a candidate: never a point well below the best
+        assert choice.samples_per_s >= 0.9 * rec.best.samples_per_s, rec.lines()
+        assert int(choice.settings["num_workers"]) != 2, rec.lines()
+    lines = rec.lines()
+    assert int(rec.cheapest.settings["num_workers"]) == 4 or any(
+        line.startswith("to decide: the cheapest contender is ") for line in lines
+    ), lines
+    # It decided by measuring again (4 and 8 are each other's contenders), not by one run a point.
+    runs = {int(w): int(n) for w, n in zip(summary["num_workers"], summary["runs"], strict=True)}
+    assert 3 <= runs[4] <= 10 and 3 <= runs[8] <= 10, (runs, lines)
