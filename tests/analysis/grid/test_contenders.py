@@ -16,7 +16,9 @@ def judged(tmp_path: Path, *rows: list) -> dict[str, int]:
     return contenders(summarize(load_results([tmp_path]).rows))
 
 
-def test_after_one_run_a_point_within_four_times_the_margin_and_the_best_get_three_runs(tmp_path: Path) -> None:
+def test_after_one_run_a_point_within_four_times_the_margin_and_the_best_get_three_runs(
+    tmp_path: Path,
+) -> None:
     """Issue 39's grid after the default's first round: 4 and 8 workers read within 1 % of each
     other, 2 workers 27 % below: only 4 and 8 are measured again, to three runs each."""
     asked = judged(tmp_path, point(0, 2, [178.0]), point(1, 4, [241.0]), point(2, 8, [243.5]))
