@@ -278,7 +278,8 @@ loader: {num_workers: [2, 4, 8], persistent_workers: false}
 def test_the_default_decides_a_grid_whose_cheapest_tie_is_known(tmp_path: Path) -> None:
     """No measure.repeats: one run a point, then more of only the contenders of the best. The
     user's answer is num_workers=4, or, where the runs cannot settle it, a `to decide:` line
-    that says what is open; never two workers, which read about 20 % below the best."""
+    that says what is open; never two workers, which read 26-30 % below the best (quiet, and
+    beside two busy loops on 2 cores)."""
     spec = tmp_path / "known.yaml"
     spec.write_text(KNOWN_ANSWER)
     assert main(["run", str(spec), "-q", "--results", str(tmp_path / "results")]) == 0
