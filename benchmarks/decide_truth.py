@@ -127,7 +127,7 @@ def spec_text(name: str, grid: Grid) -> str:
 @dataclass(frozen=True)
 class Outcome:
     verdict: str
-    """right, wrong or open."""
+    """right, wrong, open, or failed (the sweep itself did not finish)."""
     wall_s: float
     runs: float
     ratio: list[float]
@@ -140,9 +140,20 @@ def one_sweep(folder: Path, name: str, grid: Grid, overrides: list[str]) -> Outc
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     started = time.perf_counter()
     cmd = [sys.executable, "-m", "harness", "run", str(spec), "-q", "--results", str(folder), *overrides]
-    subprocess.run(cmd, check=False, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    done = subprocess.run(
+        cmd, check=False, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     wall = time.perf_counter() - started
-    sweep = next((folder / name).iterdir())
+    sweeps = sorted((folder / name).iterdir()) if (folder / name).is_dir() else []
+    if done.returncode != 0 or not sweeps:
+        # Said, and counted as failed: one broken sweep must not lose the hour of runs before it.
+        print(
+            f"  a sweep failed (exit {done.returncode}): {done.stderr.strip()[-300:]}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return Outcome("failed", wall, 0.0, [])
+    sweep = sweeps[0]
     summary = summarize(load_results([sweep]).rows)
     (rec,) = recommend(summary)
     assert rec.best is not None and rec.cheapest is not None
@@ -164,6 +175,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10, help="sweeps of each grid, condition and method")
     parser.add_argument("--grids", default=",".join(GRIDS))
     parser.add_argument("--conditions", default="quiet,burner")
+    parser.add_argument(
+        "--verbose", action="store_true", help="a line per sweep on stderr, with the load average"
+    )
     args = parser.parse_args()
     header = ("grid", "condition", "method", "right", "wrong", "open", "wall (median)", "wall (sum)", "runs")
     print("{:<8} {:<9} {:<17} {:>5} {:>5} {:>5} {:>13} {:>10} {:>5}".format(*header), flush=True)
@@ -180,14 +194,26 @@ def main() -> None:
                     for _ in range(args.runs):
                         with tempfile.TemporaryDirectory() as tmp:
                             outcomes.append(one_sweep(Path(tmp), name, GRIDS[name], overrides))
+                        if args.verbose:
+                            o = outcomes[-1]
+                            load = os.getloadavg()[0]
+                            print(
+                                f"  {name} {condition} {method}: {o.verdict}, {o.wall_s:.0f} s, "
+                                f"{o.runs:.1f} runs a point, load average {load:.1f}",
+                                file=sys.stderr,
+                                flush=True,
+                            )
                     truths.setdefault(name, []).extend(r for o in outcomes for r in o.ratio)
-                    count = {v: sum(o.verdict == v for o in outcomes) for v in ("right", "wrong", "open")}
+                    count = {
+                        v: sum(o.verdict == v for o in outcomes) for v in ("right", "wrong", "open", "failed")
+                    }
                     walls = [o.wall_s for o in outcomes]
                     print(
                         f"{name:<8} {condition:<9} {method:<17} {count['right']:>2}/{args.runs:<2} "
                         f"{count['wrong']:>2}/{args.runs:<2} {count['open']:>2}/{args.runs:<2} "
                         f"{statistics.median(walls):>11.0f} s {sum(walls):>8.0f} s "
-                        f"{statistics.fmean(o.runs for o in outcomes):>5.1f}",
+                        f"{statistics.fmean(o.runs for o in outcomes):>5.1f}"
+                        + (f"  ({count['failed']} failed)" if count["failed"] else ""),
                         flush=True,
                     )
         finally:
