@@ -50,7 +50,11 @@ WITHIN = noise.MARGIN
 """With one run, configurations within 5 % of the best count as tied (untested)."""
 MIN_RUNS = 3
 """The runs a point with one run is asked for first (two give Student's t 12.7: no answer)."""
-REPEATS_HINT = "set measure.repeats to 3 or more to know"
+REPEATS_HINT = (
+    "leave measure.repeats out (the sweep then measures the contenders again until decided) "
+    "or set it to 3 or more"
+)
+"""A spec that gave repeats: 1: the default decides; a fixed count of 3 tests every point."""
 CHEAPNESS = ["num_workers", "persistent_workers", "cpu_memory_gb"]
 SHARED = 0.10
 """Other processes took this share of the ranks' CPUs during the windows, or more: the

@@ -69,7 +69,8 @@ def test_with_one_run_per_point_the_cheapest_within_5_percent_stands_in_untested
     )
     assert lines[2] == "baseline (point 0): p0 num_workers=0 persistent_workers=False: 100.00 samples/s"
     assert lines[3] == (
-        "one run per point: nothing is tested, ties are within 5%; set measure.repeats to 3 or more to know"
+        "one run per point: nothing is tested, ties are within 5%; leave measure.repeats out (the sweep "
+        "then measures the contenders again until decided) or set it to 3 or more"
     )
 
 
