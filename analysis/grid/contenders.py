@@ -11,10 +11,11 @@ within the practical margin of the best's but the runs do not settle it:
   low (issue 39's grid, num_workers=8 against 4), and a contender missed is an answer lost,
   where one too many costs two runs. It is asked for recommend.MIN_RUNS runs, the fewest with
   an interval.
-- **undecided** (its interval crosses an edge of the margin) with its estimate inside the
-  margin, and able to change the answer: cheaper than the cheapest configuration proven tied,
-  or possibly faster than the best by more than the margin. It is asked for the runs that
-  would likely decide it (analysis.noise's formula on the spread so far).
+- **undecided** (its interval crosses an edge of the margin) and able to change the answer:
+  cheaper than the cheapest configuration proven tied with its estimate inside the margin
+  (the recommendation's candidate), or possibly faster than the best by more than the margin
+  wherever its estimate lies (what makes the recommendation provisional). It is asked for the
+  runs that would likely decide it (analysis.noise's formula on the spread so far).
 
 The best is measured again with them, to the most any of them needs: the formula counts the
 runs of both sides, and a follow-up run of each, in turn, pairs them by pass. A configuration
@@ -80,9 +81,13 @@ def _asks(ratio: noise.Estimate | None, margin: float, *, cheaper: bool) -> int 
     verdict = ratio.judge(margin)
     if verdict == noise.NOT_TESTED:
         return MIN_RUNS if ratio.change >= -SCREEN else None
-    if verdict != noise.UNDECIDED or abs(ratio.change) > margin:
+    if verdict != noise.UNDECIDED:
         return None
+    # What the recommendation calls open (recommend.Recommendation.candidate and .provisional):
+    # a cheaper point whose estimate lies within the margin, or any point that may beat the
+    # best by more than it, however far below its estimate lies (a busy machine's scattered runs).
+    close = abs(ratio.change) <= margin
     challenges = ratio.high is not None and ratio.high > 1 + margin
-    if not (cheaper or challenges):
+    if not ((cheaper and close) or challenges):
         return None
     return ratio.runs_needed(margin) or noise.MAX_RUNS

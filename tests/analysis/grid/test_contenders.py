@@ -6,6 +6,7 @@ from pathlib import Path
 
 from analysis.aggregate import summarize
 from analysis.grid.contenders import contenders
+from analysis.grid.recommend import recommend
 from analysis.load import load_results
 from tests.analysis.conftest import write_rows
 from tests.analysis.grid.test_recommend import BEST_RUNS, CLOSE_RUNS, point
@@ -51,3 +52,16 @@ def test_a_dearer_point_undecided_against_a_cheaper_best_is_not_measured_again(t
     unless 8 may beat it by more than the margin (then it is a challenger, asked for)."""
     asked = judged(tmp_path, point(0, 4, [241.0, 243.0, 242.0]), point(1, 8, [240.0, 230.0, 236.0]))
     assert asked == {}
+
+
+def test_a_point_far_below_whose_interval_reaches_past_the_best_is_measured_again(tmp_path: Path) -> None:
+    """Runs of 2 workers scattered by a busy machine: 12 % below the best, but its interval
+    reaches more than the margin above it. The recommendation calls the best provisional
+    ("the best is undecided"): the follow-up measures what it turns on, so the sweep does
+    not end on an answer it says is open."""
+    rows = (point(0, 2, [211.0, 140.0, 262.0]), point(1, 4, [240.0, 241.0, 239.0]))
+    write_rows(tmp_path / "rec", *(r for point_rows in rows for r in point_rows))
+    (rec,) = recommend(summarize(load_results([tmp_path / "rec"]).rows))
+    assert rec.provisional and rec.best.point_id == "p1"
+    asked = judged(tmp_path, *rows)
+    assert set(asked) == {"p0", "p1"} and asked["p0"] > 3
