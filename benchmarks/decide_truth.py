@@ -3,6 +3,7 @@
 
     nice -n 19 .venv/bin/python benchmarks/decide_truth.py [--runs 10] [--grids steady,erratic,near,far]
                                                            [--conditions quiet,burner]
+                                                           [--verbose] [--keep DIR]
 
 Each grid is a `harness run` (inline, this machine's CPU) of fake_cifar with sleep-based reads
 (a read that waits without a core, as storage does) and the emulated step (a sleep that holds
@@ -39,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -175,6 +177,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10, help="sweeps of each grid, condition and method")
     parser.add_argument("--grids", default=",".join(GRIDS))
     parser.add_argument("--conditions", default="quiet,burner")
+    parser.add_argument("--keep", type=Path, help="copy each sweep not answered right into this folder")
     parser.add_argument(
         "--verbose", action="store_true", help="a line per sweep on stderr, with the load average"
     )
@@ -194,6 +197,10 @@ def main() -> None:
                     for _ in range(args.runs):
                         with tempfile.TemporaryDirectory() as tmp:
                             outcomes.append(one_sweep(Path(tmp), name, GRIDS[name], overrides))
+                            if args.keep and outcomes[-1].verdict != "right":
+                                # The sweeps to read afterwards: why was the answer open or wrong?
+                                kept = args.keep / f"{name}-{condition}-{method.split()[0]}-{len(outcomes)}"
+                                shutil.copytree(tmp, kept, dirs_exist_ok=True)
                         if args.verbose:
                             o = outcomes[-1]
                             load = os.getloadavg()[0]
