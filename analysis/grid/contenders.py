@@ -9,8 +9,11 @@ within the practical margin of the best's but the runs do not settle it:
   the best's. Four times the margin: on a quiet machine runs scatter by 1-2 %, but on a
   2-core VM shared with other work one run of a configuration tied with the best read 13.6 %
   low (issue 39's grid, num_workers=8 against 4), and a contender missed is an answer lost,
-  where one too many costs two runs. It is asked for recommend.MIN_RUNS runs, the fewest with
-  an interval.
+  where one too many costs two runs. A point cheaper than the best whose run was not clean
+  (other processes took recommend.SHARED of the CPU or more, or its window was not steady) is
+  a contender whatever its gap: beside a busy loop, one run of num_workers=4 read 24 % below
+  8, its tie, and hid the answer; only a cheaper point can change it. Each is asked for
+  recommend.MIN_RUNS runs, the fewest with an interval.
 - **undecided** (its interval crosses an edge of the margin) and able to change the answer:
   cheaper than the cheapest configuration proven tied with its estimate inside the margin
   (the recommendation's candidate), or possibly faster than the best by more than the margin
@@ -29,11 +32,13 @@ of the contenders asks only what the answer turns on, and its first round is one
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from analysis import noise
 from analysis.aggregate import table_rows
-from analysis.grid.recommend import MIN_RUNS, _choice, _cost_order, _groups, _judged
+from analysis.grid.recommend import MIN_RUNS, SHARED, _choice, _cost_order, _groups, _judged
 
 SCREEN = 4 * noise.MARGIN
 """A one-run point within this share of the best is a contender (see the module)."""
@@ -64,8 +69,9 @@ def contenders(summary: pd.DataFrame, margin: float = noise.MARGIN) -> dict[str,
             for n, p in enumerate(by_cost)
             if (ratio := judged[p][0]) is None or ratio.judge(margin) == noise.WITHIN
         )
+        unclean = _unclean(rows, g.records)
         for n, point_id in enumerate(by_cost):
-            runs = _asks(judged[point_id][0], margin, cheaper=n < settled)
+            runs = _asks(judged[point_id][0], margin, cheaper=n < settled, unclean=point_id in unclean)
             if runs is None:
                 continue
             out[point_id] = max(out.get(point_id, 0), runs)
@@ -74,13 +80,28 @@ def contenders(summary: pd.DataFrame, margin: float = noise.MARGIN) -> dict[str,
     return out
 
 
-def _asks(ratio: noise.Estimate | None, margin: float, *, cheaper: bool) -> int | None:
+def _unclean(rows: pd.DataFrame, records: list[dict[str, Any]]) -> set[str]:
+    """The points whose runs a busy machine or a drifting window may have read low: other
+    processes took SHARED of the CPU or more during their windows, or a window was not steady
+    (analysis.aggregate's `steady`). Unknown (no sampler, no test of the window) counts clean."""
+    shared = rows["foreign_cpu_share"] if "foreign_cpu_share" in rows else pd.Series(float("nan"), rows.index)
+    steady = rows["steady"] if "steady" in rows else pd.Series(None, rows.index, dtype=object)
+    return {
+        str(record["point_id"])
+        for record, share, still in zip(records, shared.tolist(), steady.tolist(), strict=True)
+        if (share == share and share >= SHARED) or (still is not None and still == still and not still)
+    }
+
+
+def _asks(ratio: noise.Estimate | None, margin: float, *, cheaper: bool, unclean: bool = False) -> int | None:
     """The runs in all a point against the best asks for as a contender; None: not one."""
     if ratio is None:  # the best itself
         return None
     verdict = ratio.judge(margin)
     if verdict == noise.NOT_TESTED:
-        return MIN_RUNS if ratio.change >= -SCREEN else None
+        # One run far below screens a point out only where that run was clean: on a machine
+        # others held, one run of num_workers=4 read 24 % below 8 (its tie) and hid the answer.
+        return MIN_RUNS if ratio.change >= -SCREEN or (cheaper and unclean) else None
     if verdict != noise.UNDECIDED:
         return None
     # What the recommendation calls open (recommend.Recommendation.candidate and .provisional):

@@ -65,3 +65,25 @@ def test_a_point_far_below_whose_interval_reaches_past_the_best_is_measured_agai
     assert rec.provisional and rec.best.point_id == "p1"
     asked = judged(tmp_path, *rows)
     assert set(asked) == {"p0", "p1"} and asked["p0"] > 3
+
+
+def test_a_cheaper_point_whose_one_run_was_not_clean_is_a_contender_whatever_its_gap(tmp_path: Path) -> None:
+    """decide_truth beside a busy loop: one run of num_workers=4 read 24 % below 8 (its tie)
+    while other processes held 99 % of the CPU, and the 20 % screen hid the answer. A run on a
+    shared machine, or whose window was not steady, screens nothing out: every cheaper point is
+    asked for three runs; on a quiet, steady run the screen holds (the test above)."""
+    shared = {"foreign_cpu_share": 0.99}
+    asked = judged(
+        tmp_path,
+        point(0, 2, [149.0], **shared),
+        point(1, 4, [179.0], **shared),
+        point(2, 8, [235.0], **shared),
+    )
+    assert asked == {"p0": 3, "p1": 3, "p2": 3}
+    drifted = judged(
+        tmp_path / "drift",
+        point(0, 2, [149.0]),
+        point(1, 4, [179.0], window_steady=False),
+        point(2, 8, [235.0]),
+    )
+    assert drifted == {"p1": 3, "p2": 3}  # 2 workers' clean run, 37 % below, stays screened out
