@@ -172,7 +172,19 @@ def one_sweep(folder: Path, name: str, grid: Grid, overrides: list[str]) -> Outc
     return Outcome(verdict, wall, float(summary["runs"].mean()), [r / best for r in four])
 
 
+def _stop_on_term() -> None:
+    """A SIGTERM ends the run as Ctrl-C does: through the `finally` that stops the burner (a
+    burner left behind would load every run that follows it)."""
+    import signal
+
+    def stop(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 def main() -> None:
+    _stop_on_term()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10, help="sweeps of each grid, condition and method")
     parser.add_argument("--grids", default=",".join(GRIDS))
