@@ -27,6 +27,7 @@ from harness.adapters import registry as adapters
 from harness.adapters.base import size
 from harness.config.plan import Point
 from harness.execution import dataloader, ladder, loader_stream, sample_cache, splits, worker_deaths
+from harness.execution.loader_record import LoaderRecord, of_attributes, overlay
 from harness.naming import type_name
 from harness.sources.length import length
 from harness.workloads import loader_factory, registry
@@ -40,11 +41,11 @@ log = logging.getLogger(__name__)
 class GivenLoader:
     """A loader measured as it is: what yields the batches, how messages name it, and the
     settings its rows record (`recorded`: the point's where they were applied; the loader's own
-    where it reports them; None where neither is known)."""
+    where it reports them; unknown, None, where neither is known)."""
 
     loader: Iterable[Any]
     name: str
-    recorded: LoaderSettings
+    recorded: LoaderRecord
     whole_on: int = 0
     """The ranks that each read the whole data set (a factory that takes neither rank nor
     world_size, its DataLoader's sampler plain: nothing splits it); 0 where it is split or
@@ -74,18 +75,13 @@ def loader_given(loader: Any, *, whole_on: int = 0) -> str:
     return name
 
 
-def reported(loader: Any, point: LoaderSettings, applied: Iterable[str]) -> LoaderSettings:
+def reported(loader: Any, point: LoaderSettings, applied: Iterable[str]) -> LoaderRecord:
     """The settings a given loader's rows record: the point's for those `applied` to it (passed
-    to its factory), the loader's own attribute for the others (a DataLoader has them all),
-    None where the loader says nothing: never a value that was not applied."""
-    applied = set(applied)
-    inner = wrapped_dataloader(loader)
-    values: dict[str, Any] = {}
-    for name in LOADER_SETTINGS:
-        if name in applied:
-            continue
-        values[name] = getattr(loader, name, getattr(inner, name, None))
-    return dataclasses.replace(point, **values)
+    to its factory) and non_blocking (the copy's, which the harness makes), the loader's own
+    attribute for the others (a DataLoader has them all), unknown (None) where the loader says
+    nothing: never a value that was not applied."""
+    own = of_attributes(loader, LOADER_SETTINGS, inner=wrapped_dataloader(loader))
+    return overlay(own, point, (*applied, "non_blocking"))
 
 
 def wrapped_dataloader(loader: Any) -> DataLoader[Any] | None:
@@ -138,9 +134,14 @@ def in_threads(loader: Any) -> bool:
     return said if said is not None else not isinstance(loader, DataLoader)
 
 
-def own_settings(loader: DataLoader[Any], point: LoaderSettings) -> LoaderSettings:
-    """A DataLoader's own settings (a subclass measured as given)."""
-    return reported(loader, point, ())
+def own_settings(loader: Any, point: LoaderSettings) -> LoaderRecord:
+    """A loader's own settings and batch size, as far as it says them (a loader measured as
+    given by the probe: none of the point's is applied to it but non_blocking)."""
+    own = reported(loader, point, ())
+    said = batch_size(loader)
+    if said is None:
+        return own
+    return dataclasses.replace(own, batch_size=said, known=own.known | {"batch_size"})
 
 
 def _own_set_epoch(loader: Any, epoch: int) -> None:
@@ -228,7 +229,7 @@ def build_stream(
     dataset = given.dataset
     if dataset is None:
         raise sample_cache.RungUnavailable(_no_samples(rung, given))
-    settings = _known(given.recorded)
+    settings = _known(given.recorded.loader_settings())
     inner = wrapped_dataloader(given.loader)
     holder = inner if inner is not None else given.loader
     parts = dataloader.LoaderParts(collate_fn=getattr(holder, "collate_fn", None), extra=_extra(holder))

@@ -108,7 +108,7 @@ def _given(opened: OpenPoint, source: Any) -> given_loader.GivenLoader | None:
     """A factory's loader, whose rows from now on record the settings it really ran with."""
     if not isinstance(source, given_loader.GivenLoader):
         return None
-    opened.rows.point = dataclasses.replace(opened.point, loader=source.recorded)
+    opened.rows.point = dataclasses.replace(opened.point, loader=source.recorded.loader_settings())
     opened.rows.loader_given = given_loader.loader_given(source.loader, whole_on=source.whole_on)
     return source
 

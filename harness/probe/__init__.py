@@ -64,8 +64,8 @@ from harness.probe.alone import summary
 from harness.probe.loop_settings import SETTING_NAMES, Settings, settings_alone, settings_of
 from harness.probe.recording import loop_length
 from harness.probe.yielded import Batches, Copy, mover
-from harness.sources.recorded import POINT_OWNS, Recorded
-from harness.workloads.loader_factory import one_shot
+from harness.sources.recorded import Recorded
+from harness.workloads.loader_factory import LOADER_SETTINGS, one_shot
 
 __all__ = [
     "Settings",
@@ -92,11 +92,10 @@ def loader(dataset: Any, batch_size: int | None = 1, **kwargs: Any) -> DataLoade
     point's DataLoader settings in place of yours, and a `len()` that is the number of batches
     `measure` will yield to your loop."""
     job = handshake.this_job()
-    session.remember({"batch_size": batch_size, **{k: kwargs[k] for k in POINT_OWNS if k in kwargs}})
+    session.remember({"batch_size": batch_size, **{k: kwargs[k] for k in LOADER_SETTINGS if k in kwargs}})
     if job is None:
         return DataLoader(dataset, batch_size=batch_size, **kwargs)
-    non_blocking = (session.state.given or {}).get("non_blocking")
-    return recording.point_loader(job, dataset, batch_size, kwargs, non_blocking)
+    return recording.point_loader(job, dataset, batch_size, kwargs, session.given_non_blocking())
 
 
 def measure(
@@ -132,7 +131,7 @@ def measure(
     target = torch.device(device)
     session.state.device = target
     if non_blocking is None:
-        non_blocking = (session.state.given or {}).get("non_blocking")
+        non_blocking = session.given_non_blocking()
     if job is None:
         pinned = bool(getattr(source, "pin_memory", False))
         move = mover(target, memory_format, copy, non_blocking if non_blocking is not None else pinned)
@@ -167,18 +166,12 @@ def settings(**mine: Any) -> Settings:
         raise TypeError(
             f"probe.settings: unknown setting(s) {', '.join(unknown)}; allowed: {', '.join(SETTING_NAMES)}"
         )
-    session.remember(mine)
-    given = {**(session.state.given or {}), **mine}
+    given = session.remember(mine)
     job: ProbeJob | None = handshake.this_job()
     if job is None:
         return settings_alone(given)
-    recorded = Recorded(
-        dataset=None,
-        batch_size=given.get("batch_size"),
-        parts=dataloader.LoaderParts(),
-        given={k: v for k, v in given.items() if k in POINT_OWNS},
-    )
-    return settings_of(recording.effective_point(job, recorded, given.get("non_blocking")))
+    recorded = Recorded(dataset=None, parts=dataloader.LoaderParts(), own=given)
+    return settings_of(recording.effective_point(job, recorded, given.non_blocking))
 
 
 def init_distributed() -> torch.device:

@@ -59,7 +59,7 @@ def harnessed(
             point,
             # its own batch size, where it says one (None: an empty cell, not the spec's)
             workload=replace(point.workload, batch_size=recorded.batch_size),  # type: ignore[arg-type]
-            loader=replace(given.recorded, non_blocking=point.loader.non_blocking),
+            loader=replace(given.recorded.loader_settings(), non_blocking=point.loader.non_blocking),
         )
     announced = batches_per_loop(point, done(job))
     own = length(source)  # probe.loader's: already its loop_length
@@ -195,7 +195,7 @@ def _say(
     """The settings this rank runs with, once: on the script's stderr (its log), and to the
     job, whose failed rows then record them too (script.account)."""
     ran = report_settings(job, point)
-    kept = [k for k in point.script_keeps if k in recorded.given or k == "non_blocking"]
+    kept = [k for k in point.script_keeps if k in recorded.own.known or k == "non_blocking"]
     own = f" (the script's own: {', '.join(kept)})" if kept else ""
     if given is not None:
         own = (

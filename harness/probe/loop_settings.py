@@ -1,5 +1,8 @@
 """The DataLoader settings a script's loop runs with (`probe.settings()`): the point's under
-the harness, as its rows record them; the script's own alone."""
+the harness, as its rows record them; the script's own alone (its LoaderRecord, with PyTorch's
+defaults where it gave none). A LoaderRecord's complete face: a script logs it, writes it as
+JSON (`dataclasses.asdict`) and builds its other loaders with it, so it holds the settings
+alone, not which of them were known."""
 
 from __future__ import annotations
 
@@ -7,7 +10,8 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from harness.config.plan import Point
-from harness.sources.recorded import POINT_OWNS
+from harness.execution.loader_record import LoaderRecord
+from harness.workloads.loader_factory import LOADER_SETTINGS
 from harness_schema.settings import LoaderSettings
 
 
@@ -21,13 +25,15 @@ class Settings(LoaderSettings):
     def dataloader(self) -> dict[str, Any]:
         """The DataLoader keywords among them, for the script's other loaders (validation):
         `DataLoader(val, batch_size=250, shuffle=False, **probe.settings().dataloader())`."""
-        return {name: getattr(self, name) for name in POINT_OWNS}
+        return {name: getattr(self, name) for name in LOADER_SETTINGS}
 
 
 SETTING_NAMES = tuple(f.name for f in fields(Settings))
 
 
-def settings_alone(given: dict[str, Any]) -> Settings:
+def settings_alone(record: LoaderRecord) -> Settings:
+    """The script's own settings as it gave them, PyTorch's defaults for those it did not."""
+    given = record.values()
     pin = bool(given.get("pin_memory", False))
     return Settings(
         batch_size=given.get("batch_size", 1),
@@ -41,4 +47,5 @@ def settings_alone(given: dict[str, Any]) -> Settings:
 
 
 def settings_of(point: Point) -> Settings:
+    """The point's settings and batch size (None where neither the spec nor the script says one)."""
     return Settings(batch_size=point.workload.batch_size or None, **asdict(point.loader))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, replace
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -16,6 +16,7 @@ from torch.utils.data import BatchSampler, DataLoader
 from harness.adapters import registry as adapters
 from harness.config.plan import Point, resolve_loader
 from harness.execution import dataloader, given_loader
+from harness.execution.loader_record import overlay
 from harness.execution.loop_length import batches_per_loop
 from harness.execution.probe_job import ProbeJob
 from harness.naming import type_name
@@ -23,7 +24,7 @@ from harness.probe.handshake import done, report_settings
 from harness.sources.length import length
 from harness.sources.recorded import Recorded, record
 from harness.workloads.loader_factory import train_loader
-from harness_schema.settings import LoaderSettings
+from harness_schema.settings import LOADER_COLUMNS, LoaderSettings, values
 
 log = logging.getLogger("harness.probe")  # the probe's one logger, as a script's logging names it
 
@@ -201,14 +202,14 @@ def effective_point(job: ProbeJob, recorded: Recorded, non_blocking: bool | None
         # the script's own; where it says none (a batch sampler of its own without a
         # batch_size), None: the rows leave the cell empty as the log line says None
         point = replace(point, workload=replace(point.workload, batch_size=recorded.batch_size))
-    kept = {k: v for k, v in recorded.given.items() if k in point.script_keeps}
-    if "non_blocking" in point.script_keeps:
-        pinned = kept.get("pin_memory", point.loader.pin_memory)
-        kept["non_blocking"] = non_blocking if non_blocking is not None else pinned
-    if kept:
-        loader, adjustments = resolve_loader({**asdict(point.loader), **kept})
-        point = replace(point, loader=loader, adjustments=(*point.adjustments, *adjustments))
-    return point
+    keeps = [name for name in point.script_keeps if name in recorded.own.known or name == "non_blocking"]
+    if not keeps:
+        return point
+    ran = overlay(recorded.own, point.loader, [name for name in LOADER_COLUMNS if name not in keeps])
+    if "non_blocking" in keeps:
+        ran = replace(ran, non_blocking=non_blocking if non_blocking is not None else ran.pin_memory)
+    loader, adjustments = resolve_loader(values(ran.loader_settings()))
+    return replace(point, loader=loader, adjustments=(*point.adjustments, *adjustments))
 
 
 def batch_size_of(point: Any, recorded: Recorded) -> int:

@@ -6,12 +6,13 @@ been measured here."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from harness.probe.loop_settings import SETTING_NAMES
+from harness.execution.loader_record import LoaderRecord, of_values, overlay
 
 
 class Clock:
@@ -44,7 +45,7 @@ class State:
 
     device: torch.device | None = None
     """The device of the running `measure` (untimed syncs it)."""
-    given: dict[str, Any] | None = None
+    given: LoaderRecord | None = None
     """The script's own settings, from its first `probe.loader` and `probe.settings` calls."""
     measured: bool = False
     """Set once the loop takes its first batch of a point in this process: later `measure`
@@ -60,10 +61,18 @@ state = State()
 """Read as `session.state` at each call (a test gives the process a fresh one)."""
 
 
-def remember(given: dict[str, Any]) -> None:
-    """The script's own settings: the first value given for each name is kept."""
-    known = state.given if state.given is not None else {}
-    state.given = {**{k: v for k, v in given.items() if k in SETTING_NAMES}, **known}
+def remember(given: Mapping[str, Any]) -> LoaderRecord:
+    """The script's own settings: the first value given for each name is kept. Returns them,
+    with `given`'s own values in place of the first (what this call asks about)."""
+    fresh = of_values(given)
+    known = state.given
+    state.given = fresh if known is None else overlay(fresh, known, known.known)
+    return overlay(state.given, fresh, fresh.known)
+
+
+def given_non_blocking() -> bool | None:
+    """The non_blocking the script gave (`probe.settings`), None where it gave none."""
+    return state.given.non_blocking if state.given is not None else None
 
 
 def sync(device: torch.device | None) -> None:

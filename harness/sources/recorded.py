@@ -1,7 +1,7 @@
 """A loader a script handed to `probe.loader` (or built itself), recorded as the point's rungs
 rebuild it (`Recorded`): its dataset, its collate_fn, sampler or batch sampler and other
-arguments, and its own values of the settings; its source is a BuiltSource with the point's
-settings in place of the script's (those the spec names)."""
+arguments, and its own values of the settings and batch size (a LoaderRecord); its source is a
+BuiltSource with the point's settings in place of the script's (those the spec names)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,12 @@ from torch.utils.data import DataLoader, IterableDataset, RandomSampler, Sequent
 
 from harness.config.plan import Point
 from harness.execution import dataloader, given_loader
+from harness.execution.loader_record import LoaderRecord, of_attributes, of_values
 from harness.naming import type_name
 from harness.sources.built import BuiltSource
-from harness_schema.settings import LOADER_COLUMNS
+from harness.workloads.loader_factory import LOADER_SETTINGS
 
 _PARTS_ARGUMENTS = ("collate_fn", "sampler", "batch_sampler")
-POINT_OWNS = tuple(name for name in LOADER_COLUMNS if name != "non_blocking")
-"""DataLoader arguments a point's settings replace (with batch_size, where the spec gives one):
-every loader setting but non_blocking, which is the copy's (the probe copies)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -27,11 +25,16 @@ class Recorded:
     """What the script handed to `probe.loader`, as the point's rungs rebuild it."""
 
     dataset: Any
-    batch_size: int | None
     parts: dataloader.LoaderParts
-    given: dict[str, Any]
-    """The script's own values of the loader settings (those it gave): the point replaces those
-    its spec names and keeps the others (Point.script_keeps)."""
+    own: LoaderRecord
+    """The script's own values of the DataLoader's settings (those it gave, or its DataLoader
+    has) and its batch size: the point replaces those its spec names and keeps the others
+    (Point.script_keeps); its batch size is the point's where the spec gives none."""
+
+    @property
+    def batch_size(self) -> int | None:
+        """The script's batch size (None where a batch sampler of its own says none)."""
+        return self.own.batch_size
 
     def source(self, point: Point, where: dataloader.Placement) -> BuiltSource:
         """The recorded loader rebuilt for each rung with the point's settings and batch size."""
@@ -46,12 +49,12 @@ class Recorded:
 
 
 def from_given(given: given_loader.GivenLoader) -> Recorded:
-    """A given loader as the probe records it: its own batch size (None where it does not say)."""
+    """A given loader as the probe records it: its own batch size (None where it does not say),
+    none of its settings (they are measured as given, not replaced: GivenLoader.recorded)."""
     return Recorded(
         dataset=given.dataset,
-        batch_size=given_loader.batch_size(given.loader),
         parts=dataloader.LoaderParts(),
-        given={},
+        own=of_values({"batch_size": given.recorded.batch_size}),
     )
 
 
@@ -65,13 +68,13 @@ def record(dataset: Any, batch_size: int | None, kwargs: dict[str, Any]) -> Reco
         collate_fn=kwargs.get("collate_fn"),
         sampler=(lambda _dataset, _where: sampler) if sampler is not None else None,
         batch_sampler=(lambda _d, _w, _b, _l: batch_sampler) if batch_sampler is not None else None,
-        extra={k: v for k, v in kwargs.items() if k not in (*_PARTS_ARGUMENTS, *POINT_OWNS, "shuffle")},
+        extra={k: v for k, v in kwargs.items() if k not in (*_PARTS_ARGUMENTS, *LOADER_SETTINGS, "shuffle")},
     )
+    said = given_loader.said_batch_size(batch_sampler) if batch_sampler is not None else batch_size
     return Recorded(
         dataset=dataset,
-        batch_size=given_loader.said_batch_size(batch_sampler) if batch_sampler is not None else batch_size,
         parts=parts,
-        given={k: kwargs[k] for k in POINT_OWNS if k in kwargs},
+        own=of_values({**{k: kwargs[k] for k in LOADER_SETTINGS if k in kwargs}, "batch_size": said}),
     )
 
 
@@ -89,7 +92,7 @@ def from_dataloader(source: Any) -> Recorded:
         source.sampler, (RandomSampler, SequentialSampler)
     )
     kwargs: dict[str, Any] = {"collate_fn": source.collate_fn, "worker_init_fn": source.worker_init_fn}
-    kwargs.update({k: getattr(source, k) for k in POINT_OWNS if hasattr(source, k)})
+    kwargs.update(of_attributes(source, LOADER_SETTINGS).values())
     if own_sampler and source.batch_size is not None:
         kwargs["sampler"] = source.sampler
     if source.batch_size is None:
