@@ -14,6 +14,7 @@ imported inside the answer that needs it.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -137,6 +138,21 @@ class NoAnswer:
 
     def before_loop(self) -> dict[str, Callable[[Any], None]] | None:
         return None
+
+
+NOTE_HEARERS: list[Callable[[str], None]] = []
+"""Who hears an adapter's notes besides the script's stderr: in `harness plan`'s check run,
+its job (harness/probe/check_run.py adds it), whose report file `harness plan` reads."""
+
+
+def note(line: str) -> None:
+    """What an adapter's change did in `harness plan`'s check run (`before_loop`: a framework's
+    validation skipped), said: one line on the script's stderr, and to each of NOTE_HEARERS,
+    so that `harness plan` shows it whole however much the script prints after it (its stderr
+    keeps only its end)."""
+    print(line, file=sys.stderr, flush=True)
+    for hearer in NOTE_HEARERS:
+        hearer(line)
 
 
 def module_of(thing: Any) -> str:

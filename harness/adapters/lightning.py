@@ -53,7 +53,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from harness.adapters.base import NoAnswer, NotALoader, module_of
+from harness.adapters.base import NoAnswer, NotALoader, module_of, note
 from harness.naming import type_name
 
 if TYPE_CHECKING:
@@ -283,7 +283,7 @@ class Lightning(NoAnswer):
         return f"re-made with a {sampler} over {ranks} ranks as Lightning's Trainer does"
 
 
-SANITY_SKIPPED = (  # starts with script_check.CHECK_NOTE: harness plan says it
+SANITY_SKIPPED = (  # a note (base.note): harness plan says it
     "harness.probe: harness plan's check run skips Lightning's sanity validation "
     "(num_sanity_val_steps): the check neither validates nor trains"
 )
@@ -291,9 +291,8 @@ SANITY_SKIPPED = (  # starts with script_check.CHECK_NOTE: harness plan says it
 
 def _no_sanity_check(module: Any) -> None:
     """The Trainer of `module` (lightning.pytorch.trainer.trainer) without its sanity validation."""
-    import sys
 
     def skipped(trainer: Any) -> None:
-        print(SANITY_SKIPPED, file=sys.stderr, flush=True)
+        note(SANITY_SKIPPED)
 
     module.Trainer._run_sanity_check = skipped

@@ -1,6 +1,7 @@
 """What the harness tells a script's `harness.probe` (ProbeJob, passed as JSON in
 HARNESS_PROBE) and what the probe tells back as it goes (the milestone words of its report
-file: "reached", "done", "ending:<reason>").
+file: "reached", "done", "ending:<reason>", and its notes on `harness plan`'s check run,
+"note:<line>").
 
 A concept apart from running the script (script.py: the subprocess, its environment, its end):
 this is the handshake's content, which both sides read (harness/probe/handshake.py in the
@@ -14,6 +15,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 from harness.config.plan import Point
 from harness.execution.dist import DistEnv
@@ -25,6 +27,11 @@ PROBE_VARIABLE = "HARNESS_PROBE"
 ENDING = "ending:"
 """The probe's report as it ends the script itself (handshake.end): this, then its reason,
 URL-quoted (a report is one word)."""
+
+
+NOTE = "note:"
+"""A note of the probe's on `harness plan`'s check run (what it changed there: a framework's
+validation skipped, harness/adapters/base.py `note`): this, then the line, URL-quoted."""
 
 
 class ProbeEnvironmentError(ValueError):
@@ -92,3 +99,8 @@ class ProbeJob:
         if word not in said:
             with self.report_path.open("a") as f:
                 f.write(word + "\n")
+
+    def note(self, line: str) -> None:
+        """Tell a note on the check run (NOTE): `harness plan` reads it back whole from the
+        report file, where the script's stderr keeps only its end."""
+        self.report(NOTE + quote(line, safe=""))

@@ -39,7 +39,7 @@ from urllib.parse import unquote
 
 from harness.config.plan import Point
 from harness.execution.dist import TORCHRUN_VARIABLES, DistEnv
-from harness.execution.probe_job import ENDING, PROBE_VARIABLE, ProbeJob
+from harness.execution.probe_job import ENDING, NOTE, PROBE_VARIABLE, ProbeJob
 from harness.execution.script_end import Ended, error_excerpt
 
 if TYPE_CHECKING:
@@ -216,6 +216,7 @@ def _reported(report_path: Path | None) -> dict[str, Any]:
         "imported": "imported" in words,
         "checked": "checked" in words,
         "probe_ended": next((unquote(w[len(ENDING) :]) for w in words if w.startswith(ENDING)), ""),
+        "notes": tuple(unquote(w[len(NOTE) :]) for w in words if w.startswith(NOTE)),
     }
 
 

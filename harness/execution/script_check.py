@@ -117,19 +117,11 @@ def _own_setting_hint(error_line: str, point: Point | None) -> str:
     )
 
 
-CHECK_NOTE = "harness.probe: harness plan's check run "
-"""How the probe starts a line that says what it changed in `harness plan`'s check run (a
-framework's validation skipped: adapters' before_loop), which plan passes on to the user."""
-
-
 def check_notes(ended: Ended) -> list[str]:
-    """The probe's own notes on the check run, as the script's stderr carried them (its tail's
-    lines, joined by " | "), without the probe's prefix."""
-    return [
-        part.strip().removeprefix("harness.probe: ")
-        for part in ended.stderr_tail.split(" | ")
-        if part.strip().startswith(CHECK_NOTE)
-    ]
+    """The probe's own notes on the check run (a framework's validation skipped), as it told
+    them to the job (its report file: whole, however much the script printed after them),
+    without the probe's prefix."""
+    return [note.removeprefix("harness.probe: ") for note in ended.notes]
 
 
 def check_warning(ended: Ended) -> str:

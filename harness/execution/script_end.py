@@ -50,6 +50,9 @@ class Ended:
     """The batches the point's loop receives, as its loader's len() says (loop_length)."""
     timed_out: bool = False
     """It was stopped at the time limit it was given (`harness plan`'s check run)."""
+    notes: tuple[str, ...] = ()
+    """The probe's notes on `harness plan`'s check run (what it changed there), whole, as it
+    told them to the job (ProbeJob.note), in the order said."""
     probe_ended: str = ""
     """Why the probe ended the script itself ("": it did not): where the script still exited
     with an error, something raised over the probe's SystemExit (a framework's teardown)."""

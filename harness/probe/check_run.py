@@ -2,7 +2,8 @@
 library as it is imported (`before_loop`: a framework's own work that runs before it asks for
 the loader, such as a validation pass), so that the run reaches `probe.measure` having neither
 trained nor validated. The script may import the library before or after the probe: a module
-already imported is changed at once, one imported later as its import ends."""
+already imported is changed at once, one imported later as its import ends. What a change says
+it did (an adapter's `note`) is told to the job too, for `harness plan` to show."""
 
 from __future__ import annotations
 
@@ -13,13 +14,18 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
+from harness.adapters import base
 from harness.adapters import registry as adapters
+from harness.execution.probe_job import ProbeJob
 
 Change = Callable[[Any], None]
 
 
-def install() -> None:
-    """Every adapter's changes, made now or as their modules are imported."""
+def install(job: ProbeJob | None = None) -> None:
+    """Every adapter's changes, made now or as their modules are imported; their notes told to
+    `job` (its report file) as well as said on stderr."""
+    if job is not None:
+        base.NOTE_HEARERS.append(job.note)
     changes: dict[str, Change] = {}
     for asked in adapters.every(lambda adapter: adapter.before_loop()):
         changes.update(asked)

@@ -126,4 +126,4 @@ def say_imported() -> None:
     if job is not None and job.check:
         from harness.probe import check_run
 
-        check_run.install()  # a framework's validation before the loop, skipped
+        check_run.install(job)  # a framework's validation before the loop, skipped

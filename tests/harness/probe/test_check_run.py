@@ -60,3 +60,25 @@ def test_lightnings_adapter_skips_the_trainers_sanity_validation() -> None:
     asked = Lightning().before_loop()
     assert asked is not None
     assert set(asked) == {"lightning.pytorch.trainer.trainer", "pytorch_lightning.trainer.trainer"}
+
+
+def test_a_note_of_a_change_reaches_harness_plan_through_the_jobs_report(
+    library: str, harnessed, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:  # type: ignore[no-untyped-def]
+    """A change's note (a validation skipped) is said on stderr and told to the check run's job,
+    whose report file `harness plan` reads it from whole (check_notes), spaces and all."""
+    from harness.adapters import base
+    from harness.execution.script import _reported
+    from harness.execution.script_check import check_notes
+    from harness.execution.script_end import Ended
+    from harness.probe import handshake
+    from tests.harness.probe.common import script_point
+
+    monkeypatch.setattr(base, "NOTE_HEARERS", [])
+    job = harnessed(script_point(), check=True)
+    handshake.say_imported()  # as `import harness.probe` does: the check run's changes installed
+    line = "harness.probe: harness plan's check run skips the framework's validation: 100% | done"
+    base.note(line)
+    assert capfd.readouterr().err == line + "\n"
+    ended = Ended(returncode=0, stderr_tail="", **_reported(job.report_path))
+    assert check_notes(ended) == ["harness plan's check run skips the framework's validation: 100% | done"]
