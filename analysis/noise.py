@@ -54,7 +54,7 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 CONFIDENCE = 0.95
@@ -135,6 +135,10 @@ def variance(values: Sequence[float]) -> float:
     """statistics.variance to the last bit (the exact variance of the floats, rounded once),
     in integers rather than its Fractions: a report judges every point of a sweep with it,
     and Fractions took a third of the time of a report of 10,000 points."""
+    if len(values) == 2:
+        exact = _variance_of_two(*values)
+        if exact is not None:
+            return exact
     if len(values) < 2 or not all(type(v) is float and math.isfinite(v) for v in values):
         return statistics.variance(values)
     ratios = [v.as_integer_ratio() for v in values]  # each denominator a power of two
@@ -146,6 +150,30 @@ def variance(values: Sequence[float]) -> float:
         return (n * squares - total * total) / ((n * (n - 1)) << (2 * shift))
     except OverflowError:  # beyond a float: statistics says so its own way
         return statistics.variance(values)
+
+
+_SMALLEST_NORMAL = 2.2250738585072014e-308
+
+
+def _variance_of_two(a: float, b: float) -> float | None:
+    """The variance of two floats, (a − b)² / 2, rounded once as variance() rounds it, where
+    a − b is exact (the runs of a point: their logs lie within a factor 2 of each other, and
+    so their difference is exact); None where it is not, or the square is not normal. A
+    report computes it for every point of 2 runs (100,000 in issue #36's), and the integers
+    cost ten times more."""
+    if type(a) is not float or type(b) is not float:
+        return None
+    d = a - b
+    # Knuth's TwoSum: the rounding error of a − b, exactly; 0 when a − b is exact.
+    back = d - a
+    if (a - (d - back)) + (-b - back) != 0 or not math.isfinite(d):
+        return None
+    square = d * d  # d² rounded once; halving it is exact while it stays normal
+    if square == 0:
+        return 0.0
+    if not 2 * _SMALLEST_NORMAL <= square < math.inf:
+        return None
+    return square / 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,6 +344,49 @@ def ratio_by_pass(
     return paired_ratio([x for x, _ in pairs], [y for _, y in pairs])
 
 
+def ratios_by_pass(
+    a: Sequence[float], a_passes: Sequence[Pass], others: Iterable[tuple[Sequence[float], Sequence[Pass]]]
+) -> Iterator[Estimate]:
+    """ratio_by_pass(a, b, a_passes, b_passes) for each (b, b_passes) of `others`, the same
+    Estimates to the bit, with A's runs prepared once: a report judges every point of a group
+    against its best (100,000 points in issue #36's), and A's logs, side and passes were most
+    of the time of each judgement."""
+    a_by = _one_per_pass(a, a_passes, True) if len(a_passes) == len(a) else None
+    la = [math.log(x) for x in a if _positive(x)]
+    side_a = _side(la) if la else None
+    for b, b_passes in others:
+        if a_by is not None and len(b_passes) == len(b):
+            pairs = _shared_passes(a_by, _one_per_pass(b, b_passes, True), len(a), len(b))
+            if pairs is not None:
+                yield paired_ratio([x for x, _ in pairs], [y for _, y in pairs])
+                continue
+        lb = [math.log(y) for y in b if _positive(y)]
+        if side_a is None or not lb:
+            raise ValueError("independent_ratio needs at least one positive value on each side")
+        # _hodges_lehmann(lb, la): statistics.median of the differences, as it computes it.
+        differences = sorted([y - x for x in la for y in lb])
+        half = len(differences) // 2
+        center = differences[half] if len(differences) % 2 else (differences[half - 1] + differences[half]) / 2
+        yield _ratio_estimate(side_a, _side(lb), center)
+
+
+def _ratio_estimate(a: _Side, b: _Side, center: float) -> Estimate:
+    """_estimate((a, b), center, shift=False), inline for two sides: the same operations in the
+    same order (sum() over floats adds them to 0 one by one; _welch_df's terms likewise)."""
+    n = min(a.n, b.n)
+    if n < 2:
+        return Estimate(math.exp(center), None, None, n, False, (a, b), False)
+    total = 0 + a.var + b.var
+    parts: float = 0
+    if a.df > 0:
+        parts = parts + a.var**2 / a.df
+    if b.df > 0:
+        parts = parts + b.var**2 / b.df
+    df = float(min(a.df, b.df)) if total == 0 or parts == 0 else total**2 / parts
+    half = t_quantile(max(1.0, df)) * math.sqrt(total)
+    return Estimate(math.exp(center), math.exp(center - half), math.exp(center + half), n, False, (a, b), False)
+
+
 def shift_by_pass(
     a: Sequence[float],
     b: Sequence[float],
@@ -344,11 +415,19 @@ def pairs_by_pass(
     Runs of the other side without a partner are left out of the paired judgement."""
     if len(a_passes) != len(a) or len(b_passes) != len(b):
         return None
-    a_by, b_by = _one_per_pass(a, a_passes, positive), _one_per_pass(b, b_passes, positive)
+    return _shared_passes(
+        _one_per_pass(a, a_passes, positive), _one_per_pass(b, b_passes, positive), len(a), len(b)
+    )
+
+
+def _shared_passes(
+    a_by: dict[str, float] | None, b_by: dict[str, float] | None, a_runs: int, b_runs: int
+) -> list[tuple[float, float]] | None:
+    """pairs_by_pass from each side's run per pass (_one_per_pass) and its count of runs."""
     if a_by is None or b_by is None:
         return None
     shared = [k for k in a_by if k in b_by]
-    if len(shared) < 2 or len(shared) < min(len(a), len(b)):
+    if len(shared) < 2 or len(shared) < min(a_runs, b_runs):
         return None
     return [(a_by[k], b_by[k]) for k in shared]
 

@@ -1,7 +1,7 @@
 """How long the analysis takes on 10,000 points of results, against a plain pandas.concat.
 
     .venv/bin/python benchmarks/analysis_scale.py [--points 10000] [--repeats 2] [--keep DIR] [--profile]
-                                                  [--plain-sample N]
+                                                  [--plain-sample N] [--reuse DIR]
 
 Writes the result folders of `--points` points (spread over 4 sweeps, 2 node types, 8 nodes;
 one rank file per point, `--repeats` rows each, a meta-rank0.json and a plan.json per sweep)
@@ -24,6 +24,10 @@ then measures, in this one run:
 Each report starts as a report in a process of its own would: analysis.noise's cache of the
 points' runs, which the reports before would have filled, is emptied first. The load average
 is printed beside the figures: the machine's other work counts.
+
+With --reuse DIR, the results a run with `--keep DIR` wrote are measured again instead of
+written anew (100,000 point folders take minutes to write): its consolidated files are
+deleted first, so that "first" is a first report again.
 
 With --profile, the top entries of cProfile's profile of the second report (cumulative time).
 Torch-free, like the analysis: runs on a login node. The target is under 10 s for 100,000
@@ -147,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--points", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--keep", type=Path, help="write the results here and keep them")
+    parser.add_argument(
+        "--reuse", type=Path, metavar="DIR", help="measure the results a run with --keep DIR wrote"
+    )
     parser.add_argument("--profile", action="store_true", help="print the report's top cProfile entries")
     parser.add_argument(
         "--plain-sample", type=int, metavar="N", help="time plain on N files and extrapolate to all"
@@ -154,10 +161,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="analysis-scale-") as tmp:
-        root = args.keep or Path(tmp)
-        started = time.perf_counter()
-        generate(root, args.points, args.repeats)
-        print(f"wrote {args.points} points × {args.repeats} repeats in {time.perf_counter() - started:.1f} s")
+        root = args.reuse or args.keep or Path(tmp)
+        if args.reuse:
+            removed = _forget_consolidated(args.reuse)
+            print(f"reusing {args.reuse} ({removed} consolidated files deleted)")
+        else:
+            started = time.perf_counter()
+            generate(root, args.points, args.repeats)
+            print(f"wrote {args.points} points × {args.repeats} repeats in {time.perf_counter() - started:.1f} s")
 
         started = time.perf_counter()
         files = sorted(root.glob("*/*/points/*/rank*.csv"))
@@ -196,6 +207,15 @@ def main(argv: list[str] | None = None) -> int:
         pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(PROFILE_ENTRIES)
         print(out.getvalue().split("\n\n", 1)[-1].rstrip())
     return 0 if max(report_s, gpu_s) < 10 else 1
+
+
+def _forget_consolidated(root: Path) -> int:
+    """Delete the sweeps' consolidated files (and what is kept beside them) under root."""
+    removed = 0
+    for path in root.glob("*/*/consolidated-*"):
+        path.unlink()
+        removed += 1
+    return removed
 
 
 def _timed(make: Callable[[], Report], profile: cProfile.Profile | None = None) -> tuple[float, Report]:

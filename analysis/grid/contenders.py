@@ -62,7 +62,8 @@ def contenders(summary: pd.DataFrame, margin: float = noise.MARGIN) -> dict[str,
             continue
         best = _choice(rows.loc[rows["samples_per_s"].idxmax()], [])
         judged = _judged(best, rows, margin, records=g.records)
-        by_cost = [str(g.records[i]["point_id"]) for i in _cost_order(rows)]
+        point_ids = g.records.column("point_id")
+        by_cost = [str(point_ids[i]) for i in _cost_order(rows)]
         # The cheapest proven tied (the best where none is): only a cheaper one can be the answer.
         settled = next(
             n

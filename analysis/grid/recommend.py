@@ -43,6 +43,7 @@ import pandas as pd
 from analysis import noise
 from analysis.aggregate import LOADER_COLUMNS, WORKLOAD_COLUMNS, table_rows
 from analysis.grid.deciding import ToDecide, to_decide
+from analysis.grid.records import Records
 from analysis.ladder.verdict_text import SHARD_FIX
 from harness_schema.settings import WORKER_ONLY
 
@@ -319,8 +320,8 @@ class _Group:
     sweep_dir: str
     rows: pd.DataFrame
     """The points that can be ranked: every run ok on every rank."""
-    records: list[dict[str, Any]]
-    """`rows` as _records gives them, in their order."""
+    records: Records
+    """`rows` as Records gives them, in their order."""
     unranked: tuple[tuple[Row, str], ...]
     """The others, each with why."""
     complete: pd.DataFrame
@@ -335,15 +336,15 @@ def _groups(chosen: pd.DataFrame) -> Iterator[_Group]:
     shown_by_sweep = {s: _shown_settings(rows) for s, rows in chosen.groupby("sweep_dir")}
     for (group, sweep_dir), rows in chosen.groupby(["group", "sweep_dir"], sort=True):
         merged, hidden, notes = _merge_identical(rows)
-        records = _records(merged)
-        reasons = [_unranked_reason(row) for row in records]
-        ranked = merged[[not r for r in reasons]]
+        records = Records.of(merged)
+        reasons = _unranked_reasons(records)
+        kept = [i for i in range(len(records)) if i not in reasons]
         yield _Group(
             group=str(group),
             sweep_dir=str(sweep_dir),
-            rows=ranked,
-            records=[row for row, r in zip(records, reasons, strict=True) if not r],
-            unranked=tuple((row, r) for row, r in zip(records, reasons, strict=True) if r),
+            rows=merged if not reasons else merged.iloc[kept],
+            records=records.take(kept),
+            unranked=tuple((records[i], r) for i, r in reasons.items()),
             complete=merged[_every_rank(merged)],
             shown=[c for c in shown_by_sweep[sweep_dir] if c not in hidden],
             notes=(*notes, *shared_machine(rows), *idle_workers(rows)),
@@ -391,6 +392,17 @@ def idle_workers(rows: pd.DataFrame) -> list[str]:
         "their idle workers gain nothing; a stream with fewer shards than workers needs more "
         f"shards, not more workers ({SHARD_FIX})"
     ]
+
+
+def _unranked_reasons(records: Records) -> dict[int, str]:
+    """Position -> why, for the rows that cannot be ranked (_unranked_reason), in their order;
+    asked only of the rows that may have a reason (failed runs, or fewer ranks than the world):
+    the others have none."""
+    n = len(records)
+    failed = records.columns.get("failed_runs", [0] * n)
+    ranks, world = records.column("ranks"), records.column("world_size")
+    maybe = (i for i in range(n) if (failed[i] or 0) or ranks[i] < world[i])
+    return {i: r for i in maybe if (r := _unranked_reason(records[i]))}
 
 
 def _unranked_reason(row: Row) -> str:
@@ -480,19 +492,20 @@ def _recommendation(g: _Group, zero: pd.DataFrame) -> Recommendation:
     best = _choice(rows.loc[rows["samples_per_s"].idxmax()], shown)
     judged = _judged(best, rows, records=g.records)
     tied = {p for p, (_, in_tie) in judged.items() if in_tie}
-    by_cost = [g.records[i] for i in _cost_order(rows)]
-    cheapest = next(i for i, row in enumerate(by_cost) if row["point_id"] in tied)
+    by_cost = _cost_order(rows)
+    point_ids = g.records.column("point_id")
+    cheapest = next(n for n, i in enumerate(by_cost) if point_ids[i] in tied)
     open_ = [
-        Undecided(_choice(row, shown), ratio, ratio.runs_needed(), cheaper=n < cheapest)
-        for n, row in enumerate(by_cost)
-        if (ratio := judged[row["point_id"]][0]) is not None
+        Undecided(_choice(g.records[i], shown), ratio, ratio.runs_needed(), cheaper=n < cheapest)
+        for n, i in enumerate(by_cost)
+        if (ratio := judged[point_ids[i]][0]) is not None
         and ratio.judge() in (noise.UNDECIDED, noise.HIGHER)
         and (n < cheapest or (ratio.high is not None and ratio.high > 1 + noise.MARGIN))
     ]
     return dataclasses.replace(
         unranked,
         best=best,
-        cheapest=_choice(by_cost[cheapest], shown),
+        cheapest=_choice(g.records[by_cost[cheapest]], shown),
         tied=len(tied),
         tested=best.runs > 1 and all(r is None or r.tested for r, _ in judged.values()),
         undecided=tuple(u for u in open_ if u.cheaper),
@@ -522,24 +535,29 @@ def _judged(
     rows: pd.DataFrame,
     margin: float = noise.MARGIN,
     *,
-    records: list[dict[str, Any]] | None = None,
+    records: Records | None = None,
 ) -> dict[str, tuple[noise.Estimate | None, bool]]:
     """Per point: its samples/s over the best's (None for the best itself) and whether it is
     tied with the best: its interval inside the margin; with one run on a side (untested),
-    within WITHIN of the best stands in. `records`: _records(rows), where made already."""
+    within WITHIN of the best stands in. `records`: Records.of(rows), where made already."""
     out: dict[str, tuple[noise.Estimate | None, bool]] = {}
-    for row, rate in zip(_records(rows) if records is None else records, rows["samples_per_s"], strict=True):
-        point_id = row["point_id"]
+    records = Records.of(rows) if records is None else records
+    point_ids = records.column("point_id")
+    rates = records.column("run_samples_per_s")
+    passes = records.columns.get("run_passes", [None] * len(records))
+    others = [i for i, p in enumerate(point_ids) if p != best.point_id]
+    # Choice.against without making the Choice (one per point of the group), the best's runs
+    # prepared once for all of them.
+    ratios = noise.ratios_by_pass(
+        best.run_samples_per_s,
+        best.run_passes,
+        ((tuple(float(v) for v in rates[i]), _as_passes(passes[i])) for i in others),
+    )
+    for point_id, rate in zip(point_ids, rows["samples_per_s"].tolist(), strict=True):
         if point_id == best.point_id:
             out[str(point_id)] = (None, True)
             continue
-        # Choice.against without making the Choice (one per point of the group).
-        ratio = noise.ratio_by_pass(
-            best.run_samples_per_s,
-            tuple(float(v) for v in row["run_samples_per_s"]),
-            best.run_passes,
-            _passes(row),
-        )
+        ratio = next(ratios)
         judgement = ratio.judge(margin)
         if judgement == noise.NOT_TESTED:
             out[str(point_id)] = (ratio, rate >= (1 - margin) * best.samples_per_s)
@@ -576,7 +594,8 @@ def undecided_points(
             continue
         best = _choice(rows.loc[rows["samples_per_s"].idxmax()], [])
         judged = _judged(best, rows, margin, records=g.records)
-        by_cost = [g.records[i]["point_id"] for i in _cost_order(rows)]
+        point_ids = g.records.column("point_id")
+        by_cost = [point_ids[i] for i in _cost_order(rows)]
         cheapest = next(i for i, p in enumerate(by_cost) if judged[p][1])
         for n, point_id in enumerate(by_cost):
             ratio, _ = judged[point_id]
@@ -628,23 +647,7 @@ def _shown_settings(rows: pd.DataFrame) -> list[str]:
 
 
 Row: TypeAlias = pd.Series | dict[str, Any]
-"""A summary row: a Series, or one of _records' dicts."""
-
-
-_READ = (
-    *("point_id", "jobid", "point_index", "samples_per_s", "run_samples_per_s", "run_passes"),
-    *("cpu_memory_gb", "pooled", "failed_runs", "all_runs", "ranks", "world_size", "run_seconds"),
-    *("sequence_step", *LOADER_COLUMNS, *WORKLOAD_COLUMNS),
-)
-"""What _choice and _unranked_reason read of a row: its settings shown, its figures and runs."""
-
-
-def _records(rows: pd.DataFrame) -> list[dict[str, Any]]:
-    """The rows as dicts of the Python values of the columns read (_READ), as iterrows gives
-    them: a row Series each cost most of the time of recommending on 10,000 points."""
-    columns = [c for c in _READ if c in rows.columns]
-    values = [rows[c].tolist() for c in columns]
-    return [dict(zip(columns, row, strict=True)) for row in zip(*values, strict=True)]
+"""A summary row: a Series, or one of Records' dicts."""
 
 
 def _choice(row: Row, shown: list[str]) -> Choice:
@@ -664,7 +667,10 @@ def _choice(row: Row, shown: list[str]) -> Choice:
 
 def _passes(row: Row) -> tuple[noise.Pass, ...]:
     """The row's run_passes (none in a frame made before passes: then nothing is paired)."""
-    passes = row.get("run_passes")
+    return _as_passes(row.get("run_passes"))
+
+
+def _as_passes(passes: Any) -> tuple[noise.Pass, ...]:
     return tuple(passes) if isinstance(passes, tuple) else ()
 
 

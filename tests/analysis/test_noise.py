@@ -235,3 +235,51 @@ def test_the_variance_is_statistics_variance_to_the_last_bit() -> None:
         values = [rng.gauss(rng.choice([0.0, 5.7]), rng.choice([1e-6, 0.01, 1.0])) * scale for _ in range(n)]
         assert noise.variance(values) == statistics.variance(values)
     assert noise.variance([1.0, 1.0]) == 0.0 and noise.variance([2, 4]) == statistics.variance([2, 4])
+
+
+def test_the_variance_of_two_is_statistics_variance_to_the_last_bit() -> None:
+    """The shortcut for two runs (an exact difference, squared and halved) against Fractions,
+    on the logs of runs, on differences that are not exact, and on the extremes."""
+    rng = random.Random(1)
+    for _ in range(5000):
+        center = rng.choice([math.log(rng.uniform(1, 5000)), 1e-300, 1e300, 0.0, 3.0])
+        a = center + rng.gauss(0, rng.choice([1e-9, 0.01, 1.0, 100.0]))
+        b = rng.choice([center, -center, a, a * (1 + 2**-52)]) + rng.gauss(0, 0.01)
+        _assert_same_variance(a, b)
+    for a, b in [(5e-324, 0.0), (1e308, -1e308), (1.5e-154, 0.0), (0.1, 0.3), (-0.0, 0.0), (1e16, 1.0)]:
+        _assert_same_variance(a, b)
+
+
+def _assert_same_variance(a: float, b: float) -> None:
+    try:
+        expected = statistics.variance([a, b])
+    except OverflowError:  # beyond a float: both say so
+        with pytest.raises(OverflowError):
+            noise.variance([a, b])
+        return
+    assert noise.variance([a, b]) == expected, (a, b)
+
+
+def test_ratios_against_one_side_are_ratio_by_pass_to_the_bit() -> None:
+    """ratios_by_pass (the best's runs prepared once, as the recommendation judges a group)
+    gives ratio_by_pass's Estimates, equal field by field: paired, independent, one run,
+    a side with passes of its own, and the error of a side with no positive run."""
+    rng = random.Random(2)
+    kinds = set()
+    passes = [None, "s#0", "s#1", "s#2", "s#3"]
+    for _ in range(300):
+        n = rng.choice([1, 2, 3, 5])
+        a = [rng.uniform(90, 110) for _ in range(n)]
+        a_passes = rng.choice([(), tuple(passes[1 : n + 1]), (None,) * n])
+        others = []
+        for _ in range(20):
+            m = rng.choice([1, 2, 3, 4, 6])
+            b = [rng.uniform(80, 120) * rng.choice([1, 1, 0.5]) for _ in range(m)]
+            b_passes = rng.choice([(), tuple(rng.sample(passes[1:], min(m, 4)))[:m], (None,) * m])
+            others.append((tuple(b), b_passes))
+        got = list(noise.ratios_by_pass(a, a_passes, others))
+        assert got == [noise.ratio_by_pass(a, b, a_passes, bp) for b, bp in others]
+        kinds |= {(r.paired, r.tested) for r in got}
+    assert kinds == {(True, True), (False, True), (False, False)}
+    with pytest.raises(ValueError, match="at least one positive value on each side"):
+        list(noise.ratios_by_pass([1.0, 2.0], (), [((0.0, -1.0), ())]))
