@@ -366,7 +366,8 @@ def ratios_by_pass(
         # _hodges_lehmann(lb, la): statistics.median of the differences, as it computes it.
         differences = sorted([y - x for x in la for y in lb])
         half = len(differences) // 2
-        center = differences[half] if len(differences) % 2 else (differences[half - 1] + differences[half]) / 2
+        odd = len(differences) % 2
+        center = differences[half] if odd else (differences[half - 1] + differences[half]) / 2
         yield _ratio_estimate(side_a, _side(lb), center)
 
 
@@ -384,7 +385,8 @@ def _ratio_estimate(a: _Side, b: _Side, center: float) -> Estimate:
         parts = parts + b.var**2 / b.df
     df = float(min(a.df, b.df)) if total == 0 or parts == 0 else total**2 / parts
     half = t_quantile(max(1.0, df)) * math.sqrt(total)
-    return Estimate(math.exp(center), math.exp(center - half), math.exp(center + half), n, False, (a, b), False)
+    low, high = math.exp(center - half), math.exp(center + half)
+    return Estimate(math.exp(center), low, high, n, False, (a, b), False)
 
 
 def shift_by_pass(

@@ -168,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             started = time.perf_counter()
             generate(root, args.points, args.repeats)
-            print(f"wrote {args.points} points × {args.repeats} repeats in {time.perf_counter() - started:.1f} s")
+            took = time.perf_counter() - started
+            print(f"wrote {args.points} points × {args.repeats} repeats in {took:.1f} s")
 
         started = time.perf_counter()
         files = sorted(root.glob("*/*/points/*/rank*.csv"))

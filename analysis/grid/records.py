@@ -27,7 +27,7 @@ class Records(Sequence[dict[str, Any]]):
     """The rows of a frame as the Python values of the columns read (READ), as iterrows gives
     them; `records[i]` is row i as a dict, made when asked."""
 
-    __slots__ = ("columns", "_length")
+    __slots__ = ("_length", "columns")
 
     def __init__(self, columns: dict[str, list[Any]], length: int) -> None:
         self.columns = columns
