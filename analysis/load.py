@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import row_files
+from analysis import consolidated as consolidated_file
+from analysis import listing, row_files
 from analysis.cells import Cells
 from analysis.typed_rows import measured, typed
 from harness_schema.reading import UnreadableFile, read_row_file
@@ -63,7 +64,7 @@ def load_results(paths: Iterable[str | Path], *, consolidated: bool = True, refr
     same as when every file is read. `refresh`: write that file again for the sweeps whose
     points were all listed, where some of their rank files had to be read (`harness report`
     does; a read-only folder is left as it is)."""
-    found = row_files.find(paths)
+    found = row_files.find(paths, listings=consolidated)
     problems = list(found.problems)
     cells = Cells([str(f) for f in found.files])
     fresh = cells.take_consolidated(found.whole if refresh else set(), use=consolidated)
@@ -80,7 +81,16 @@ def load_results(paths: Iterable[str | Path], *, consolidated: bool = True, refr
         return Loaded(rows=empty, problems=problems, files=len(found.files), profiled=found.profiled)
     if refresh:
         cells.write_consolidated(table)
+        _write_listings(found)
     rows = typed(table, cells)
     return Loaded(
         rows=measured(rows, problems), problems=problems, files=len(found.files), profiled=found.profiled
     )
+
+
+def _write_listings(found: row_files.Found) -> None:
+    """Write the listing of each sweep listed whole where it changed, as its consolidated file
+    is written: only for sweeps of consolidated.MIN_FILES point folders or more."""
+    for sweep, (listed, changed) in found.listings.items():
+        if changed and sweep in found.whole and len(listed.points) >= consolidated_file.MIN_FILES:
+            listing.write(sweep, listed)

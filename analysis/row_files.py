@@ -11,9 +11,10 @@ from __future__ import annotations
 import glob
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from analysis import listing
 from harness_schema.layout import ROW_FILE
 
 
@@ -35,13 +36,19 @@ class Found:
     not some of its points or files): only those are consolidated."""
     profiled: dict[str, list[str]]
     """Per sweep of `whole`: its point folders with a `profile` entry."""
+    listings: dict[str, tuple[listing.Listing, bool]] = field(default_factory=dict)
+    """Per sweep of `whole`, with `listings`: its listing (analysis/listing.py), and whether it
+    differs from the one kept (to write it again)."""
 
 
-def find(paths: Iterable[str | Path]) -> Found:
+def find(paths: Iterable[str | Path], *, listings: bool = False) -> Found:
+    """`listings`: take each sweep's listing of its point folders (analysis/listing.py) where
+    the folders' times say nothing changed, rather than listing every point folder."""
     files: list[str] = []
     problems: list[str] = []
     whole: set[str] = set()
     profiled: dict[str, list[str]] = {}
+    listed: dict[str, tuple[listing.Listing, bool]] | None = {} if listings else None
     for given in paths:
         matches = [Path(m) for m in sorted(glob.glob(str(given)))] or [Path(given)]
         for path in matches:
@@ -51,20 +58,26 @@ def find(paths: Iterable[str | Path]) -> Found:
                 else:
                     problems.append(f"{path}: not a rank<k>.csv row file; skipped")
             elif path.is_dir():
-                found = _rank_files(str(path), whole, profiled)  # str(Path): a normalised folder
+                found = _rank_files(str(path), whole, profiled, listed)  # str(Path): a normalised folder
                 if not found:
                     problems.append(f"{path}: no result rows (points/<id>/rank<k>.csv) under it")
                 files.extend(found)
             else:
                 problems.append(f"{path}: no such file or folder")
-    return Found(sorted(set(files)), problems, whole, profiled)
+    return Found(sorted(set(files)), problems, whole, profiled, listed or {})
 
 
-def _rank_files(root: str, whole: set[str], profiled: dict[str, list[str]]) -> list[str]:
+def _rank_files(
+    root: str,
+    whole: set[str],
+    profiled: dict[str, list[str]],
+    listed: dict[str, tuple[listing.Listing, bool]] | None = None,
+) -> list[str]:
     """points/<id>/rank<k>.csv at any depth under root; rank<k>.csv in root itself when there
     are none (a point folder, or rows copied into a folder). os.scandir on strings: pathlib's
     glob costs several times more on 10,000 point folders. Adds to `whole` the sweeps whose
-    points folder was listed, and to `profiled` their point folders with a `profile` entry."""
+    points folder was listed, and to `profiled` their point folders with a `profile` entry;
+    with `listed`, takes the sweeps' listings where unchanged, and adds them to it."""
     found: list[str] = []
     stack = [(root, 0)]
     while stack:
@@ -72,8 +85,16 @@ def _rank_files(root: str, whole: set[str], profiled: dict[str, list[str]]) -> l
         if os.path.basename(folder) == "points":
             sweep = os.path.dirname(folder) or "."
             traced = profiled.setdefault(sweep, [])
-            for point in _subfolders(folder):
-                found.extend(_rank_names(point, traced))
+            if listed is None:
+                for point in _subfolders(folder):
+                    found.extend(_rank_names(point, traced))
+            else:
+                listed[sweep] = listing.list_points(folder, listing.read(sweep))
+                for name, (_, ranks, has_profile) in listed[sweep][0].points.items():
+                    point = _join(folder, name)
+                    if has_profile:
+                        traced.append(point)
+                    found.extend(_join(point, rank) for rank in ranks)
             whole.add(sweep)
             continue
         if depth < MAX_DEPTH:
@@ -81,7 +102,7 @@ def _rank_files(root: str, whole: set[str], profiled: dict[str, list[str]]) -> l
     return found or _rank_names(root)
 
 
-PROFILE_DIR = "profile"  # points/<id>/profile/: the profiler's traces (analysis/profiles.py)
+PROFILE_DIR = listing.PROFILE_DIR
 MAX_DEPTH = 8  # results root / spec / sweep / points is 3 deep; a symlink loop stops here
 
 

@@ -10,7 +10,7 @@ from analysis.aggregate import summarize
 from analysis.load import load_results
 from analysis.meta import load_meta
 from analysis.render.report import build_report
-from analysis.render.tables import JEAN_ZAY_COLUMNS, loader_tables, render, simple_table
+from analysis.render.tables import JEAN_ZAY_COLUMNS, loader_tables, render, simple_columns, simple_table
 from tests.analysis.conftest import synthetic_row, write_node_meta, write_rows
 
 
@@ -218,6 +218,10 @@ def test_the_terminal_layout_is_tabulates_simple() -> None:
     assert simple_table(headers, rows) == tabulate(
         rows, headers=headers, tablefmt="simple", disable_numparse=True
     )
+    # Column by column (what render uses), the same text; and with no row.
+    columns = [list(column) for column in zip(*rows, strict=True)]
+    assert simple_columns(headers, columns) == simple_table(headers, rows)
+    assert simple_columns(headers, [[], [], []]) == simple_table(headers, [])
 
 
 def test_workers_that_delivered_nothing_get_a_column_only_where_some_did(tmp_path: Path) -> None:
