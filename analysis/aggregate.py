@@ -304,9 +304,10 @@ def _pass_labels(runs: pd.DataFrame) -> pd.Series:
     """Per run, its pass as `<sweep_dir>#<run_pass>` (passes are numbered per sweep), or None
     where the run was not measured in an interleaved pass (Slurm, results older than passes)."""
     passes = runs["run_pass"] if "run_pass" in runs else pd.Series(float("nan"), index=runs.index)
+    missing = passes.isna().tolist()  # pd.isna of each, in one call
     labels = [
-        None if pd.isna(number) else f"{sweep}#{int(number)}"
-        for sweep, number in zip(runs["sweep_dir"], passes, strict=True)
+        None if na else f"{sweep}#{int(number)}"
+        for sweep, number, na in zip(runs["sweep_dir"].tolist(), passes.tolist(), missing, strict=True)
     ]
     return pd.Series(labels, index=runs.index, dtype=object)
 

@@ -76,10 +76,12 @@ class Cells:
 
     def _take(self, sweep: str, files: list[int], held: consolidated.Held) -> set[int]:
         cut = len(sweep) + 1
+        sizes, times = self.stamps[files, 0].tolist(), self.stamps[files, 1].tolist()
+        sources, stamps = self.sources, held.stamps
         unchanged = {
-            self.sources[i][cut:]: i
-            for i in files
-            if held.stamps.get(self.sources[i][cut:]) == (self.stamps[i, 0], self.stamps[i, 1])
+            name: i
+            for i, size, mtime in zip(files, sizes, times, strict=True)
+            if stamps.get(name := sources[i][cut:]) == (size, mtime)
         }
         if not unchanged:
             return set()
@@ -125,6 +127,8 @@ class Cells:
         first_met = {h: n for n, h in enumerate(dict.fromkeys(self.header_of[np.unique(files)]))}
         group = np.array([first_met.get(h, -1) for h in range(len(self.headers))])[self.header_of[files]]
         order = np.lexsort((table.column(ROW).to_numpy(), files, group))
+        if (order[1:] > order[:-1]).all():  # in order already (one consolidated file): no copy
+            return table
         return table.take(order)
 
     def columns(self, files: np.ndarray) -> list[str]:

@@ -101,8 +101,14 @@ _TRUTH = {"True": True, "False": False, "true": True, "false": False}
 
 def _bools(raw: pa.ChunkedArray | None, n: int) -> pd.Series:
     """True, False, and NaN for anything else: bool where every cell is one of _TRUTH."""
-    texts = _texts(raw, n)
-    return texts.map(_TRUTH)
+    if raw is None or n == 0:
+        return _texts(raw, n).map(_TRUTH)
+    # Each distinct value mapped once (Series.map's own result, its dtype included), then
+    # spread over the rows: 100,000 points' rows mapped one by one took half a second.
+    encoded = pc.fill_null(raw.combine_chunks(), "").dictionary_encode()
+    values = encoded.dictionary.to_numpy(zero_copy_only=False).astype(object)
+    mapped = pd.Series(values, dtype=object).map(_TRUTH).to_numpy()
+    return pd.Series(mapped[encoded.indices.to_numpy()])
 
 
 def _texts(raw: pa.ChunkedArray | None, n: int) -> pd.Series:

@@ -551,7 +551,7 @@ def _judged(
     ratios = noise.ratios_by_pass(
         best.run_samples_per_s,
         best.run_passes,
-        ((tuple(float(v) for v in rates[i]), _as_passes(passes[i])) for i in others),
+        ((tuple(map(float, rates[i])), _as_passes(passes[i])) for i in others),
     )
     for point_id, rate in zip(point_ids, rows["samples_per_s"].tolist(), strict=True):
         if point_id == best.point_id:

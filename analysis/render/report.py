@@ -404,7 +404,7 @@ def _caveats(rows: pd.DataFrame) -> list[str]:
             "device cpu: pin_memory and non_blocking have no effect here (nothing is copied to a "
             "GPU); device_batch and host_batch measure the same thing."
         )
-    amp = set(ok["amp"].astype(str)) if not ok.empty and "amp" in ok else set()
+    amp = set(ok["amp"].astype(str).unique()) if not ok.empty and "amp" in ok else set()
     if "fp16" in amp and len(amp) > 1:
         notes.append(
             "amp fp16: the GradScaler reads its found-inf flag with .item() every step (one "
@@ -456,7 +456,7 @@ def _incomplete(rows: pd.DataFrame, plans: dict[Path, SweepPlan | None]) -> list
     if expected:
         units = rows.assign(unit=rows["rung"].astype(str) + "/" + rows["repeat"].astype(str))
         counts = units.groupby(["sweep_dir", "point_id", "source"], sort=True)["unit"].nunique()
-        for (sweep_dir, point_id, source), n in counts.items():
+        for (sweep_dir, point_id, source), n in zip(counts.index.tolist(), counts.tolist(), strict=True):
             want = expected.get((sweep_dir, point_id))
             if want and n < want:
                 out.append(
