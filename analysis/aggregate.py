@@ -26,7 +26,7 @@ Aggregation rules, in order:
 from __future__ import annotations
 
 import statistics
-from typing import Any
+from itertools import islice
 
 import numpy as np
 import pandas as pd
@@ -267,7 +267,7 @@ def over_runs(runs: pd.DataFrame) -> pd.DataFrame:
     codes = by_point.ngroup().to_numpy()
     rates = _tuples(runs["samples_per_s"], codes, summary.index)
     summary["ci95"] = pd.Series(
-        [noise.relative_half_width(r) for r in rates], index=summary.index, dtype=object
+        noise.relative_half_widths(rates.tolist()), index=summary.index, dtype=object
     ).astype(float)
     summary["run_samples_per_s"] = rates
     summary["outliers"] = _outliers(runs, rates, codes)
@@ -316,10 +316,13 @@ def _tuples(values: pd.Series, codes: np.ndarray, index: pd.Index) -> pd.Series:
     """Per group (`codes`: each row's group, numbered as `index` lists them), its values in
     the rows' order as a tuple: groupby(...).agg(tuple), in one pass rather than a Series per
     group (most of the time of summarize on 10,000 points)."""
-    out: list[list[Any]] = [[] for _ in range(len(index))]
-    for code, value in zip(codes.tolist(), values.tolist(), strict=True):
-        out[code].append(value)
-    return pd.Series([tuple(v) for v in out], index=index, dtype=object)
+    items = values.tolist()
+    if len(codes) > 1 and not (codes[1:] >= codes[:-1]).all():  # rows not grouped: group them, stably
+        order = np.argsort(codes, kind="stable")
+        items = [items[i] for i in order.tolist()]
+    sizes = np.bincount(codes, minlength=len(index)).tolist() if len(codes) else [0] * len(index)
+    rest = iter(items)
+    return pd.Series([tuple(islice(rest, size)) for size in sizes], index=index, dtype=object)
 
 
 def _outliers(runs: pd.DataFrame, rates: pd.Series, codes: np.ndarray) -> pd.Series:

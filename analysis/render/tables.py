@@ -18,7 +18,9 @@ whether the window was steady; a setting the same in every row is said once, abo
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 from tabulate import tabulate
@@ -171,7 +173,7 @@ def _shown(table: pd.DataFrame, digits: bool = True) -> pd.DataFrame:
     a blank for no value; without, only prefetch_factor's "-" (PyTorch's None, without workers)."""
     shown = table.copy()
     if "prefetch_factor" in shown:
-        shown["prefetch_factor"] = shown["prefetch_factor"].map(lambda v: "-" if pd.isna(v) else int(v))
+        shown["prefetch_factor"] = _each(shown["prefetch_factor"], "-", int)
     if not digits:
         return shown
     formats = {
@@ -199,9 +201,17 @@ def _shown(table: pd.DataFrame, digits: bool = True) -> pd.DataFrame:
                 ("" if na else spec.format(v)) for v, na in zip(values.tolist(), missing, strict=True)
             ]
     if "batch_size" in shown:
-        shown["batch_size"] = shown["batch_size"].map(lambda v: "" if pd.isna(v) else int(v))
+        shown["batch_size"] = _each(shown["batch_size"], "", int)
     # A blank cell is NaN, and stays NaN through astype(str) on pandas 3: shown as "" in every format.
     return shown.astype(object).where(shown.notna(), "")
+
+
+def _each(values: pd.Series, blank: str, make: Callable[[Any], Any]) -> pd.Series:
+    """values.map(lambda v: blank if pd.isna(v) else make(v)), with one isna for the column:
+    the cells come out the same once _shown makes every column object."""
+    missing = values.isna().tolist()
+    cells = [blank if na else make(v) for v, na in zip(values.tolist(), missing, strict=True)]
+    return pd.Series(cells, index=values.index)
 
 
 def simple_table(headers: list[str], rows: list[list[str]]) -> str:

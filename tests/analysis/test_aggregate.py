@@ -4,10 +4,11 @@ import math
 import statistics
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.aggregate import UNKNOWN_TYPE, add_nodes, summarize
+from analysis.aggregate import UNKNOWN_TYPE, _tuples, add_nodes, summarize
 from analysis.load import load_results
 from analysis.meta import load_meta
 from tests.analysis.conftest import synthetic_row, write_node_meta, write_rows
@@ -141,3 +142,16 @@ def test_a_point_of_nodes_emulated_on_one_host_gets_a_table_of_its_own() -> None
     rows["sweep_dir"] = "s"
     nodes = add_nodes(rows).drop_duplicates("point_id").set_index("point_id")["node"]
     assert dict(nodes) == {"one": "vm", "two": "vm ×2 emulated nodes"}
+
+
+def test_each_points_runs_are_gathered_in_their_order_whether_grouped_or_not() -> None:
+    """_tuples (run_samples_per_s and the like): a point's values in the rows' order, as
+    groupby(...).agg(tuple) gives them, when its rows are together and when they interleave."""
+    index = pd.Index(["a", "b", "c"])
+    values = pd.Series([1.0, 2.0, 3.0, 4.0, 5.0])
+    grouped = _tuples(values, np.array([0, 0, 1, 2, 2]), index)
+    assert grouped.tolist() == [(1.0, 2.0), (3.0,), (4.0, 5.0)]
+    interleaved = _tuples(values, np.array([0, 1, 0, 2, 1]), index)
+    assert interleaved.tolist() == [(1.0, 3.0), (2.0, 5.0), (4.0,)]
+    expected = values.groupby(np.array([0, 1, 0, 2, 1])).agg(tuple).tolist()
+    assert interleaved.tolist() == expected

@@ -283,3 +283,12 @@ def test_ratios_against_one_side_are_ratio_by_pass_to_the_bit() -> None:
     assert kinds == {(True, True), (False, True), (False, False)}
     with pytest.raises(ValueError, match="at least one positive value on each side"):
         list(noise.ratios_by_pass([1.0, 2.0], (), [((0.0, -1.0), ())]))
+
+
+def test_the_half_widths_of_many_points_are_each_points_to_the_bit() -> None:
+    """relative_half_widths (a report's ci95 column in one loop) against relative_half_width,
+    with runs of none, one, a zero, a NaN, two and more."""
+    rng = random.Random(3)
+    runs = [[rng.uniform(50, 150) for _ in range(rng.choice([0, 1, 2, 2, 3, 5, 8]))] for _ in range(500)]
+    runs += [[0.0, 100.0], [float("nan"), 100.0, 101.0], [100.0, 100.0]]
+    assert noise.relative_half_widths(runs) == [noise.relative_half_width(r) for r in runs]
