@@ -78,7 +78,7 @@ def list_points(points: str, held: Listing | None) -> tuple[Listing, bool]:
     changed = held is None or not same_names or listing.points_mtime != held.points_mtime
     known = held.points if held is not None else {}
     for name in names:
-        folder = name if points == "." else os.path.join(points, name)
+        folder = join(points, name)
         try:
             mtime = os.stat(folder).st_mtime_ns
         except OSError:
@@ -97,6 +97,16 @@ def list_points(points: str, held: Listing | None) -> tuple[Listing, bool]:
         listing.points[name] = (mtime if mtime < now - RACY_NS else UNKNOWN, ranks, PROFILE_DIR in entries)
         changed = True
     return listing, changed
+
+
+def join(folder: str, name: str) -> str:
+    """str(Path(folder) / name) for a normalised folder and a name from its listing (no
+    separator in it): os.path.join's answer, without its checks (100,000 points, twice)."""
+    if folder == ".":
+        return name
+    if os.sep != "/":
+        return os.path.join(folder, name)
+    return folder + name if folder.endswith("/") else folder + "/" + name
 
 
 def _subfolders(folder: str) -> list[str]:

@@ -125,9 +125,8 @@ def _rank_names(folder: str, traced: list[str] | None = None) -> list[str]:
     return [_join(folder, n) for n in names if ROW_FILE.match(n)]
 
 
-def _join(folder: str, name: str) -> str:
-    """str(Path(folder) / name) for a normalised folder, without pathlib."""
-    return name if folder == "." else os.path.join(folder, name)
+_join = listing.join
+"""str(Path(folder) / name) for a normalised folder, without pathlib."""
 
 
 def sweep_dir_of(row_file: Path) -> Path:

@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+import numpy as np
 import pandas as pd
 
 from analysis import noise
@@ -380,9 +381,9 @@ def idle_workers(rows: pd.DataFrame) -> list[str]:
     if "idle_workers" not in rows:
         return []
     idle = pd.to_numeric(rows["idle_workers"], errors="coerce")
-    hit = rows[idle > 0]
-    if hit.empty:
+    if not (idle > 0).any():  # the common case, without a copy of the group's rows
         return []
+    hit = rows[idle > 0]
     named = ", ".join(
         f"{row['jobid']} ({int(count)} of num_workers={int(row['num_workers'])})"
         for (_, row), count in zip(hit.iterrows(), idle[idle > 0], strict=True)
@@ -618,9 +619,9 @@ def _baseline(rows: pd.DataFrame, zero: pd.DataFrame, sweep_dir: str) -> tuple[p
     """Point 0 where every rank measured it (its surviving runs, where some failed, still
     measure it): in this group, else its median over the others (`zero`: the rows of point 0
     every rank measured, of every group)."""
-    here = rows[rows["point_index"] == 0]
-    if not here.empty:
-        return here.iloc[0], False
+    at = np.flatnonzero((rows["point_index"] == 0).to_numpy())
+    if len(at):  # the first row of point 0, without a copy of the group's rows
+        return rows.iloc[at[0]], False
     there = zero[zero["sweep_dir"] == sweep_dir]
     if there.empty:
         return None, False

@@ -456,7 +456,8 @@ def _incomplete(rows: pd.DataFrame, plans: dict[Path, SweepPlan | None]) -> list
     if expected:
         units = rows.assign(unit=rows["rung"].astype(str) + "/" + rows["repeat"].astype(str))
         counts = units.groupby(["sweep_dir", "point_id", "source"], sort=True)["unit"].nunique()
-        for (sweep_dir, point_id, source), n in zip(counts.index.tolist(), counts.tolist(), strict=True):
+        levels = [counts.index.get_level_values(k).tolist() for k in range(3)]
+        for sweep_dir, point_id, source, n in zip(*levels, counts.tolist(), strict=True):
             want = expected.get((sweep_dir, point_id))
             if want and n < want:
                 out.append(
