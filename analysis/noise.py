@@ -122,6 +122,8 @@ def clear_cache() -> None:
 def _side_of(values: tuple[float, ...]) -> _Side:
     x = sorted(values)
     n = len(x)
+    if n == 2:  # nothing trimmed: the general way below, without its lists (a point of 2 runs)
+        return _Side((n - 1) * variance(x) / 2, 1, 2)
     g = int(TRIM * n)
     h = n - 2 * g
     if n < 2:
@@ -354,13 +356,14 @@ def ratios_by_pass(
     a_by = _one_per_pass(a, a_passes, True) if len(a_passes) == len(a) else None
     la = [math.log(x) for x in a if _positive(x)]
     side_a = _side(la) if la else None
+    log = math.log
     for b, b_passes in others:
         if a_by is not None and len(b_passes) == len(b):
             pairs = _shared_passes(a_by, _one_per_pass(b, b_passes, True), len(a), len(b))
             if pairs is not None:
                 yield paired_ratio([x for x, _ in pairs], [y for _, y in pairs])
                 continue
-        lb = [math.log(y) for y in b if _positive(y)]
+        lb = [log(y) for y in b if y == y and y > 0]  # _positive, inline
         if side_a is None or not lb:
             raise ValueError("independent_ratio needs at least one positive value on each side")
         # _hodges_lehmann(lb, la): statistics.median of the differences, as it computes it.
@@ -368,7 +371,7 @@ def ratios_by_pass(
         half = len(differences) // 2
         odd = len(differences) % 2
         center = differences[half] if odd else (differences[half - 1] + differences[half]) / 2
-        yield _ratio_estimate(side_a, _side(lb), center)
+        yield _ratio_estimate(side_a, _side_of(tuple(lb)), center)
 
 
 def _ratio_estimate(a: _Side, b: _Side, center: float) -> Estimate:
