@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -46,9 +47,10 @@ def load_meta(
     records = []
     held: dict[str, HeldMeta] = {}
     changed: dict[str, int] = {}  # sweep -> files read one by one
+    parsed: dict[bytes, Any] = {}  # the points of a node share their meta's bytes: parsed once
     for sweep_dir, point_id, rank in keys.itertuples(index=False):
         name = META_FILE.format(rank=int(rank))
-        relative = os.path.join("points", str(point_id), name)
+        relative = _join("points", _join(str(point_id), name))
         if consolidated and sweep_dir not in held:
             held[sweep_dir] = _held_meta(str(sweep_dir))
         try:
@@ -60,7 +62,7 @@ def load_meta(
                 problems.append(f"{e.filename}: unreadable ({type(e).__name__}: {e}); node type unknown")
             continue
         try:
-            meta = json.loads(data)
+            meta = parsed[data] if data in parsed else parsed.setdefault(data, json.loads(data))
         except ValueError as e:
             if problems is not None:
                 path = _meta_path(str(sweep_dir), relative)
@@ -101,6 +103,13 @@ def _write_meta(sweep_dir: str, held: HeldMeta) -> None:
         consolidated.write_meta(Path(sweep_dir), held)
 
 
+def _join(folder: str, relative: str) -> str:
+    """os.path.join(folder, relative) for a relative path, without its checks (100,000 points)."""
+    if os.sep != "/" or relative.startswith("/") or not folder or folder.endswith("/"):
+        return os.path.join(folder, relative)
+    return folder + "/" + relative
+
+
 def _meta_path(sweep_dir: str, relative: str) -> Path:
     """The meta file's path: in its point folder, or the sweep folder's own where there is none
     (rows directly in a folder: tests, copies)."""
@@ -112,7 +121,7 @@ def _meta_bytes(sweep_dir: str, relative: str, held: HeldMeta | None, changed: d
     """The bytes of the point's meta file (points/<id>/meta-rank<k>.json, or the sweep folder's
     own where there is no point folder): from `held` where its size and time are the same, else
     read (and put in `held`, counted in `changed`)."""
-    path = os.path.join(sweep_dir, relative)
+    path = _join(sweep_dir, relative)
     try:
         st = os.stat(path)
     except FileNotFoundError:
