@@ -351,6 +351,16 @@ def _usual(runs: pd.DataFrame, column: str) -> pd.Series:
     return top.drop_duplicates(KEY).set_index(KEY)[column]
 
 
+def varies(values: pd.Series) -> bool:
+    """values.astype(str).nunique() > 1, without making 100,000 strings where the dtype allows:
+    for bools and integers each value has its own text, and so for floats except 0.0 and -0.0
+    (equal, written apart) and NaN (text on pandas 2, "nan"; missing on 3): those take the strings."""
+    kind = values.dtype.kind if isinstance(values.dtype, np.dtype) else "O"
+    if kind in "biu" or (kind == "f" and not ((values == 0) | values.isna()).any()):
+        return bool(values.nunique() > 1)
+    return bool(values.astype(str).nunique() > 1)
+
+
 def sweep_label(sweep_dir: str) -> str:
     """How a sweep is named in a report: `<spec>/<sweep id>`, the last two parts of its folder."""
     parts = sweep_dir.replace("\\", "/").rstrip("/").split("/")

@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import noise
-from analysis.aggregate import LOADER_COLUMNS, WORKLOAD_COLUMNS, table_rows
+from analysis.aggregate import LOADER_COLUMNS, WORKLOAD_COLUMNS, table_rows, varies
 from analysis.grid.deciding import ToDecide, to_decide
 from analysis.grid.records import Records
 from analysis.ladder.verdict_text import SHARD_FIX
@@ -642,7 +642,7 @@ def _shown_settings(rows: pd.DataFrame) -> list[str]:
     varying = [
         c
         for c in [*LOADER_COLUMNS, *WORKLOAD_COLUMNS]
-        if c == "num_workers" or (workers if c in WORKER_ONLY else rows)[c].astype(str).nunique() > 1
+        if c == "num_workers" or varies((workers if c in WORKER_ONLY else rows)[c])
     ]
     return [*step, *varying]
 

@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 from tabulate import tabulate
 
-from analysis.aggregate import SAMPLED_COLUMNS, WORKLOAD_COLUMNS, table_rows
+from analysis.aggregate import SAMPLED_COLUMNS, WORKLOAD_COLUMNS, table_rows, varies
 from analysis.grid.tail import heavy_tailed
 from harness_schema import settings
 
@@ -74,7 +74,7 @@ def _columns(chosen: pd.DataFrame) -> list[str]:
     varying = [
         c
         for c in ("sequence_step", *WORKLOAD_COLUMNS)
-        if chosen[c].astype(str).nunique() > 1 or (c == "sequence_step" and (chosen[c] != "").any())
+        if varies(chosen[c]) or (c == "sequence_step" and (chosen[c] != "").any())
     ]
     tail = ["waited_share"] if chosen["waited_share"].notna().any() else []
     if heavy_tailed(chosen).any():

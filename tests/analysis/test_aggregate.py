@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.aggregate import UNKNOWN_TYPE, _tuples, add_nodes, summarize
+from analysis.aggregate import UNKNOWN_TYPE, _tuples, add_nodes, summarize, varies
 from analysis.load import load_results
 from analysis.meta import load_meta
 from tests.analysis.conftest import synthetic_row, write_node_meta, write_rows
@@ -155,3 +155,26 @@ def test_each_points_runs_are_gathered_in_their_order_whether_grouped_or_not() -
     assert interleaved.tolist() == [(1.0, 3.0), (2.0, 5.0), (4.0,)]
     expected = values.groupby(np.array([0, 1, 0, 2, 1])).agg(tuple).tolist()
     assert interleaved.tolist() == expected
+
+
+def test_a_setting_varies_as_its_text_does() -> None:
+    """varies: astype(str).nunique() > 1, whatever the dtype and the pandas (0.0 and -0.0 read
+    apart; NaN is "nan" on pandas 2, missing on 3)."""
+    cases = [
+        [1, 1, 1],
+        [1, 2],
+        [True, True],
+        [True, False],
+        [2.0, 2.0, float("nan")],
+        [float("nan"), float("nan")],
+        [0.0, -0.0],
+        [0.0, 0.0],
+        [1.5, 1.5],
+        ["a", "a"],
+        ["a", None],
+        [2, None],
+    ]
+    for values in cases:
+        series = pd.Series(values)
+        assert varies(series) == (series.astype(str).nunique() > 1), values
+    assert varies(pd.Series([0.0, -0.0])) and not varies(pd.Series([3, 3]))
