@@ -32,13 +32,12 @@ of the contenders asks only what the answer turns on, and its first round is one
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 
 from analysis import noise
 from analysis.aggregate import table_rows
 from analysis.grid.recommend import MIN_RUNS, SHARED, _choice, _cost_order, _groups, _judged
+from analysis.grid.records import Records
 
 SCREEN = 4 * noise.MARGIN
 """A one-run point within this share of the best is a contender (see the module)."""
@@ -81,15 +80,17 @@ def contenders(summary: pd.DataFrame, margin: float = noise.MARGIN) -> dict[str,
     return out
 
 
-def _unclean(rows: pd.DataFrame, records: list[dict[str, Any]]) -> set[str]:
+def _unclean(rows: pd.DataFrame, records: Records) -> set[str]:
     """The points whose runs a busy machine or a drifting window may have read low: other
     processes took SHARED of the CPU or more during their windows, or a window was not steady
     (analysis.aggregate's `steady`). Unknown (no sampler, no test of the window) counts clean."""
     shared = rows["foreign_cpu_share"] if "foreign_cpu_share" in rows else pd.Series(float("nan"), rows.index)
     steady = rows["steady"] if "steady" in rows else pd.Series(None, rows.index, dtype=object)
     return {
-        str(record["point_id"])
-        for record, share, still in zip(records, shared.tolist(), steady.tolist(), strict=True)
+        str(point_id)
+        for point_id, share, still in zip(
+            records.column("point_id"), shared.tolist(), steady.tolist(), strict=True
+        )
         if (share == share and share >= SHARED) or (still is not None and still == still and not still)
     }
 
