@@ -17,6 +17,10 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 stamp="$VENV/.harness-installed"
 want="$(cat pyproject.toml; echo "$TORCH_SPEC $MOSAIC_SPEC")"
+editable=""
+if command -v flock >/dev/null 2>&1; then
+    editable="flock pyproject.toml"
+fi
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     log="$VENV/setup.log"
     echo "mosaic_env: installing into $VENV ($TORCH_SPEC, $MOSAIC_SPEC and the harness; log: $log)" >&2
@@ -24,7 +28,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         # shellcheck disable=SC2086
         "$VENV/bin/pip" install $TORCH_SPEC
         # torch pinned by a constraint, so that Mosaic's resolver keeps the release on disk.
-        "$VENV/bin/pip" install -e ".[run]" "$MOSAIC_SPEC" \
+        # One editable install of this checkout at a time (scripts/setup.sh says why).
+        $editable "$VENV/bin/pip" install -e ".[run]" "$MOSAIC_SPEC" \
             -c <(echo "$TORCH_SPEC" | tr ' ' '\n')
         "$VENV/bin/pip" check
     } > "$log" 2>&1 || { tail -30 "$log" >&2; echo "mosaic_env: pip failed; see $log" >&2; exit 1; }

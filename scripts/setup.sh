@@ -27,6 +27,10 @@ everything="$(cat pyproject.toml; echo "$TORCH_SPEC"; echo "run,dev,libs")"
 if [ -f "$stamp" ] && [ "$EXTRAS" = run ] && [ "$(cat "$stamp")" = "$everything" ]; then
     exit 0
 fi
+editable=""
+if command -v flock >/dev/null 2>&1; then
+    editable="flock pyproject.toml"
+fi
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     # pip's chatter goes to a log, so that the commands' output stays the tables.
     log="$VENV/setup.log"
@@ -35,7 +39,9 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         "$VENV/bin/pip" install --upgrade pip
         # shellcheck disable=SC2086
         "$VENV/bin/pip" install $TORCH_SPEC
-        "$VENV/bin/pip" install -e ".[$EXTRAS]"
+        # The editable install writes pipeline_harness.egg-info beside pyproject.toml: one
+        # install at a time (scripts/test.sh installs .venv-mosaic meanwhile where flock is there to take turns).
+        $editable "$VENV/bin/pip" install -e ".[$EXTRAS]"
     } > "$log" 2>&1 || { tail -30 "$log" >&2; echo "setup: pip failed; see $log" >&2; exit 1; }
     # fail here, not later
     if [ "$EXTRAS" = run ]; then

@@ -12,13 +12,38 @@ if [ -n "${HARNESS_TEST_PYTHON:-}" ]; then
     # The harness from this checkout, in an interpreter where it is not installed.
     export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 else
-    bash scripts/setup.sh
     # MosaicML Streaming in an environment of its own (it cannot sit beside the `libs` extra),
     # for tests/harness/examples/test_mosaic.py, which skips, saying so, where it is missing.
-    bash scripts/mosaic_env.sh || echo "test.sh: no MosaicML Streaming environment (see .venv-mosaic/setup.log): test_mosaic.py will skip"
+    # Installed while .venv is (two pips keep both cores busy where one leaves one idle; their
+    # editable installs of this checkout take turns: scripts/setup.sh); its lines are printed
+    # when it is waited for, before the suite.
+    mosaic_out="$(mktemp)"
+    trap 'rm -f "$mosaic_out"' EXIT
+    if command -v flock >/dev/null 2>&1; then
+        bash scripts/mosaic_env.sh >"$mosaic_out" 2>&1 &
+        mosaic=$!
+        bash scripts/setup.sh
+    else  # without flock, the editable installs could not take turns: one after the other
+        bash scripts/setup.sh
+        bash scripts/mosaic_env.sh >"$mosaic_out" 2>&1 &
+        mosaic=$!
+    fi
     py=.venv/bin/python
 fi
 has() { "$py" -c "import $1" >/dev/null 2>&1; }
+# The browser test of the HTML report (tests/analysis/test_browser.py) needs Chromium: installed
+# here only as root on Debian when it is missing (a fresh CI machine); otherwise that test skips.
+# In the background, while the code is checked and the site built; waited for before the suite.
+chromium=""
+if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ] && ! command -v chromium >/dev/null 2>&1; then
+    echo "installing chromium for the browser test (log: /tmp/harness-chromium-install.log)"
+    {
+        { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; } \
+            >/tmp/harness-chromium-install.log 2>&1 ||
+            echo "chromium could not be installed (see the log): the browser test will be skipped"
+    } &
+    chromium=$!
+fi
 if [ -z "${HARNESS_TEST_PYTHON:-}" ] || has ruff; then
     "$py" -m ruff check harness analysis harness_schema tests benchmarks
     "$py" -m ruff format --check harness analysis harness_schema tests benchmarks
@@ -37,13 +62,16 @@ if [ -z "${HARNESS_TEST_PYTHON:-}" ] || has mkdocs; then
 else
     echo "test.sh: $py has no mkdocs: documentation build skipped (pip install -e '.[dev]')"
 fi
-# The browser test of the HTML report (tests/analysis/test_browser.py) needs Chromium: installed
-# here only as root on Debian when it is missing (a fresh CI machine); otherwise that test skips.
-if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ] && ! command -v chromium >/dev/null 2>&1; then
-    echo "installing chromium for the browser test (log: /tmp/harness-chromium-install.log)"
-    { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; } \
-        >/tmp/harness-chromium-install.log 2>&1 ||
-        echo "chromium could not be installed (see the log): the browser test will be skipped"
+# What ran in the background: the suite needs both.
+if [ -n "$chromium" ]; then
+    wait "$chromium"
+fi
+if [ -n "${mosaic:-}" ]; then
+    mosaic_status=0
+    wait "$mosaic" || mosaic_status=$?
+    cat "$mosaic_out"
+    rm -f "$mosaic_out"
+    [ "$mosaic_status" = 0 ] || echo "test.sh: no MosaicML Streaming environment (see .venv-mosaic/setup.log): test_mosaic.py will skip"
 fi
 # The suite. With arguments, pytest runs them as given. Without: the independent tests in
 # parallel (pytest-xdist: HARNESS_TEST_WORKERS processes, 3 by default, since most tests wait on
