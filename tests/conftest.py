@@ -94,6 +94,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xdist_group(name): the tests of a group run on one xdist process")
 
 
+# tryfirst: pytest-xdist's worker reads the xdist_group marks in a hook of its own (it appends
+# each test's group to its id, which --dist loadgroup schedules by), registered after this file,
+# so called before this hook unless this one goes first: the marks came too late, every group
+# was ignored, and a module's costly fixture was made once per process that ran one of its tests
+# (tests/test_install.py's venv three times, 35-38 s each, in a CI-equivalent run). pytest 9.2
+# ignores the id xdist 3.8 sets (item._nodeid): the groups need pytest < 9.2 as well.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     tests = Path(__file__).resolve().parent
     for item in items:
