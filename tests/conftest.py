@@ -79,9 +79,10 @@ def remount_read_only(mount: Path) -> None:
 
 
 # The test command (scripts/test.sh) runs the suite in two passes: the independent tests in
-# parallel (pytest-xdist), then, alone, the tests marked `serial`: those that judge a measured
-# figure (a cost injected and named by the ladder, nothing named where nothing is), which a
-# machine shared with the parallel pass would make noisier than their margins assume. The
+# parallel (pytest-xdist), then the tests marked `serial`, two at a time, and those also marked
+# `alone` with nothing beside them: the serial tests judge a measured figure (a cost injected
+# and named by the ladder, nothing named where nothing is), which a machine shared with the
+# parallel pass would make noisier than their margins assume. The
 # tests that submit to the one Slurm cluster run one after another on one xdist process. A
 # test of a real pipeline's run is `slow`, left out of the developer's quick pass (`-m "not
 # slow"`, docs/contributing.md).

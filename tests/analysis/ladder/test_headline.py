@@ -134,6 +134,7 @@ def test_room_is_the_worst_repeat_of_those_measured_on_both_sides() -> None:
 
 
 @pytest.mark.serial
+@pytest.mark.alone  # its burner would load the serial test beside it
 def test_beside_a_cpu_burner_the_injected_read_is_headlined_and_nothing_where_none_is(tmp_path: Path) -> None:
     """Two repeats, as in issue 42: 30 ms per read against a loader that falls short of the
     demand is headlined, settled or not; nothing injected, with the loader ten times the

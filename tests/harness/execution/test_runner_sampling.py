@@ -109,6 +109,7 @@ def detached_burners(count: int) -> list[int]:
 
 
 @pytest.mark.serial
+@pytest.mark.alone  # its burners hold every CPU: nothing else may measure beside them
 def test_a_machine_shared_with_a_cpu_burner_is_named_in_the_row_and_the_report(tmp_path: Path) -> None:
     """Issue 30: the samplers recorded the foreign load, but no line said the figures were taken
     on a busy machine. Two spinning processes per CPU the rank may use, outside its tree and

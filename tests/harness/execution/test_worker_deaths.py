@@ -46,6 +46,7 @@ def _rows(sweep: Path, point_id: str) -> list[dict[str, str]]:
 # Serial: in a pytest-xdist process the loop ended that process with a KeyboardInterrupt
 # ("node down: keyboard-interrupt", CI-equivalent run of session 14); alone it passes 10 of 10.
 @pytest.mark.serial
+@pytest.mark.alone  # a pytest-xdist process is what it ended: run with no xdist
 def test_a_worker_that_segfaults_fails_its_point_with_a_row_and_the_next_point_runs_every_time(
     tmp_path: Path,
 ) -> None:
