@@ -5,15 +5,15 @@ After the grid, per group (a node, or a node type) the recommendation's judgemen
 (analysis.grid.recommend) is read again, and a point is a contender when its figures sit
 within the practical margin of the best's but the runs do not settle it:
 
-- **untested** (one run on a side, the default's first round): its run lies within SCREEN of
+- **untested** (one run on a side, the default's first round): its run lies within ranking.SCREEN of
   the best's. Four times the margin: on a quiet machine runs scatter by 1-2 %, but on a
   2-core VM shared with other work one run of a configuration tied with the best read 13.6 %
   low (issue 39's grid, num_workers=8 against 4), and a contender missed is an answer lost,
   where one too many costs two runs. A point cheaper than the best whose run was not clean
-  (other processes took recommend.SHARED of the CPU or more, or its window was not steady) is
+  (other processes took machine.SHARED of the CPU or more, or its window was not steady) is
   a contender whatever its gap: beside a busy loop, one run of num_workers=4 read 24 % below
   8, its tie, and hid the answer; only a cheaper point can change it. Each is asked for
-  recommend.MIN_RUNS runs, the fewest with an interval.
+  ranking.MIN_RUNS runs, the fewest with an interval.
 - **undecided** (its interval crosses an edge of the margin) and able to change the answer:
   cheaper than the cheapest configuration proven tied with its estimate inside the margin
   (the recommendation's candidate), or possibly faster than the best by more than the margin
@@ -36,11 +36,8 @@ import pandas as pd
 
 from analysis import noise
 from analysis.aggregate import table_rows
-from analysis.grid.recommend import MIN_RUNS, SHARED, _choice, _cost_order, _groups, _judged
-from analysis.grid.records import Records
-
-SCREEN = 4 * noise.MARGIN
-"""A one-run point within this share of the best is a contender (see the module)."""
+from analysis.grid.choices import choice_of
+from analysis.grid.ranking import MIN_RUNS, against_best, cost_order, groups, screened, unclean_points
 
 
 def contenders(summary: pd.DataFrame, margin: float = noise.MARGIN) -> dict[str, int]:
@@ -55,21 +52,21 @@ def contenders(summary: pd.DataFrame, margin: float = noise.MARGIN) -> dict[str,
     out: dict[str, int] = {}
     if chosen.empty:
         return out
-    for g in _groups(chosen):
+    for g in groups(chosen):
         rows = g.rows
         if rows.empty:
             continue
-        best = _choice(rows.loc[rows["samples_per_s"].idxmax()], [])
-        judged = _judged(best, rows, margin, records=g.records)
+        best = choice_of(rows.loc[rows["samples_per_s"].idxmax()], [])
+        judged = against_best(best, rows, margin, records=g.records)
         point_ids = g.records.column("point_id")
-        by_cost = [str(point_ids[i]) for i in _cost_order(rows)]
+        by_cost = [str(point_ids[i]) for i in cost_order(rows)]
         # The cheapest proven tied (the best where none is): only a cheaper one can be the answer.
         settled = next(
             n
             for n, p in enumerate(by_cost)
             if (ratio := judged[p][0]) is None or ratio.judge(margin) == noise.WITHIN
         )
-        unclean = _unclean(rows, g.records)
+        unclean = unclean_points(rows, g.records)
         for n, point_id in enumerate(by_cost):
             runs = _asks(judged[point_id][0], margin, cheaper=n < settled, unclean=point_id in unclean)
             if runs is None:
@@ -80,30 +77,13 @@ def contenders(summary: pd.DataFrame, margin: float = noise.MARGIN) -> dict[str,
     return out
 
 
-def _unclean(rows: pd.DataFrame, records: Records) -> set[str]:
-    """The points whose runs a busy machine or a drifting window may have read low: other
-    processes took SHARED of the CPU or more during their windows, or a window was not steady
-    (analysis.aggregate's `steady`). Unknown (no sampler, no test of the window) counts clean."""
-    shared = rows["foreign_cpu_share"] if "foreign_cpu_share" in rows else pd.Series(float("nan"), rows.index)
-    steady = rows["steady"] if "steady" in rows else pd.Series(None, rows.index, dtype=object)
-    return {
-        str(point_id)
-        for point_id, share, still in zip(
-            records.column("point_id"), shared.tolist(), steady.tolist(), strict=True
-        )
-        if (share == share and share >= SHARED) or (still is not None and still == still and not still)
-    }
-
-
 def _asks(ratio: noise.Estimate | None, margin: float, *, cheaper: bool, unclean: bool = False) -> int | None:
     """The runs in all a point against the best asks for as a contender; None: not one."""
     if ratio is None:  # the best itself
         return None
     verdict = ratio.judge(margin)
     if verdict == noise.NOT_TESTED:
-        # One run far below screens a point out only where that run was clean: on a machine
-        # others held, one run of num_workers=4 read 24 % below 8 (its tie) and hid the answer.
-        return MIN_RUNS if ratio.change >= -SCREEN or (cheaper and unclean) else None
+        return None if screened(ratio, cheaper=cheaper, unclean=unclean) else MIN_RUNS
     if verdict != noise.UNDECIDED:
         return None
     # What the recommendation calls open (recommend.Recommendation.candidate and .provisional):

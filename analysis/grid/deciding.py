@@ -17,11 +17,12 @@ Torch-free, as all of analysis/.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from analysis.grid.recommend import Choice, Recommendation
+    from analysis.grid.choices import Choice, Undecided
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +61,13 @@ class ToDecide:
         )
 
 
-def to_decide(rec: Recommendation) -> ToDecide | None:
-    """What would decide the recommendation, where it is open: the candidate (the cheapest
-    cheaper configuration within the margin, not proven tied) and the challengers, each with
+def to_decide(
+    best: Choice | None, candidate: Undecided | None, challengers: Sequence[Undecided], sweep_dir: str
+) -> ToDecide | None:
+    """What would decide a recommendation, where it is open: its candidate (the cheapest
+    cheaper configuration within the margin, not proven tied) and its challengers, each with
     the best; None where nothing is open."""
-    best = rec.best
-    open_ = [u for u in (rec.candidate, *rec.challengers) if u is not None]
+    open_ = [u for u in (candidate, *challengers) if u is not None]
     if best is None or not open_:
         return None
     if any(u.runs is None for u in open_):
@@ -77,7 +79,7 @@ def to_decide(rec: Recommendation) -> ToDecide | None:
         cheapest=open_[0].choice,
         points=(*(u.choice for u in open_), best),
         more=more,
-        sweep_dir=rec.sweep_dir,
+        sweep_dir=sweep_dir,
     )
 
 

@@ -27,147 +27,45 @@ differ only there are one configuration, ranked once with their runs pooled. Sai
 shared with other work during the windows (the samplers' foreign_cpu_share, SHARED or more),
 in one line with the share; so are points whose workers delivered no batch (idle_workers),
 which ran on fewer workers than they say (more shards, not more workers).
+
+Where each part lives: a configuration and its lines in choices.py, the groups, their cost
+order and the judgement against the best in ranking.py, the machine's notes in machine.py, what
+deciding an open answer would cost in deciding.py; this module puts them together.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import html
-import statistics
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, TypeAlias
 
 import numpy as np
 import pandas as pd
 
 from analysis import noise
-from analysis.aggregate import LOADER_COLUMNS, WORKLOAD_COLUMNS, table_rows, varies
+from analysis.aggregate import table_rows
+from analysis.grid.choices import Choice, Undecided, Unranked, choice_of
 from analysis.grid.deciding import ToDecide, to_decide
-from analysis.grid.records import Records
-from analysis.ladder.verdict_text import SHARD_FIX
-from harness_schema.settings import WORKER_ONLY
+from analysis.grid.ranking import (
+    MIN_RUNS,
+    SCREEN,
+    Group,
+    against_best,
+    cost_order,
+    every_rank,
+    groups,
+    passes_pooled,
+    screened,
+    unclean_points,
+)
 
 WITHIN = noise.MARGIN
 """With one run, configurations within 5 % of the best count as tied (untested)."""
-MIN_RUNS = 3
-"""The runs a point with one run is asked for first (two give Student's t 12.7: no answer)."""
 REPEATS_HINT = (
     "leave measure.repeats out (the sweep then measures the contenders again until decided) "
     "or set it to 3 or more"
 )
 """A spec that gave repeats: 1: the default decides; a fixed count of 3 tests every point."""
-CHEAPNESS = ["num_workers", "persistent_workers", "cpu_memory_gb"]
-SHARED = 0.10
-"""Other processes took this share of the ranks' CPUs during the windows, or more: the
-recommendation says the machine was shared (an idle machine's own daemons take ~1 %)."""
-NO_EFFECT_OFF_CUDA = ("pin_memory", "non_blocking")
-"""Settings that change nothing where the device is not CUDA: the harness pins memory only for
-a CUDA device (harness/execution/ladder.py, make_loader), and a copy to the CPU is no copy."""
-
-
-@dataclass(frozen=True, slots=True)
-class Choice:
-    point_id: str
-    jobid: str
-    point_index: int
-    settings: dict[str, Any]
-    samples_per_s: float
-    run_samples_per_s: tuple[float, ...]
-    """samples/s of each run (repeats; nodes of one type with --by gpu)."""
-    cpu_memory_gb: float
-    run_passes: tuple[noise.Pass, ...] = ()
-    """The pass of each run (analysis.aggregate's labels), for the paired judgement."""
-    pooled: tuple[str, ...] = ()
-    """The points measured as the same configuration on this device (NO_EFFECT_OFF_CUDA), whose
-    runs are pooled with this one's."""
-    run_seconds: float = float("nan")
-    """What measuring one run took (median; NaN where the rows do not say): the pace of more."""
-
-    @property
-    def runs(self) -> int:
-        return len(self.run_samples_per_s)
-
-    @property
-    def name(self) -> str:
-        return f"{self.jobid} (pooled with {', '.join(self.pooled)})" if self.pooled else self.jobid
-
-    def settings_text(self) -> str:
-        return " ".join(f"{k}={_value(v)}" for k, v in self.settings.items())
-
-    def against(self, other: Choice) -> noise.Estimate:
-        """This one's samples/s over the other's, from their runs (paired by pass where they
-        took turns on one machine)."""
-        return noise.ratio_by_pass(
-            other.run_samples_per_s, self.run_samples_per_s, other.run_passes, self.run_passes
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Undecided:
-    """A configuration whose difference from the best the runs leave undecided (its interval
-    straddles an edge of the margin): cheaper than the recommended one, or possibly faster
-    than the best by more than the margin (a challenger)."""
-
-    choice: Choice
-    ratio: noise.Estimate
-    """Its samples/s over the best's."""
-    runs: int | None
-    """Runs per point (it and the best) that would likely decide; None: more than MAX_RUNS."""
-
-    cheaper: bool = True
-    """Cheaper than the recommended one (else a dearer one that may be faster than the best)."""
-
-    @property
-    def challenges(self) -> bool:
-        """Its interval reaches beyond +margin: it may be the real best."""
-        return self.ratio.high is not None and self.ratio.high > 1 + noise.MARGIN
-
-    @property
-    def close(self) -> bool:
-        """Cheaper, and its estimate lies within the margin of the best: the runs point to a
-        tie they cannot prove yet (a candidate, where it is the cheapest such)."""
-        return self.cheaper and abs(self.ratio.change) <= noise.MARGIN
-
-    def candidate_line(self) -> str:
-        """What the evidence supports, said as such: its figures, how close, and that it is
-        not proven tied."""
-        c, r = self.choice, self.ratio
-        if self.runs is None:
-            more = f"more than {noise.MAX_RUNS} runs per point would be needed to decide"
-        else:
-            more = f"{self.runs - c.runs} more runs per point would decide (about {self.runs} in all)"
-        return (
-            f"candidate, cheaper: {c.name} {c.settings_text()}: {c.samples_per_s:.2f} samples/s, "
-            f"within {abs(r.change):.1%} of the best ({r.interval_text()}), not proven tied: {more}"
-        )
-
-    def line(self) -> str:
-        c, r = self.choice, self.ratio
-        what = "cheaper" if self.cheaper else "could be faster than the best"
-        if self.runs is None:
-            more = f"more than {noise.MAX_RUNS} runs per point would be needed"
-        else:
-            more = f"about {self.runs} runs per point would decide ({self.runs - c.runs} more)"
-        return (
-            f"undecided, {what}: {c.name} {c.settings_text()}: {c.samples_per_s:.2f} samples/s "
-            f"({r.change:+.1%}, {r.interval_text()}): {more}"
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Unranked:
-    """A point left out of the ranking, and why (failed runs, missing ranks)."""
-
-    choice: Choice
-    reason: str
-
-    def line(self) -> str:
-        c = self.choice
-        return (
-            f"not ranked: {c.name} {c.settings_text()}: {c.samples_per_s:.2f} samples/s "
-            f"from {c.runs} run(s): {self.reason}"
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +90,9 @@ class Recommendation:
     """Dearer configurations that may be faster than the best by more than the margin."""
     unranked: tuple[Unranked, ...] = ()
     """Points left out of the ranking: some runs failed, or not every rank measured."""
+    screened: tuple[Choice, ...] = ()
+    """Points of one run far below the best (ranking.screened), judged slower without more runs
+    where the best has several: what lets the recommendation be tested without them."""
     notes: tuple[str, ...] = ()
     """Said once under the choices: settings with no effect on this device."""
 
@@ -205,7 +106,7 @@ class Recommendation:
     def to_decide(self) -> ToDecide | None:
         """Where the answer is open: the points whose repeats would decide it, what that costs,
         and the command (analysis.grid.deciding)."""
-        return to_decide(self)
+        return to_decide(self.best, self.candidate, self.challengers, self.sweep_dir)
 
     @property
     def provisional(self) -> bool:
@@ -248,6 +149,8 @@ class Recommendation:
             if candidate is not None:
                 out.append(candidate.candidate_line())
             out += [u.line() for u in (*self.challengers, *self.undecided) if u is not candidate]
+            if self.screened:
+                out.append(self._screened_line(best))
             deciding = self.to_decide
             if deciding is not None:
                 out.append(deciding.line())
@@ -287,6 +190,13 @@ class Recommendation:
             f"({ratio.estimate - 1:+.1%}{interval}), {_memory(cheap)}{self.against_baseline(cheap)}"
         )
 
+    def _screened_line(self, best: Choice) -> str:
+        far = ", ".join(
+            f"{c.name} {c.settings_text()} ({c.samples_per_s / best.samples_per_s - 1:+.0%})"
+            for c in self.screened
+        )
+        return f"slower after one run (more than {SCREEN:.0%} below the best, not measured again): {far}"
+
     def title(self) -> str:
         rung = f", rung {self.rung}" if self.rung != "full" else ""
         return f"recommendation for {self.group} ({self.sweep}{rung})"
@@ -296,182 +206,16 @@ def _memory(choice: Choice) -> str:
     return "" if pd.isna(choice.cpu_memory_gb) else f"{choice.cpu_memory_gb:.2f} GB host memory, "
 
 
-def _value(v: Any) -> str:
-    if v is None or (isinstance(v, float) and pd.isna(v)):
-        return "-"
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))
-    return str(v)
-
-
 def recommend(summary: pd.DataFrame) -> list[Recommendation]:
     chosen = table_rows(summary)
     if chosen.empty:
         return []
     # Point 0 of each sweep where every rank measured it: the baseline of a group without it.
-    zero = chosen[(chosen["point_index"] == 0) & _every_rank(chosen)]
-    return [_recommendation(g, zero) for g in _groups(chosen)]
+    zero = chosen[(chosen["point_index"] == 0) & every_rank(chosen)]
+    return [_recommendation(g, zero) for g in groups(chosen)]
 
 
-@dataclass(frozen=True, slots=True)
-class _Group:
-    """One group's and sweep's points, ready to rank: identical configurations merged."""
-
-    group: str
-    sweep_dir: str
-    rows: pd.DataFrame
-    """The points that can be ranked: every run ok on every rank."""
-    records: Records
-    """`rows` as Records gives them, in their order."""
-    unranked: tuple[tuple[Row, str], ...]
-    """The others, each with why."""
-    complete: pd.DataFrame
-    """The points every rank of every run measured (failed runs or not): a baseline's candidates."""
-    shown: list[str]
-    notes: tuple[str, ...]
-    first: pd.Series
-    """The group's first row as the table shows it: its sweep and rung."""
-
-
-def _groups(chosen: pd.DataFrame) -> Iterator[_Group]:
-    shown_by_sweep = {s: _shown_settings(rows) for s, rows in chosen.groupby("sweep_dir")}
-    for (group, sweep_dir), rows in chosen.groupby(["group", "sweep_dir"], sort=True):
-        merged, hidden, notes = _merge_identical(rows)
-        records = Records.of(merged)
-        reasons = _unranked_reasons(records)
-        kept = [i for i in range(len(records)) if i not in reasons]
-        yield _Group(
-            group=str(group),
-            sweep_dir=str(sweep_dir),
-            rows=merged if not reasons else merged.iloc[kept],
-            records=records.take(kept),
-            unranked=tuple((records[i], r) for i, r in reasons.items()),
-            complete=merged[_every_rank(merged)],
-            shown=[c for c in shown_by_sweep[sweep_dir] if c not in hidden],
-            notes=(*notes, *shared_machine(rows), *idle_workers(rows)),
-            first=rows.iloc[0],
-        )
-
-
-def shared_machine(rows: pd.DataFrame) -> list[str]:
-    """One line where other processes held the ranks' CPUs during the windows (the samplers'
-    foreign_cpu_share, over all the windows of these points), else none."""
-    if "foreign_cpu_share" not in rows:
-        return []
-    share, weight = rows["foreign_cpu_share"], rows["training_time"] * rows["runs"]
-    known = share.notna() & weight.notna() & (weight > 0)
-    if not known.any():
-        return []
-    mean = float((share[known] * weight[known]).sum() / weight[known].sum())
-    top = share[known].idxmax()
-    if mean < SHARED and share[top] < 2 * SHARED:
-        return []
-    most = f" (up to {share[top]:.0%}, in {rows.loc[top, 'jobid']}'s)" if share[top] - mean >= SHARED else ""
-    return [
-        f"the machine was shared: other processes used {mean:.0%} of its CPU during the windows{most}; "
-        "figures may read slow and the ranking move"
-    ]
-
-
-def idle_workers(rows: pd.DataFrame) -> list[str]:
-    """One line where some points' workers delivered no batch (idle_workers: a stream with
-    fewer shards than workers, or an epoch with fewer batches), else none. Those points ran on
-    fewer workers than their num_workers says: a point is never to be preferred for its extra
-    workers, which did nothing; a stream's answer is more shards, not more workers."""
-    if "idle_workers" not in rows:
-        return []
-    idle = pd.to_numeric(rows["idle_workers"], errors="coerce")
-    if not (idle > 0).any():  # the common case, without a copy of the group's rows
-        return []
-    hit = rows[idle > 0]
-    named = ", ".join(
-        f"{row['jobid']} ({int(count)} of num_workers={int(row['num_workers'])})"
-        for (_, row), count in zip(hit.iterrows(), idle[idle > 0], strict=True)
-    )
-    return [
-        f"workers that delivered no batch: {named}: these ran on fewer workers than they say, and "
-        "their idle workers gain nothing; a stream with fewer shards than workers needs more "
-        f"shards, not more workers ({SHARD_FIX})"
-    ]
-
-
-def _unranked_reasons(records: Records) -> dict[int, str]:
-    """Position -> why, for the rows that cannot be ranked (_unranked_reason), in their order;
-    asked only of the rows that may have a reason (failed runs, or fewer ranks than the world):
-    the others have none."""
-    n = len(records)
-    failed = records.columns.get("failed_runs", [0] * n)
-    ranks, world = records.column("ranks"), records.column("world_size")
-    maybe = (i for i in range(n) if (failed[i] or 0) or ranks[i] < world[i])
-    return {i: r for i in maybe if (r := _unranked_reason(records[i]))}
-
-
-def _unranked_reason(row: Row) -> str:
-    """Why the point cannot be ranked ("" when it can): runs that failed, or missing ranks."""
-    reasons = []
-    failed, runs = int(row.get("failed_runs", 0) or 0), int(row.get("all_runs", 0) or 0)
-    if failed:
-        reasons.append(f"{failed} of {max(runs, failed)} runs failed (see harness status)")
-    if row["ranks"] < row["world_size"]:
-        reasons.append(
-            f"not every rank measured (ranks {row['ranks']:.0f}/{row['world_size']:.0f}): "
-            "its figures are those of the ranks present"
-        )
-    return "; ".join(reasons)
-
-
-def _every_rank(rows: pd.DataFrame) -> pd.Series:
-    """Per point: every rank of every run left an ok row."""
-    return ~(rows["ranks"] < rows["world_size"])
-
-
-def _merge_identical(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str], tuple[str, ...]]:
-    """Points that differ only in settings with no effect on their device (NO_EFFECT_OFF_CUDA,
-    where the device is not CUDA) as one row: the lowest point index's, every run pooled. Also
-    the settings no longer to show, and the note that says so (once)."""
-    off = ~rows["device"].astype(str).str.startswith("cuda")
-    varying = [c for c in NO_EFFECT_OFF_CUDA if c in rows and rows.loc[off, c].astype(str).nunique() > 1]
-    if not varying:
-        return rows, [], ()
-    kinds = rows["device"].astype(str).str.partition(":")[0]
-    columns = ["sequence_step", *WORKLOAD_COLUMNS, *LOADER_COLUMNS]
-    keys = [
-        (kind, *(("-" if c in NO_EFFECT_OFF_CUDA and kind != "cuda" else str(row[c])) for c in columns))
-        for kind, (_, row) in zip(kinds, rows.iterrows(), strict=True)
-    ]
-    merged = [
-        _pooled(members.sort_values("point_index", kind="stable"))
-        for _, members in rows.groupby(pd.Series(keys, index=rows.index), sort=False)
-    ]
-    devices = " and ".join(sorted(set(kinds[off])))
-    note = (
-        f"{' and '.join(varying)}: no effect on {devices} (nothing is copied to a GPU): "
-        "points that differ only there are one configuration, ranked once with their runs pooled"
-    )
-    hidden = varying if off.all() else []
-    return pd.DataFrame(merged).infer_objects(), hidden, (note,)
-
-
-def _pooled(members: pd.DataFrame) -> pd.Series:
-    """The first member, standing for all: their runs, failures and ranks together."""
-    row = members.iloc[0].copy()
-    if len(members) == 1:
-        return row
-    runs = tuple(v for rates in members["run_samples_per_s"] for v in rates)
-    row["run_samples_per_s"] = runs
-    row["run_passes"] = _passes_pooled(members)
-    row["samples_per_s"] = statistics.median(runs)
-    row["runs"] = len(runs)
-    row["cpu_memory_gb"] = members["cpu_memory_gb"].median()
-    for column in ("failed_runs", "all_runs"):
-        if column in members:
-            row[column] = members[column].sum()
-    row["ranks"], row["world_size"] = members["ranks"].min(), members["world_size"].max()
-    row["pooled"] = tuple(str(j) for j in members["jobid"].iloc[1:])
-    return row
-
-
-def _recommendation(g: _Group, zero: pd.DataFrame) -> Recommendation:
+def _recommendation(g: Group, zero: pd.DataFrame) -> Recommendation:
     """One group's: the best, the cheapest tied with it, and what the runs leave undecided.
     `zero`: the rows of point 0 every rank measured, of every group (_baseline)."""
     rows, shown = g.rows, g.shown
@@ -483,88 +227,43 @@ def _recommendation(g: _Group, zero: pd.DataFrame) -> Recommendation:
         rung=str(g.first["rung"]),
         best=None,
         cheapest=None,
-        baseline=None if baseline is None else _choice(baseline, shown),
+        baseline=None if baseline is None else choice_of(baseline, shown),
         baseline_elsewhere=elsewhere,
-        unranked=tuple(Unranked(_choice(row, shown), why) for row, why in g.unranked),
+        unranked=tuple(Unranked(choice_of(row, shown), why) for row, why in g.unranked),
         notes=g.notes,
     )
     if rows.empty:
         return unranked
-    best = _choice(rows.loc[rows["samples_per_s"].idxmax()], shown)
-    judged = _judged(best, rows, records=g.records)
+    best = choice_of(rows.loc[rows["samples_per_s"].idxmax()], shown)
+    judged = against_best(best, rows, records=g.records)
     tied = {p for p, (_, in_tie) in judged.items() if in_tie}
-    by_cost = _cost_order(rows)
+    by_cost = cost_order(rows)
     point_ids = g.records.column("point_id")
     cheapest = next(n for n, i in enumerate(by_cost) if point_ids[i] in tied)
     open_ = [
-        Undecided(_choice(g.records[i], shown), ratio, ratio.runs_needed(), cheaper=n < cheapest)
+        Undecided(choice_of(g.records[i], shown), ratio, ratio.runs_needed(), cheaper=n < cheapest)
         for n, i in enumerate(by_cost)
         if (ratio := judged[point_ids[i]][0]) is not None
         and ratio.judge() in (noise.UNDECIDED, noise.HIGHER)
         and (n < cheapest or (ratio.high is not None and ratio.high > 1 + noise.MARGIN))
     ]
+    unclean = unclean_points(rows, g.records)
+    far = [
+        i
+        for n, i in enumerate(by_cost)
+        if screened(judged[point_ids[i]][0], cheaper=n < cheapest, unclean=point_ids[i] in unclean)
+    ]
+    far_ids = {point_ids[i] for i in far}
     return dataclasses.replace(
         unranked,
         best=best,
-        cheapest=_choice(g.records[by_cost[cheapest]], shown),
+        cheapest=choice_of(g.records[by_cost[cheapest]], shown),
         tied=len(tied),
-        tested=best.runs > 1 and all(r is None or r.tested for r, _ in judged.values()),
+        tested=best.runs > 1 and all(r is None or r.tested or p in far_ids for p, (r, _) in judged.items()),
+        screened=tuple(choice_of(g.records[i], shown) for i in far) if best.runs > 1 else (),
         undecided=tuple(u for u in open_ if u.cheaper),
         challengers=tuple(u for u in open_ if not u.cheaper),
     )
-
-
-def _cost_order(rows: pd.DataFrame) -> list[int]:
-    """The positions of the configurations, cheapest first (CHEAPNESS), the faster first among
-    equals (sorting only the columns that decide, not every column of the rows)."""
-    columns = [*CHEAPNESS, "samples_per_s"]
-    order = (
-        rows[columns]
-        .reset_index(drop=True)
-        .sort_values(
-            columns,
-            ascending=[True, True, True, False],
-            na_position="last",
-            kind="stable",
-        )
-    )
-    return order.index.tolist()
-
-
-def _judged(
-    best: Choice,
-    rows: pd.DataFrame,
-    margin: float = noise.MARGIN,
-    *,
-    records: Records | None = None,
-) -> dict[str, tuple[noise.Estimate | None, bool]]:
-    """Per point: its samples/s over the best's (None for the best itself) and whether it is
-    tied with the best: its interval inside the margin; with one run on a side (untested),
-    within WITHIN of the best stands in. `records`: Records.of(rows), where made already."""
-    out: dict[str, tuple[noise.Estimate | None, bool]] = {}
-    records = Records.of(rows) if records is None else records
-    point_ids = records.column("point_id")
-    rates = records.column("run_samples_per_s")
-    passes = records.columns.get("run_passes", [None] * len(records))
-    others = [i for i, p in enumerate(point_ids) if p != best.point_id]
-    # Choice.against without making the Choice (one per point of the group), the best's runs
-    # prepared once for all of them.
-    ratios = noise.ratios_by_pass(
-        best.run_samples_per_s,
-        best.run_passes,
-        ((tuple(map(float, rates[i])), _as_passes(passes[i])) for i in others),
-    )
-    for point_id, rate in zip(point_ids, rows["samples_per_s"].tolist(), strict=True):
-        if point_id == best.point_id:
-            out[str(point_id)] = (None, True)
-            continue
-        ratio = next(ratios)
-        judgement = ratio.judge(margin)
-        if judgement == noise.NOT_TESTED:
-            out[str(point_id)] = (ratio, rate >= (1 - margin) * best.samples_per_s)
-        else:
-            out[str(point_id)] = (ratio, judgement == noise.WITHIN)
-    return out
 
 
 def undecided_points(
@@ -589,14 +288,14 @@ def undecided_points(
     out: dict[str, int] = {}
     if chosen.empty:
         return out
-    for g in _groups(chosen):
+    for g in groups(chosen):
         rows = g.rows
         if rows.empty:
             continue
-        best = _choice(rows.loc[rows["samples_per_s"].idxmax()], [])
-        judged = _judged(best, rows, margin, records=g.records)
+        best = choice_of(rows.loc[rows["samples_per_s"].idxmax()], [])
+        judged = against_best(best, rows, margin, records=g.records)
         point_ids = g.records.column("point_id")
-        by_cost = [point_ids[i] for i in _cost_order(rows)]
+        by_cost = [point_ids[i] for i in cost_order(rows)]
         cheapest = next(i for i, p in enumerate(by_cost) if judged[p][1])
         for n, point_id in enumerate(by_cost):
             ratio, _ = judged[point_id]
@@ -629,58 +328,9 @@ def _baseline(rows: pd.DataFrame, zero: pd.DataFrame, sweep_dir: str) -> tuple[p
     row["samples_per_s"] = there["samples_per_s"].median()
     # Every run of point 0 in the other groups: the runs the speedup is tested against.
     row["run_samples_per_s"] = tuple(v for runs in there["run_samples_per_s"] for v in runs)
-    row["run_passes"] = _passes_pooled(there)
+    row["run_passes"] = passes_pooled(there)
     row["runs"] = there["runs"].sum()
     return row, True
-
-
-def _shown_settings(rows: pd.DataFrame) -> list[str]:
-    """The settings that vary in the sweep (num_workers always): the rest is the spec's."""
-    step = ["sequence_step"] if (rows["sequence_step"] != "").any() else []
-    # With num_workers=0, PyTorch takes none of the worker-only settings: that is no choice.
-    workers = rows[rows["num_workers"] > 0]
-    varying = [
-        c
-        for c in [*LOADER_COLUMNS, *WORKLOAD_COLUMNS]
-        if c == "num_workers" or varies((workers if c in WORKER_ONLY else rows)[c])
-    ]
-    return [*step, *varying]
-
-
-Row: TypeAlias = pd.Series | dict[str, Any]
-"""A summary row: a Series, or one of Records' dicts."""
-
-
-def _choice(row: Row, shown: list[str]) -> Choice:
-    return Choice(
-        point_id=str(row["point_id"]),
-        jobid=str(row["jobid"]),
-        point_index=int(row["point_index"]),
-        settings={c: row[c] for c in shown},
-        samples_per_s=float(row["samples_per_s"]),
-        run_samples_per_s=tuple(float(v) for v in row["run_samples_per_s"]),
-        run_passes=_passes(row),
-        cpu_memory_gb=float(row["cpu_memory_gb"]),
-        pooled=pooled if isinstance(pooled := row.get("pooled"), tuple) else (),
-        run_seconds=float(row.get("run_seconds", float("nan"))),
-    )
-
-
-def _passes(row: Row) -> tuple[noise.Pass, ...]:
-    """The row's run_passes (none in a frame made before passes: then nothing is paired)."""
-    return _as_passes(row.get("run_passes"))
-
-
-def _as_passes(passes: Any) -> tuple[noise.Pass, ...]:
-    return tuple(passes) if isinstance(passes, tuple) else ()
-
-
-def _passes_pooled(members: pd.DataFrame) -> tuple[noise.Pass, ...]:
-    """The pooled rows' passes, aligned with their pooled runs; none where a row lacks them."""
-    per_row = [_passes(row) for _, row in members.iterrows()]
-    if any(len(p) != len(r) for p, r in zip(per_row, members["run_samples_per_s"], strict=True)):
-        return ()
-    return tuple(label for passes in per_row for label in passes)
 
 
 def render_recommendations(recs: list[Recommendation], fmt: str) -> str:

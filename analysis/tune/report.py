@@ -11,7 +11,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from analysis.grid.recommend import SHARED
+from analysis.grid.machine import SHARED
 from analysis.ladder import caching
 from analysis.noise import MARGIN
 from analysis.tune.model import (
@@ -101,7 +101,7 @@ def _interval(x: Mapping[str, Any]) -> str:
 
 def shared_lines(summary: Mapping[str, Any]) -> list[str]:
     """A line where other processes took SHARED or more of the CPU while the profile ran (the
-    recommendation's threshold, analysis/grid/recommend.shared_machine)."""
+    recommendation's threshold, analysis/grid/machine.shared_machine)."""
     shared = summary.get("profile_shared")
     if not shared or (shared["mean"] < SHARED and shared["max"] < 2 * SHARED):
         return []
