@@ -29,8 +29,9 @@ if TYPE_CHECKING:
 class ToDecide:
     """The points whose repeats would decide the open question, and what that costs."""
 
-    cheapest: Choice
-    """The cheapest contender: the answer if the runs come out tied."""
+    cheapest: Choice | None
+    """The cheapest contender, cheaper than the answer: the answer if the runs come out tied;
+    None where only challengers are open (dearer points that may beat the best)."""
     points: tuple[Choice, ...]
     """The contenders and the best: the points to measure again."""
     more: int
@@ -51,7 +52,11 @@ class ToDecide:
 
     def line(self) -> str:
         c = self.cheapest
-        head = f"to decide: the cheapest contender is {c.name} {c.settings_text()}"
+        if c is not None:
+            head = f"to decide: the cheapest contender is {c.name} {c.settings_text()}"
+        else:
+            dearer = " or ".join(f"{p.name} {p.settings_text()}" for p in self.points[:-1])
+            head = f"to decide: whether {dearer} beats the best by more than the margin"
         names = ", ".join(p.name for p in self.points)
         took = self.seconds
         cost = f", {_duration(took)}" if took is not None else ""
@@ -76,7 +81,7 @@ def to_decide(
     need = max(u.runs or 0 for u in open_)
     more = max(1, max(need - p.runs for p in (best, *(u.choice for u in open_))))
     return ToDecide(
-        cheapest=open_[0].choice,
+        cheapest=candidate.choice if candidate is not None else None,
         points=(*(u.choice for u in open_), best),
         more=more,
         sweep_dir=sweep_dir,

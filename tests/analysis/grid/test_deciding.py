@@ -42,3 +42,20 @@ def test_a_decided_recommendation_has_no_line_to_decide(tmp_path: Path) -> None:
     (rec,) = recommend(summarize(load_results([tmp_path]).rows))
     assert rec.to_decide is None
     assert not any(line.startswith("to decide") for line in rec.lines())
+
+
+def test_a_dearer_challenger_alone_is_not_called_the_cheapest_contender(tmp_path: Path) -> None:
+    """1 worker is the best; 2 workers, dearer, read 1.8 % below it but their interval reaches
+    beyond +5 %: the answer stays 1 worker if they tie, so the line asks whether 2 workers beat
+    the best, not which contender is cheapest (seen on the shipped stream's sweep)."""
+    write_rows(
+        tmp_path,
+        *point(0, 1, [237.6, 240.1, 221.0, 239.5, 236.0], **TIMED),
+        *point(1, 2, [233.8, 246.0, 229.0, 250.5, 231.0], **TIMED),
+    )
+    (rec,) = recommend(summarize(load_results([tmp_path]).rows))
+    line = to_decide_line(rec)
+    assert line.startswith(
+        "to decide: whether p1 num_workers=2 beats the best by more than the margin; about "
+    )
+    assert "cheapest contender" not in line
