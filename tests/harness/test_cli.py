@@ -193,7 +193,7 @@ def test_a_failing_point_is_recorded_and_the_others_complete(write_spec, tmp_pat
           model: linear
           batch_size: 4
           device: cpu
-        measure: {warmup_steps: 1, steps: 2}
+        measure: {warmup_steps: 1, steps: 2, repeats: 1}
         loader: {num_workers: [0, 1]}
         """
     )
@@ -351,7 +351,7 @@ workload:
   model_args: {delay: 0.25}
   batch_size: [4, 6, 8]
   device: cpu
-measure: {warmup_steps: 0, steps: 6}
+measure: {warmup_steps: 0, steps: 6, repeats: 1}  # one run a point: units counted, no follow-up
 slurm: {tasks_per_node: 1, gpus_per_node: 0}
 """
 

@@ -77,7 +77,7 @@ workload:
   model: linear
   batch_size: [4, 8, 16]
   device: cpu
-measure: {{warmup_steps: 1, steps: 3}}
+measure: {{warmup_steps: 1, steps: 3, repeats: 1}}
 rungs: [full]
 slurm: {{tasks_per_node: 2, gpus_per_node: 0}}
 limits: {{dist_timeout_s: 3}}
