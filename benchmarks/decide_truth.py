@@ -3,7 +3,7 @@
 
     nice -n 19 .venv/bin/python benchmarks/decide_truth.py [--runs 10] [--grids steady,erratic,near,far]
                                                            [--conditions quiet,burner]
-                                                           [--verbose] [--keep DIR]
+                                                           [--methods default,fixed] [--verbose] [--keep DIR]
 
 Each grid is a `harness run` (inline, this machine's CPU) of fake_cifar with sleep-based reads
 (a read that waits without a core, as storage does) and the emulated step (a sleep that holds
@@ -189,6 +189,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10, help="sweeps of each grid, condition and method")
     parser.add_argument("--grids", default=",".join(GRIDS))
     parser.add_argument("--conditions", default="quiet,burner")
+    parser.add_argument(
+        "--methods",
+        default="default,fixed",
+        help="default (decide), fixed (3 repeats): the erratic grid's question is the default's",
+    )
     parser.add_argument("--keep", type=Path, help="copy each sweep not answered right into this folder")
     parser.add_argument(
         "--verbose", action="store_true", help="a line per sweep on stderr, with the load average"
@@ -205,6 +210,8 @@ def main() -> None:
         try:
             for name in args.grids.split(","):
                 for method, overrides in METHODS.items():
+                    if method.split()[0] not in args.methods.split(","):
+                        continue
                     outcomes = []
                     for _ in range(args.runs):
                         with tempfile.TemporaryDirectory() as tmp:
