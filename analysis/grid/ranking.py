@@ -16,6 +16,7 @@ from analysis.aggregate import LOADER_COLUMNS, WORKLOAD_COLUMNS, varies
 from analysis.grid.choices import Choice, Row, as_passes, passes_of
 from analysis.grid.machine import SHARED, idle_workers, shared_machine
 from analysis.grid.records import Records
+from analysis.grid.tail import heavy_tailed
 from harness_schema.settings import WORKER_ONLY
 
 MIN_RUNS = 3
@@ -226,17 +227,22 @@ its run was clean or it is not cheaper (`screened`): analysis.grid.contenders sa
 
 
 def unclean_points(rows: pd.DataFrame, records: Records) -> set[str]:
-    """The points whose runs a busy machine or a drifting window may have read low: other
-    processes took SHARED of the CPU or more during their windows, or a window was not steady
-    (analysis.aggregate's `steady`). Unknown (no sampler, no test of the window) counts clean."""
+    """The points whose runs a busy machine, a drifting window or a stalling read may have read
+    low: other processes took SHARED of the CPU or more during their windows, a window was not
+    steady (analysis.aggregate's `steady`), or its wait for data was heavy-tailed (a stall
+    landed in the window: analysis.grid.tail). Unknown (no sampler, no test) counts clean."""
     shared = rows["foreign_cpu_share"] if "foreign_cpu_share" in rows else pd.Series(float("nan"), rows.index)
     steady = rows["steady"] if "steady" in rows else pd.Series(None, rows.index, dtype=object)
+    tails = {"loading_time_p50", "loading_time_p99", "step_time", "steps"} <= set(rows.columns)
+    heavy = heavy_tailed(rows) if tails else pd.Series(False, rows.index)
     return {
         str(point_id)
-        for point_id, share, still in zip(
-            records.column("point_id"), shared.tolist(), steady.tolist(), strict=True
+        for point_id, share, still, stalled in zip(
+            records.column("point_id"), shared.tolist(), steady.tolist(), heavy.tolist(), strict=True
         )
-        if (share == share and share >= SHARED) or (still is not None and still == still and not still)
+        if (share == share and share >= SHARED)
+        or (still is not None and still == still and not still)
+        or stalled
     }
 
 

@@ -87,3 +87,15 @@ def test_a_cheaper_point_whose_one_run_was_not_clean_is_a_contender_whatever_its
         point(2, 8, [235.0]),
     )
     assert drifted == {"p1": 3, "p2": 3}  # 2 workers' clean run, 37 % below, stays screened out
+
+
+def test_a_cheaper_point_whose_one_run_caught_a_stall_is_a_contender(tmp_path: Path) -> None:
+    """decide_truth's erratic grid on a quiet machine: a 300 ms stall landed in num_workers=4's
+    one window (p99 wait 209 ms over a 0.3 ms median) and it read 31 % below 8. A heavy-tailed
+    run is no run to screen on: 4 is measured again; 2 workers' clean run stays screened out."""
+    tail = {"loading_time_p50": 0.0003, "loading_time_p99": 0.209, "step_time": 0.030, "steps": 20}
+    calm = {"loading_time_p50": 0.0003, "loading_time_p99": 0.0006, "step_time": 0.030, "steps": 20}
+    asked = judged(
+        tmp_path, point(0, 2, [138.0], **calm), point(1, 4, [181.0], **tail), point(2, 8, [261.0], **calm)
+    )
+    assert asked == {"p1": 3, "p2": 3}
