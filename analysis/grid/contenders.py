@@ -35,9 +35,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import noise
-from analysis.aggregate import table_rows
-from analysis.grid.choices import choice_of
-from analysis.grid.ranking import MIN_RUNS, against_best, cost_order, groups, screened, unclean_points
+from analysis.grid.ranking import MIN_RUNS, judged_groups, screened, unclean_points
 
 
 def contenders(summary: pd.DataFrame, margin: float = noise.MARGIN) -> dict[str, int]:
@@ -48,18 +46,10 @@ def contenders(summary: pd.DataFrame, margin: float = noise.MARGIN) -> dict[str,
         from analysis.grid.contenders import contenders
         more = contenders(summarize(rows))   # {"3f9c2a1b0e": 3, "77aa01c2d4": 3}
     """
-    chosen = table_rows(summary)
     out: dict[str, int] = {}
-    if chosen.empty:
-        return out
-    for g in groups(chosen):
+    for j in judged_groups(summary, margin):
+        g, best, judged, by_cost = j.group, j.best, j.judged, j.by_cost
         rows = g.rows
-        if rows.empty:
-            continue
-        best = choice_of(rows.loc[rows["samples_per_s"].idxmax()], [])
-        judged = against_best(best, rows, margin, records=g.records)
-        point_ids = g.records.column("point_id")
-        by_cost = [str(point_ids[i]) for i in cost_order(rows)]
         # The cheapest proven tied (the best where none is): only a cheaper one can be the answer.
         settled = next(
             n

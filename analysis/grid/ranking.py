@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from analysis import noise
-from analysis.aggregate import LOADER_COLUMNS, WORKLOAD_COLUMNS, varies
-from analysis.grid.choices import Choice, Row, as_passes, passes_of
+from analysis.aggregate import LOADER_COLUMNS, WORKLOAD_COLUMNS, table_rows, varies
+from analysis.grid.choices import Choice, Row, as_passes, choice_of, passes_of
 from analysis.grid.machine import SHARED, idle_workers, shared_machine
 from analysis.grid.records import Records
 from analysis.grid.tail import heavy_tailed
@@ -256,3 +256,35 @@ def screened(ratio: noise.Estimate | None, *, cheaper: bool, unclean: bool) -> b
         and ratio.change < -SCREEN
         and not (cheaper and unclean)
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """One group of a summary judged against its best: what the follow-ups ask of it."""
+
+    group: Group
+    best: Choice
+    judged: dict[str, tuple[noise.Estimate | None, bool]]
+    """against_best's: per point, its ratio to the best and whether it is tied."""
+    by_cost: list[str]
+    """The point ids, cheapest first (cost_order)."""
+
+
+def judged_groups(summary: pd.DataFrame, margin: float = noise.MARGIN) -> Iterator[Judged]:
+    """Each group of a summary's table rows, judged against its best (what
+    recommend.undecided_points and contenders.contenders walk)."""
+    chosen = table_rows(summary)
+    if chosen.empty:
+        return
+    for g in groups(chosen):
+        rows = g.rows
+        if rows.empty:
+            continue
+        best = choice_of(rows.loc[rows["samples_per_s"].idxmax()], [])
+        point_ids = g.records.column("point_id")
+        yield Judged(
+            g,
+            best,
+            against_best(best, rows, margin, records=g.records),
+            [str(point_ids[i]) for i in cost_order(rows)],
+        )

@@ -54,6 +54,7 @@ from analysis.grid.ranking import (
     cost_order,
     every_rank,
     groups,
+    judged_groups,
     passes_pooled,
     screened,
     unclean_points,
@@ -284,18 +285,9 @@ def undecided_points(
         from analysis.grid.recommend import undecided_points
         more = undecided_points(summarize(rows))   # {"3f9c2a1b0e": 7, ...}
     """
-    chosen = table_rows(summary)
     out: dict[str, int] = {}
-    if chosen.empty:
-        return out
-    for g in groups(chosen):
-        rows = g.rows
-        if rows.empty:
-            continue
-        best = choice_of(rows.loc[rows["samples_per_s"].idxmax()], [])
-        judged = against_best(best, rows, margin, records=g.records)
-        point_ids = g.records.column("point_id")
-        by_cost = [point_ids[i] for i in cost_order(rows)]
+    for j in judged_groups(summary, margin):
+        best, judged, by_cost = j.best, j.judged, j.by_cost
         cheapest = next(i for i, p in enumerate(by_cost) if judged[p][1])
         for n, point_id in enumerate(by_cost):
             ratio, _ = judged[point_id]
