@@ -26,6 +26,7 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -92,14 +93,22 @@ def read(sweep_dir: Path) -> Held | None:
 def write(sweep_dir: Path, table: pa.Table, headers: list[tuple[str, ...]]) -> bool:
     """Replace the sweep's consolidated file with `table` (cells and BOOKKEEPING); False where
     it cannot be written (a read-only results folder, a full disk): reports still read."""
-    meta = {"version": VERSION, "headers": [list(h) for h in headers]}
+    return write_parquet(
+        path_of(sweep_dir), table, {"version": VERSION, "headers": [list(h) for h in headers]}
+    )
+
+
+def write_parquet(path: Path, table: pa.Table, meta: dict[str, Any]) -> bool:
+    """`table` with `meta` in its schema's metadata, written atomically to `path` (the
+    consolidated files and the listing beside them); False where it cannot be written (a
+    read-only results folder, a full disk): reports still read the files themselves."""
     table = table.replace_schema_metadata({_KEY: json.dumps(meta).encode()})
     buffer = io.BytesIO()
     pq.write_table(table, buffer, compression="zstd")
     try:
-        atomic_write_bytes(path_of(sweep_dir), buffer.getvalue())
+        atomic_write_bytes(path, buffer.getvalue())
     except OSError as e:
-        log.debug("%s: not written (%s)", path_of(sweep_dir), e)
+        log.debug("%s: not written (%s)", path, e)
         return False
     return True
 
@@ -142,12 +151,4 @@ def write_meta(sweep_dir: Path, held: HeldMeta) -> bool:
         ],
         names=list(_META_COLUMNS),
     )
-    table = table.replace_schema_metadata({_KEY: json.dumps({"version": VERSION}).encode()})
-    buffer = io.BytesIO()
-    pq.write_table(table, buffer, compression="zstd")
-    try:
-        atomic_write_bytes(sweep_dir / META_FILE, buffer.getvalue())
-    except OSError as e:
-        log.debug("%s: not written (%s)", sweep_dir / META_FILE, e)
-        return False
-    return True
+    return write_parquet(sweep_dir / META_FILE, table, {"version": VERSION})

@@ -19,7 +19,6 @@ to delete; it is written by `harness report` where the sweep's folder is writabl
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import os
@@ -30,7 +29,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness_schema.atomic import atomic_write_bytes
+from analysis.consolidated import write_parquet
 from harness_schema.layout import ROW_FILE
 
 log = logging.getLogger(__name__)
@@ -149,13 +148,6 @@ def write(sweep_dir: str | Path, listing: Listing) -> bool:
         ],
         names=list(_COLUMNS),
     )
-    meta = {"version": VERSION, "points_mtime_ns": listing.points_mtime}
-    table = table.replace_schema_metadata({_KEY: json.dumps(meta).encode()})
-    buffer = io.BytesIO()
-    pq.write_table(table, buffer, compression="zstd")
-    try:
-        atomic_write_bytes(path_of(sweep_dir), buffer.getvalue())
-    except OSError as e:
-        log.debug("%s: not written (%s)", path_of(sweep_dir), e)
-        return False
-    return True
+    return write_parquet(
+        path_of(sweep_dir), table, {"version": VERSION, "points_mtime_ns": listing.points_mtime}
+    )
