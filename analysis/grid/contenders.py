@@ -10,10 +10,11 @@ within the practical margin of the best's but the runs do not settle it:
   2-core VM shared with other work one run of a configuration tied with the best read 13.6 %
   low (issue 39's grid, num_workers=8 against 4), and a contender missed is an answer lost,
   where one too many costs two runs. A point cheaper than the best whose run was not clean
-  (other processes took machine.SHARED of the CPU or more, or its window was not steady) is
-  a contender whatever its gap: beside a busy loop, one run of num_workers=4 read 24 % below
-  8, its tie, and hid the answer; only a cheaper point can change it. Each is asked for
-  ranking.MIN_RUNS runs, the fewest with an interval.
+  (ranking.unclean_points: other processes took machine.SHARED of the CPU or more, its
+  window was not steady, or its wait was heavy-tailed) is a contender whatever its gap:
+  beside a busy loop, one run of num_workers=4 read 24 % below 8, its tie, and hid the
+  answer; only a cheaper point can change it. Each is asked for ranking.MIN_RUNS runs, the
+  fewest with an interval.
 - **undecided** (its interval crosses an edge of the margin) and able to change the answer:
   cheaper than the cheapest configuration proven tied with its estimate inside the margin
   (the recommendation's candidate), or possibly faster than the best by more than the margin
@@ -21,10 +22,11 @@ within the practical margin of the best's but the runs do not settle it:
   runs that would likely decide it (analysis.noise's formula on the spread so far).
 
 The best is measured again with them, to the most any of them needs: the formula counts the
-runs of both sides, and a follow-up run of each, in turn, pairs them by pass. A configuration
-whose estimate lies beyond the margin is not a contender: its `undecided` line says what
-would decide it, and so does the recommendation's `to decide:` line for the candidate a
-follow-up could not settle within its budget (analysis.grid.deciding).
+runs of both sides, and a follow-up run of each, in turn, pairs them by pass. A cheaper
+configuration whose estimate lies beyond the margin, and that cannot beat the best by more
+than it, is not a contender: its `undecided` line says what would decide it, and so does
+the recommendation's `to decide:` line for the candidate a follow-up could not settle within
+its budget (analysis.grid.deciding).
 
 `repeats: auto` asks more of every undecided point (recommend.undecided_points); a follow-up
 of the contenders asks only what the answer turns on, and its first round is one run a point.

@@ -248,11 +248,13 @@ def _recommendation(g: Group, zero: pd.DataFrame) -> Recommendation:
         and ratio.judge() in (noise.UNDECIDED, noise.HIGHER)
         and (n < cheapest or (ratio.high is not None and ratio.high > 1 + noise.MARGIN))
     ]
-    unclean = unclean_points(rows, g.records)
+    # Slower after one run: only beside a best measured several times (else nothing is tested).
+    unclean = unclean_points(rows, g.records) if best.runs > 1 else set()
     far = [
         i
         for n, i in enumerate(by_cost)
-        if screened(judged[point_ids[i]][0], cheaper=n < cheapest, unclean=point_ids[i] in unclean)
+        if best.runs > 1
+        and screened(judged[point_ids[i]][0], cheaper=n < cheapest, unclean=point_ids[i] in unclean)
     ]
     far_ids = {point_ids[i] for i in far}
     return dataclasses.replace(
@@ -261,7 +263,7 @@ def _recommendation(g: Group, zero: pd.DataFrame) -> Recommendation:
         cheapest=choice_of(g.records[by_cost[cheapest]], shown),
         tied=len(tied),
         tested=best.runs > 1 and all(r is None or r.tested or p in far_ids for p, (r, _) in judged.items()),
-        screened=tuple(choice_of(g.records[i], shown) for i in far) if best.runs > 1 else (),
+        screened=tuple(choice_of(g.records[i], shown) for i in far),
         undecided=tuple(u for u in open_ if u.cheaper),
         challengers=tuple(u for u in open_ if not u.cheaper),
     )
