@@ -399,7 +399,7 @@ def _resume_adaptive(sweep_dir: Path, spec: Spec, backend: Backend, wait: bool, 
     from harness.backends.adaptive import next_round, raise_repeats
 
     step = next_round(sweep_dir)
-    if step or step.spent or not step.contenders:  # the default's quiet end is not said
+    if step.worth_saying:
         print(step.line())
     if not step:
         print("nothing to resume: every point has complete results")

@@ -76,6 +76,12 @@ class Round:
     contenders: bool = False
     """The contenders' follow-up (measure.decide), not repeats: auto."""
 
+    @property
+    def worth_saying(self) -> bool:
+        """Said to the user: anything but the default's follow-up with nothing open, which is
+        every default sweep's quiet end."""
+        return bool(self) or bool(self.spent) or not self.contenders
+
     def line(self, doing: str = "measured again") -> str:
         """What the round does, for the log and the terminal."""
         spent = f"{len(self.spent)} undecided with their budget spent ({', '.join(sorted(self.spent))})"

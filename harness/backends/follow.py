@@ -59,8 +59,7 @@ def status_report(
         from harness.backends.adaptive import next_round
 
         step = next_round(sweep_dir)
-        # The default's follow-up with nothing open is every sweep's quiet end: not said.
-        if step or step.spent or not step.contenders:
+        if step.worth_saying:
             lines.append(step.line(doing="to measure again"))
         if step:
             lines.append(f"measure them again: harness resume {sweep_dir}")
