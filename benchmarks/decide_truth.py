@@ -1,9 +1,9 @@
 """Does the sweep decide by itself? Real sweeps of known-answer grids, at the default repeats
 (one run a point, then the contenders' follow-up: measure.decide) against fixed 3 repeats.
 
-    nice -n 19 .venv/bin/python benchmarks/decide_truth.py [--runs 10] [--grids steady,erratic,near,far]
-                                                           [--conditions quiet,burner]
-                                                           [--methods default,fixed] [--verbose] [--keep DIR]
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/decide_truth.py [--runs 10]
+        [--grids steady,erratic,near,far] [--conditions quiet,burner] [--methods default,fixed]
+        [--verbose] [--keep DIR]
 
 Each grid is a `harness run` (inline, this machine's CPU) of fake_cifar with sleep-based reads
 (a read that waits without a core, as storage does) and the emulated step (a sleep that holds
@@ -26,7 +26,7 @@ Conditions: **quiet** (nothing started beside), **burner** (one busy-loop proces
 machine's cores for the whole sweep). A run is **right** where the recommendation's cheapest
 configuration tied with the best is the answer and the recommendation is not left open (no
 candidate, not provisional); **wrong** where it offers a configuration that is not a tie of
-the truth (steady, erratic: num_workers=2; far: 4); otherwise **open**: a dearer tie, or the
+the truth (steady: num_workers=2; erratic: 2 or 4; far: 4); otherwise **open**: a dearer tie, or the
 answer left open (it says what is undecided, and `to decide:` what would settle it). `wall` is
 the sweep's wall time (what the device would be held for), `runs` the runs per point on
 average. The measured truth of each
