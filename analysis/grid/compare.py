@@ -347,8 +347,9 @@ def render_comparison(c: Comparison, fmt: str = "terminal") -> str:
         f"the logs; Welch's t under 5 runs): faster or slower where it lies wholly beyond ±{margin}, same "
         f"where it lies inside, undecided otherwise (the runs per side that would likely decide). "
         f"loading interval: B's wait for data minus A's, as a share of A's step time, judged against "
-        f"±{margin} of a step. untested: one run on a side, no interval, never called; set "
-        "measure.repeats to 3 or more to know."
+        f"±{margin} of a step. untested: one run on a side, no interval, never called; to know, "
+        "run both sweeps with measure.repeats set to 3 or more (by default a sweep measures again "
+        "only the contenders of its own best)."
     ]
     if c.only_a or c.only_b:
         legend.append(f"not matched: {c.only_a} configuration(s) only in A, {c.only_b} only in B")
