@@ -92,8 +92,11 @@ class Recommendation:
     unranked: tuple[Unranked, ...] = ()
     """Points left out of the ranking: some runs failed, or not every rank measured."""
     screened: tuple[Choice, ...] = ()
-    """Points of one run far below the best (ranking.screened), judged slower without more runs
-    where the best has several: what lets the recommendation be tested without them."""
+    """Points of one run far below the best (ranking.screened), judged slower without more runs:
+    what lets the recommendation be tested without them where the best has several runs."""
+    unscreened: int = 0
+    """Points with one run on a side that the screen leaves open (within ranking.SCREEN of the
+    best, or cheaper with a run that was not clean): what more runs would decide."""
     notes: tuple[str, ...] = ()
     """Said once under the choices: settings with no effect on this device."""
 
@@ -162,7 +165,9 @@ class Recommendation:
                 f"baseline (point 0){where}: {base.name} {base.settings_text()}: "
                 f"{base.samples_per_s:.2f} samples/s"
             )
-        if best is not None and best.runs < 2 and (base is None or base.runs < 2):
+        # Said where more runs could change the answer: not where every other point was judged
+        # slower after its one run (the default's follow-up then has nothing to measure).
+        if best is not None and best.runs < 2 and (base is None or base.runs < 2) and self.unscreened:
             out.append(f"one run per point: nothing is tested, ties are within {WITHIN:.0%}; {REPEATS_HINT}")
         return out + list(self.notes)
 
@@ -248,15 +253,23 @@ def _recommendation(g: Group, zero: pd.DataFrame) -> Recommendation:
         and ratio.judge() in (noise.UNDECIDED, noise.HIGHER)
         and (n < cheapest or (ratio.high is not None and ratio.high > 1 + noise.MARGIN))
     ]
-    # Slower after one run: only beside a best measured several times (else nothing is tested).
-    unclean = unclean_points(rows, g.records) if best.runs > 1 else set()
+    # Slower after one run: more than SCREEN below the best, and clean where it is cheaper. Said
+    # beside a best of several runs, or of one where it settles every other point (the default's
+    # follow-up then had nothing to measure); a one-run sweep with ties open says nothing of it.
+    unclean = unclean_points(rows, g.records)
     far = [
         i
         for n, i in enumerate(by_cost)
-        if best.runs > 1
-        and screened(judged[point_ids[i]][0], cheaper=n < cheapest, unclean=point_ids[i] in unclean)
+        if screened(judged[point_ids[i]][0], cheaper=n < cheapest, unclean=point_ids[i] in unclean)
     ]
     far_ids = {point_ids[i] for i in far}
+    unscreened = sum(
+        1
+        for p, (r, _) in judged.items()
+        if r is not None and r.judge() == noise.NOT_TESTED and p not in far_ids
+    )
+    if best.runs < 2 and unscreened:
+        far, far_ids = [], set()
     return dataclasses.replace(
         unranked,
         best=best,
@@ -264,6 +277,7 @@ def _recommendation(g: Group, zero: pd.DataFrame) -> Recommendation:
         tied=len(tied),
         tested=best.runs > 1 and all(r is None or r.tested or p in far_ids for p, (r, _) in judged.items()),
         screened=tuple(choice_of(g.records[i], shown) for i in far),
+        unscreened=unscreened,
         undecided=tuple(u for u in open_ if u.cheaper),
         challengers=tuple(u for u in open_ if not u.cheaper),
     )

@@ -74,6 +74,33 @@ def test_with_one_run_per_point_the_cheapest_within_5_percent_stands_in_untested
     )
 
 
+def test_one_run_each_with_every_other_point_far_below_says_so_and_no_repeats_hint(tmp_path: Path) -> None:
+    """The default's first round where every other point's clean run lies more than 20 % below
+    the best (the text pipeline's CPU sweep): the follow-up has nothing to measure, so telling
+    the user to leave measure.repeats out (as they did) or to set 3 would be wrong. The lines
+    say which points the one run settled instead."""
+    write_rows(
+        tmp_path,
+        *point(0, 0, [100.0]),
+        *point(1, 2, [130.0]),
+        *point(2, 4, [175.0]),
+    )
+    (rec,) = recommend(summarize(load_results([tmp_path]).rows))
+    assert rec.best.point_id == "p2" and rec.cheapest.point_id == "p2" and not rec.tested
+    assert rec.lines() == [
+        "best: p2 num_workers=4: 175.00 samples/s, 1.75× the baseline (untested: 1 run)",
+        "cheapest within 5% of the best (untested: 1 run): the best itself",
+        "slower after one run (more than 20% below the best, not measured again): "
+        "p0 num_workers=0 (-43%), p1 num_workers=2 (-26%)",
+        "baseline (point 0): p0 num_workers=0: 100.00 samples/s",
+    ]
+    # One point within 20 %: more runs could change the answer, and the hint is said again.
+    write_rows(tmp_path / "close", *point(0, 0, [100.0]), *point(1, 2, [160.0]), *point(2, 4, [175.0]))
+    (rec,) = recommend(summarize(load_results([tmp_path / "close"]).rows))
+    assert rec.lines()[-1].startswith("one run per point: nothing is tested, ties are within 5%; leave")
+    assert not any(line.startswith("slower after one run") for line in rec.lines())
+
+
 def test_with_repeats_the_cheapest_of_the_configurations_tied_with_the_best(tmp_path: Path) -> None:
     """p3 has the highest median; p1 and p2 lie within ±5 % of it, intervals and all: tied, and
     p1 is the cheapest of them. p4, with 1 worker, is 4.8 % below with tight runs: its interval
