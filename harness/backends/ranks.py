@@ -15,9 +15,9 @@ lingering in user code, or lost it) cannot go on to the job's later points: the 
 not there to join them, and each would fail after `limits.dist_timeout_s` of waiting (20
 points at the default 300 s: 100 min for nothing). It says where it broke (`broke_file`) and
 ends; the controller then ends the job's other ranks (their DataLoader workers with them),
-leaving each a result that says why (submitit's error pickle: the job's results are then read
-at once, where a rank without one costs submitit's 15 s wait for it), and `run_local` runs the
-points left in a fresh job: new rank processes, a new process group.
+leaving each a result that says why (submitit's error pickle), and `run_local` runs the
+points left in a fresh job: new rank processes, a new process group. A rank that wrote no result
+(killed) costs no wait either (RankJob).
 """
 
 from __future__ import annotations
@@ -176,11 +176,23 @@ class RankController(submitit_local.Controller):
             atomic_write_text(ranks_file(self.folder, self.pid), json.dumps(entries))
 
 
+class RankJob(submitit_local.LocalJob[Any]):
+    """submitit's LocalJob, without its wait for a result file that will never come. A rank
+    killed by a signal (SIGKILL, the OOM killer; its own SIGTERM, end_as_terminated) writes
+    none, and submitit waited 15 s for it at each question, in case a network file system was
+    late to show it: job.results(), then each task's exception() (local._cannot_write), 30 s
+    a job with a dead rank. Here the job is over only once its controller has ended, which
+    outlives every rank, and a rank writes its result on this machine before it exits: what is
+    not there then never will be."""
+
+    _results_timeout_s = 0
+
+
 class RankExecutor(submitit.LocalExecutor):
     """submitit's LocalExecutor whose controller is RankController: its _submit_command with
     submitit.local.local.start_controller's environment and another module to run."""
 
-    def _submit_command(self, command: str) -> submitit_local.LocalJob[Any]:
+    def _submit_command(self, command: str) -> RankJob:
         ntasks = self.parameters.get("tasks_per_node", 1)
         n_gpus = self.parameters.get("gpus_per_node", 0)
         visible_gpus = self.parameters.get("visible_gpus", ())
@@ -200,7 +212,7 @@ class RankExecutor(submitit.LocalExecutor):
         )
         # The job outlives this process, as submitit's does (the LocalJob polls and ends it).
         process = subprocess.Popen([sys.executable, "-m", __name__, str(self.folder)], env=env)
-        return submitit_local.LocalJob(
+        return RankJob(
             folder=self.folder, job_id=str(process.pid), process=process, tasks=list(range(ntasks))
         )
 
