@@ -186,6 +186,13 @@ class RankJob(submitit_local.LocalJob[Any]):
     not there then never will be."""
 
     _results_timeout_s = 0
+    POLL_S = 0.05
+    """Between two looks at the controller: submitit's 1 s cost every job half a second on
+    average, a job a pass (a look is one waitpid)."""
+
+    def wait(self) -> None:
+        while not self.done():
+            time.sleep(self.POLL_S)
 
 
 class RankExecutor(submitit.LocalExecutor):
