@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from analysis.aggregate import add_nodes, summarize, table_rows
+from analysis import summary_cache
+from analysis.aggregate import add_nodes, table_rows
 from analysis.expect import check_expectations, failed, render_expectations
 from analysis.grid.recommend import Recommendation, recommend, render_recommendations
 from analysis.grid.tail import tail_notes
@@ -71,7 +72,7 @@ def build_report(
     )
     if not rows.empty:
         rows = add_nodes(rows, meta)
-    summary = summarize(rows, by=by, meta=meta)
+    summary = summary_cache.summarize(rows, by, meta, keys=loaded.file_keys)
     recs = recommend(summary)
     plans = {d: load_plan(d, loaded.problems) for d in loaded.sweep_dirs()}
     incomplete = _incomplete(rows, plans)
