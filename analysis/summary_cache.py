@@ -161,7 +161,7 @@ def _encode(frame: pd.DataFrame) -> tuple[pa.Table, dict[str, str]] | None:
         elif isinstance(dtype, pd.StringDtype):  # pandas 3's text (the group keys)
             arrays.append(pa.array(values.tolist(), pa.string(), from_pandas=True))
             kinds[name] = f"{_STRING}{dtype.storage}:{'nan' if dtype.na_value is not pd.NA else 'NA'}"
-        elif isinstance(dtype, np.dtype) and dtype == object:
+        elif isinstance(dtype, np.dtype) and dtype.kind == "O":
             items = values.tolist()
             if all(type(v) is str for v in items):
                 arrays.append(pa.array(items, pa.string()))
@@ -237,7 +237,9 @@ def _tuples(value: Any) -> Any:
 def same(a: pd.DataFrame, b: pd.DataFrame) -> bool:
     """The same columns, index, dtypes, and every value of the same type and bits (NaN equal to
     NaN, -0.0 apart from 0.0): stricter than pandas.testing, which takes None for NaN."""
-    if list(a.columns) != list(b.columns) or not a.index.equals(b.index) or type(a.index) is not type(b.index):
+    if list(a.columns) != list(b.columns) or type(a.index) is not type(b.index):
+        return False
+    if not a.index.equals(b.index):
         return False
     for name in a.columns:
         x, y = a[name], b[name]
