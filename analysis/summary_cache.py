@@ -1,13 +1,16 @@
-"""A sweep's summary kept beside its consolidated rows (consolidated-summary-<by>.parquet), so
-that a report made again on rows that did not change does not aggregate them again (issue #36:
-summarize was a fourth of a report on 100,000 points; a report runs in a loop while a sweep
-fills, and once per format after it ends).
+"""A sweep's summary and recommendations kept beside its consolidated rows
+(consolidated-summary-<by>.parquet), so that a report made again on rows that did not change
+neither aggregates them nor judges every point again (issue #36: summarize and recommend were
+half of a report on 100,000 points; a report runs in a loop while a sweep fills, and once per
+format after it ends).
 
 The summary of a sweep's points (analysis.aggregate.summarize: a row per group, point and rung)
-depends on the sweep's rows alone and on the groups they fall in, so the summaries of the
-sweeps one after the other are the summary of all the rows at once (a test checks it). A report
-summarizes each consolidated sweep on its own, and takes its summary from its file where the
-key kept in the file is the key of the rows it holds now:
+depends on the sweep's rows alone and on the groups they fall in, and its recommendations
+(analysis.grid.recommend: a group's within a sweep) on its summary alone: so the summaries and
+recommendations of the sweeps one after the other are those of all the rows at once (tests
+check it). A report summarizes each consolidated sweep on its own, and takes its summary and
+the lines of its recommendations from its file where the key kept there is the key of the rows
+it holds now:
 
 - the sweep's folder, and its rank files, each with its size and modification time when the
   report read it (analysis/cells.py): a file rewritten, added or gone (a resume, a sweep still
@@ -15,13 +18,15 @@ key kept in the file is the key of the rows it holds now:
 - the columns of the rows and their types (typed over every sweep of a report: an integer
   column is float where another sweep has a blank);
 - each row's group and node type (`--by gpu` takes them from the meta files);
-- the code that reads, types and summarizes rows (every module of analysis/ and
+- the code that reads, types, summarizes and judges rows (every module of analysis/ and
   harness_schema/) and the versions of Python, pandas, numpy and pyarrow.
 
 Like the consolidated rows it is never wrong, only of use or not, and safe to delete. It is
 written for the sweeps that are consolidated (listed whole, consolidated.MIN_FILES rank files or
-more) where the folder is writable, and only where it reads back as it was made, every value
-and type; sweeps without one are summarized together, as before.
+more) where the folder is writable, and only where the summary reads back as it was made, every
+value and type (analysis/exact_frame.py); sweeps without one are summarized together, as before.
+A report that draws plots (HTML, --plots) judges every sweep again: the plots need more of a
+recommendation than its lines.
 """
 
 from __future__ import annotations
@@ -30,11 +35,10 @@ import functools
 import hashlib
 import json
 import logging
-import math
 import sys
-from itertools import islice
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -42,38 +46,66 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import harness_schema
-from analysis import aggregate
+from analysis import aggregate, exact_frame
 from analysis.consolidated import write_parquet
+from analysis.grid.recommend import Recommendation, recommend
 
 log = logging.getLogger(__name__)
 
 FILE = "consolidated-summary-{by}.parquet"
 VERSION = 1
 _KEY = b"pipeline-harness"
-_STRING = "pandas-string:"
-_PLAIN = (str, int, float, bool, type(None))
-"""The values an object column may hold to be kept (as JSON), and tuples of them."""
 
 
 def path_of(sweep_dir: str | Path, by: str) -> Path:
     return Path(sweep_dir) / FILE.format(by=by)
 
 
+@dataclass(frozen=True, slots=True)
+class Said:
+    """A recommendation as the text of a report says it: what the text formats print of one
+    (analysis.grid.recommend.render_recommendations), kept with its sweep's summary."""
+
+    group: str
+    sweep_dir: str
+    heading: str
+    said: tuple[str, ...]
+
+    def title(self) -> str:
+        return self.heading
+
+    def lines(self) -> list[str]:
+        return list(self.said)
+
+
+@dataclass(slots=True)
+class Summaries:
+    """A report's summary, and what of it was kept or is to keep, per sweep."""
+
+    summary: pd.DataFrame
+    said: dict[str, list[Said]] = field(default_factory=dict)
+    """Per sweep taken from its file: its recommendations, as said."""
+    made: dict[str, tuple[str, pd.DataFrame]] = field(default_factory=dict)
+    """Per sweep of a key summarized now: the key, and its summary (kept with its recommendations)."""
+    by: str = "node"
+
+
 def summarize(
     rows: pd.DataFrame, by: str = "node", meta: pd.DataFrame | None = None, *, keys: dict[str, str]
-) -> pd.DataFrame:
+) -> Summaries:
     """aggregate.summarize(rows, by, meta), each sweep of `keys` (analysis.load.Loaded.file_keys:
     per consolidated sweep, what its rows were read from) taken from its file where it was made
-    from the same rows, else made and kept; the other sweeps summarized together."""
+    from the same rows, else made (and kept by `recommendations`); the others summarized together."""
     if not keys or not (rows["status"] == "ok").any():
-        return aggregate.summarize(rows, by=by, meta=meta)
+        return Summaries(aggregate.summarize(rows, by=by, meta=meta), by=by)
     grouped = aggregate.with_groups(rows, by, meta)
     codes, sweeps = pd.factorize(grouped["sweep_dir"])
     starts = (np.flatnonzero(np.diff(codes)) + 1).tolist()
     if len(starts) != len(sweeps) - 1 or not any(s in keys for s in sweeps):
         # A sweep's rows apart (files of two harness versions' headers), or none kept: at once.
-        return aggregate.summarize_grouped(grouped)
+        return Summaries(aggregate.summarize_grouped(grouped), by=by)
     bounds = list(zip([0, *starts], [*starts, len(codes)], strict=True))
+    out = Summaries(pd.DataFrame(), by=by)
     parts: dict[str, pd.DataFrame] = {}
     rest = [n for n, sweep in enumerate(sweeps) if sweep not in keys]
     if rest:  # summarized together: many small sweeps cost one summary, not one each
@@ -82,19 +114,38 @@ def summarize(
             made = aggregate.summarize_grouped(together)
             parts.update(dict(iter(made.groupby("sweep_dir", sort=False))))
     for n, sweep in enumerate(sweeps):
-        if sweep not in keys:
-            continue
         part = grouped.iloc[slice(*bounds[n])]
-        if not (part["status"] == "ok").any():
-            continue  # no point of it to summarize, as at once
+        if sweep not in keys or not (part["status"] == "ok").any():
+            continue  # a sweep without an ok row has no point to summarize, as at once
         key = _key(part, str(sweep), keys[sweep], by)
-        summary = _read(str(sweep), by, key)
-        if summary is None:
-            summary = aggregate.summarize_grouped(part)
-            _write(str(sweep), by, key, summary)
-        parts[sweep] = summary
+        held = _read(str(sweep), by, key)
+        if held is None:
+            parts[sweep] = aggregate.summarize_grouped(part)
+            out.made[str(sweep)] = (key, parts[sweep])
+        else:
+            parts[sweep], out.said[str(sweep)] = held
     ordered = [parts[s] for s in sweeps if s in parts]
-    return pd.concat(ordered, ignore_index=True) if len(ordered) > 1 else ordered[0].reset_index(drop=True)
+    out.summary = (
+        pd.concat(ordered, ignore_index=True) if len(ordered) > 1 else ordered[0].reset_index(drop=True)
+    )
+    return out
+
+
+def recommendations(summaries: Summaries, *, said: bool = True) -> Sequence[Recommendation | Said]:
+    """recommend(summary): with `said` (a report of text alone), the sweeps' taken from their
+    files as said, the others made; without, all made. Each sweep summarized now is kept with
+    its recommendations' lines."""
+    summary = summaries.summary
+    kept = summaries.said if said else {}
+    made = recommend(summary[~summary["sweep_dir"].isin(list(kept))] if kept else summary)
+    for sweep, (key, part) in summaries.made.items():
+        mine = [Said(r.group, sweep, r.title(), tuple(r.lines())) for r in made if r.sweep_dir == sweep]
+        _write(sweep, summaries.by, key, part, mine)
+    if not kept:
+        return made
+    # In recommend's order: by group, then sweep (its groupby's sorted keys).
+    every: list[Recommendation | Said] = [*made, *(s for lines in kept.values() for s in lines)]
+    return sorted(every, key=lambda r: (r.group, r.sweep_dir))
 
 
 def _key(rows: pd.DataFrame, sweep: str, files: str, by: str) -> str:
@@ -121,14 +172,16 @@ def code_version() -> str:
     return digest.hexdigest()
 
 
-def _read(sweep: str, by: str, key: str) -> pd.DataFrame | None:
-    """The summary kept for `key`; None where there is none, or it was made from other rows."""
+def _read(sweep: str, by: str, key: str) -> tuple[pd.DataFrame, list[Said]] | None:
+    """The summary and recommendations kept for `key`; None where there are none, or they were
+    made from other rows."""
     path = path_of(sweep, by)
     try:
         meta = json.loads((pq.read_schema(path).metadata or {})[_KEY])
         if meta.get("version") != VERSION or meta.get("key") != key:
             return None
-        return _decode(pq.read_table(path), meta["kinds"])
+        said = [Said(g, sweep, t, tuple(lines)) for g, t, lines in meta["said"]]
+        return exact_frame.from_table(pq.read_table(path), meta["kinds"]), said
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError, pa.ArrowException) as e:
@@ -136,128 +189,18 @@ def _read(sweep: str, by: str, key: str) -> pd.DataFrame | None:
         return None
 
 
-def _write(sweep: str, by: str, key: str, summary: pd.DataFrame) -> bool:
-    """Keep the summary for `key`, only where it reads back as it is (else False)."""
-    encoded = _encode(summary)
-    if encoded is None or not same(_decode(*encoded), summary):
+def _write(sweep: str, by: str, key: str, summary: pd.DataFrame, said: list[Said]) -> bool:
+    """Keep the summary and recommendations for `key`, only where the summary reads back as it
+    is (else False)."""
+    encoded = exact_frame.to_table(summary)
+    if encoded is None or not exact_frame.same(exact_frame.from_table(*encoded), summary):
         log.debug("%s: the summary does not keep exactly; not written", path_of(sweep, by))
         return False
     table, kinds = encoded
-    return write_parquet(path_of(sweep, by), table, {"version": VERSION, "key": key, "kinds": kinds})
-
-
-def _encode(frame: pd.DataFrame) -> tuple[pa.Table, dict[str, str]] | None:
-    """The frame as a table, with each column's kind: a numpy dtype, "str" (text), "json" (any
-    other object column of _PLAIN values and tuples of them); None where a column is none of these."""
-    arrays, kinds = [], {}
-    for name in frame.columns:
-        values = frame[name]
-        dtype = values.dtype
-        if not isinstance(name, str):
-            return None
-        if isinstance(dtype, np.dtype) and dtype.kind in "biuf":
-            arrays.append(pa.array(values.to_numpy()))
-            kinds[name] = dtype.str
-        elif isinstance(dtype, pd.StringDtype):  # pandas 3's text (the group keys)
-            arrays.append(pa.array(values.tolist(), pa.string(), from_pandas=True))
-            kinds[name] = f"{_STRING}{dtype.storage}:{'nan' if dtype.na_value is not pd.NA else 'NA'}"
-        elif isinstance(dtype, np.dtype) and dtype.kind == "O":
-            items = values.tolist()
-            if all(type(v) is str for v in items):
-                arrays.append(pa.array(items, pa.string()))
-                kinds[name] = "str"
-            elif (kind := _tuple_kind(items)) is not None:  # each point's runs: a list per row
-                flat = [v for item in items for v in item]
-                offsets = np.cumsum([0, *map(len, items)], dtype=np.int32)
-                arrays.append(pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, _TUPLES[kind])))
-                kinds[name] = kind
-            elif all(map(_plain, items)):
-                arrays.append(pa.array([json.dumps(v) for v in items], pa.string()))
-                kinds[name] = "json"
-            else:
-                return None
-        else:
-            return None
-    return pa.table(arrays, names=list(frame.columns)), kinds
-
-
-_TUPLES = {"tuple-float": pa.float64(), "tuple-str": pa.string()}
-"""Object columns of tuples kept as lists: floats (each point's runs' figures), and text or
-None (their passes)."""
-
-
-def _tuple_kind(items: list[Any]) -> str | None:
-    """The _TUPLES kind of a column of tuples, where every tuple holds floats, or text and None."""
-    if not all(type(v) is tuple for v in items):
-        return None
-    types = {type(v) for item in items for v in item}
-    if types <= {float}:
-        return "tuple-float"
-    return "tuple-str" if types <= {str, type(None)} else None
-
-
-def _plain(value: Any) -> bool:
-    return type(value) in _PLAIN or (type(value) is tuple and all(map(_plain, value)))
-
-
-def _decode(table: pa.Table, kinds: dict[str, str]) -> pd.DataFrame:
-    columns: dict[str, pd.Series] = {}
-    for name in table.column_names:
-        kind, column = kinds[name], table.column(name)
-        if kind.startswith(_STRING):
-            storage, na = kind[len(_STRING) :].split(":")
-            dtype = pd.StringDtype(storage, na_value=np.nan if na == "nan" else pd.NA)  # type: ignore[call-arg]
-            columns[name] = pd.Series(column.to_pylist(), dtype=dtype)
-        elif kind == "str":
-            # Through the column's distinct values: a setting's column holds few of them.
-            encoded = column.combine_chunks().dictionary_encode()
-            values = np.asarray(encoded.dictionary.to_pylist(), dtype=object)
-            columns[name] = pd.Series(values[encoded.indices.to_numpy()], dtype=object)
-        elif kind in _TUPLES:
-            lists = column.combine_chunks()
-            sizes = np.diff(lists.offsets.to_numpy()).tolist()
-            values = lists.values
-            flat = values.to_numpy().tolist() if kind == "tuple-float" else values.to_pylist()
-            rest = iter(flat)
-            columns[name] = pd.Series([tuple(islice(rest, n)) for n in sizes], dtype=object)
-        elif kind == "json":
-            # One parse of the whole column: a call per cell was most of the reading.
-            parsed = json.loads("[" + ",".join(column.to_pylist()) + "]")
-            columns[name] = pd.Series([_tuples(v) for v in parsed], dtype=object)
-        else:
-            columns[name] = pd.Series(column.to_numpy().astype(np.dtype(kind), copy=False))
-    return pd.DataFrame(columns)
-
-
-def _tuples(value: Any) -> Any:
-    """JSON's arrays back as the tuples they were (a summary holds no lists)."""
-    return tuple(_tuples(v) for v in value) if type(value) is list else value
-
-
-def same(a: pd.DataFrame, b: pd.DataFrame) -> bool:
-    """The same columns, index, dtypes, and every value of the same type and bits (NaN equal to
-    NaN, -0.0 apart from 0.0): stricter than pandas.testing, which takes None for NaN."""
-    if list(a.columns) != list(b.columns) or type(a.index) is not type(b.index):
-        return False
-    if not a.index.equals(b.index):
-        return False
-    for name in a.columns:
-        x, y = a[name], b[name]
-        if x.dtype != y.dtype:
-            return False
-        if isinstance(x.dtype, np.dtype) and x.dtype.kind in "biuf":
-            if x.to_numpy().tobytes() != y.to_numpy().tobytes():
-                return False
-        elif not all(map(_same_value, x.tolist(), y.tolist())):
-            return False
-    return True
-
-
-def _same_value(a: Any, b: Any) -> bool:
-    if type(a) is not type(b):
-        return False
-    if type(a) is tuple:
-        return len(a) == len(b) and all(map(_same_value, a, b))
-    if type(a) is float:
-        return repr(a) == repr(b) or (math.isnan(a) and math.isnan(b))
-    return bool(a == b)
+    meta = {
+        "version": VERSION,
+        "key": key,
+        "kinds": kinds,
+        "said": [[s.group, s.heading, s.said] for s in said],
+    }
+    return write_parquet(path_of(sweep, by), table, meta)

@@ -13,7 +13,7 @@ import pandas as pd
 from analysis import summary_cache
 from analysis.aggregate import add_nodes, table_rows
 from analysis.expect import check_expectations, failed, render_expectations
-from analysis.grid.recommend import Recommendation, recommend, render_recommendations
+from analysis.grid.recommend import Recommendation, render_recommendations
 from analysis.grid.tail import tail_notes
 from analysis.ladder.verdict import Verdict, ladder_verdicts
 from analysis.ladder.verdict_text import render_verdict
@@ -72,13 +72,16 @@ def build_report(
     )
     if not rows.empty:
         rows = add_nodes(rows, meta)
-    summary = summary_cache.summarize(rows, by, meta, keys=loaded.file_keys)
-    recs = recommend(summary)
     plans = {d: load_plan(d, loaded.problems) for d in loaded.sweep_dirs()}
     incomplete = _incomplete(rows, plans)
     found = scaling(rows, au_threshold) if not rows.empty and scale_count(rows) > 1 else []
     drawn = plots or fmt == "html" or bool(timeline)
-    made = _plots(summary, recs, found, timeline, write=plots or bool(timeline)) if drawn else []
+    summaries = summary_cache.summarize(rows, by, meta, keys=loaded.file_keys)
+    summary = summaries.summary
+    # A report of text alone takes the recommendations kept as said; the plots need them whole.
+    recs = summary_cache.recommendations(summaries, said=not drawn)
+    whole = [r for r in recs if isinstance(r, Recommendation)]  # every one, where drawn
+    made = _plots(summary, whole, found, timeline, write=plots or bool(timeline)) if drawn else []
 
     group_plots: dict[str, list[Plot]] = {}
     for plot in made:
@@ -126,7 +129,7 @@ def _plots(
 
 def _group_sections(
     summary: pd.DataFrame,
-    recs: list[Recommendation],
+    recs: Sequence[Recommendation | summary_cache.Said],
     group_plots: dict[str, list[Plot]],
     fmt: str,
     by: str,
@@ -134,7 +137,7 @@ def _group_sections(
 ) -> list[tuple[str, str]]:
     """(title, rendered body) per group: its table, the table's notes, its recommendations and,
     in HTML, its plots (taken out of `group_plots`)."""
-    recs_by_group: dict[str, list[Recommendation]] = {}
+    recs_by_group: dict[str, list[Recommendation | summary_cache.Said]] = {}
     for rec in recs:
         recs_by_group.setdefault(rec.group, []).append(rec)
     shown = table_rows(summary)
@@ -343,7 +346,7 @@ def _html_page(
     return html.page("pipeline-harness report: " + " ".join(str(p) for p in paths), parts)
 
 
-def _recommendation_html(rec: Recommendation) -> str:
+def _recommendation_html(rec: Recommendation | summary_cache.Said) -> str:
     """The recommendation as a table: one row per choice (best, cheapest, undecided, baseline), its
     configuration and its figures; the one-run caveat under it."""
     rows, after = [], []
