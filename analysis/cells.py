@@ -139,8 +139,8 @@ class Cells:
 
     def file_keys(self) -> dict[str, str]:
         """Per sweep to consolidate: a digest of its rank files' names, each with its size and
-        time before it was read; what its rows were read from (analysis/summary_cache.py's key).
-        None for a sweep some of whose rows come from files outside its layout."""
+        time before it was read: what its rows were read from (analysis/summary_cache.py's key).
+        A sweep some of whose rows come from files outside its layout has none."""
         outside = {self.sweeps[i] for i in np.flatnonzero(~np.asarray(self.in_layout, dtype=bool))}
         keys = {}
         for sweep, (files, _) in self.refresh.items():
