@@ -76,12 +76,9 @@ def build_report(
     incomplete = _incomplete(rows, plans)
     found = scaling(rows, au_threshold) if not rows.empty and scale_count(rows) > 1 else []
     drawn = plots or fmt == "html" or bool(timeline)
-    summaries = summary_cache.summarize(rows, by, meta, keys=loaded.file_keys)
-    summary = summaries.summary
     # A report of text alone takes the recommendations kept as said; the plots need them whole.
-    recs = summary_cache.recommendations(summaries, said=not drawn)
-    whole = [r for r in recs if isinstance(r, Recommendation)]  # every one, where drawn
-    made = _plots(summary, whole, found, timeline, write=plots or bool(timeline)) if drawn else []
+    summary, recs = _judged(rows, by, meta, loaded.file_keys, said=not drawn)
+    made = _plots(summary, recs, found, timeline, write=plots or bool(timeline)) if drawn else []
 
     group_plots: dict[str, list[Plot]] = {}
     for plot in made:
@@ -111,9 +108,18 @@ def build_report(
     )
 
 
+def _judged(
+    rows: pd.DataFrame, by: str, meta: pd.DataFrame | None, keys: dict[str, str], *, said: bool
+) -> tuple[pd.DataFrame, Sequence[Recommendation | summary_cache.Said]]:
+    """The summary and its recommendations, each sweep's taken as kept where its rows did not
+    change (analysis/summary_cache.py); with `said`, the recommendations kept as said."""
+    summaries = summary_cache.summarize(rows, by, meta, keys=keys)
+    return summaries.summary, summary_cache.recommendations(summaries, said=said)
+
+
 def _plots(
     summary: pd.DataFrame,
-    recs: list[Recommendation],
+    recs: Sequence[Recommendation | summary_cache.Said],
     found: list[Scaling],
     timeline: Sequence[str],
     *,
@@ -123,7 +129,8 @@ def _plots(
     <sweep>/plots/ with `write`; matplotlib imported only here, when drawing."""
     from analysis.render.plots import make_plots, scaling_plot, write_plots
 
-    made = make_plots(summary, recs, timeline) + [scaling_plot(s) for s in found]
+    whole = [r for r in recs if isinstance(r, Recommendation)]  # every one: made whole where drawn
+    made = make_plots(summary, whole, timeline) + [scaling_plot(s) for s in found]
     return write_plots(made) if write else made
 
 

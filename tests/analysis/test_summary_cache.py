@@ -64,6 +64,19 @@ def summarized(paths: list[Path], by: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     return summaries.summary, aggregate.summarize(rows, by=by, meta=meta)
 
 
+def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The rows of each summary made from now on (aggregate.summarize_grouped's calls)."""
+    calls: list[int] = []
+    real = aggregate.summarize_grouped
+
+    def summarize_grouped(rows: pd.DataFrame) -> pd.DataFrame:
+        calls.append(len(rows))
+        return real(rows)
+
+    monkeypatch.setattr(aggregate, "summarize_grouped", summarize_grouped)
+    return calls
+
+
 @pytest.mark.parametrize("by", ["node", "gpu"])
 def test_each_sweep_summarized_on_its_own_is_the_summary_of_all_rows(sweeps: list[Path], by: str) -> None:
     made, whole = summarized(sweeps, by)
@@ -77,9 +90,7 @@ def test_a_report_made_again_takes_the_kept_summary_and_says_the_same(
     sweeps: list[Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first = build_report(sweeps).text
-    summarized_again: list[int] = []
-    real = aggregate.summarize_grouped
-    monkeypatch.setattr(aggregate, "summarize_grouped", lambda rows: summarized_again.append(1) or real(rows))
+    summarized_again = counted(monkeypatch)
     assert build_report(sweeps).text == first == build_report(sweeps, consolidated=False).text
     assert len(summarized_again) == 1  # only the slow path's, every row at once
 
@@ -109,9 +120,7 @@ def test_another_code_version_or_a_torn_file_makes_it_again(
     sweeps: list[Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     text = build_report(sweeps).text
-    calls: list[int] = []
-    real = aggregate.summarize_grouped
-    monkeypatch.setattr(aggregate, "summarize_grouped", lambda rows: calls.append(1) or real(rows))
+    calls = counted(monkeypatch)
     monkeypatch.setattr(summary_cache, "code_version", lambda: "another version of the analysis")
     assert build_report(sweeps).text == text and len(calls) == 2  # each sweep made again
     summary_cache.path_of(sweeps[1], "node").write_bytes(b"torn")
