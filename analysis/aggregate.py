@@ -143,15 +143,25 @@ def summarize(rows: pd.DataFrame, by: str = "node", meta: pd.DataFrame | None = 
     or all (one group)."""
     if not (rows["status"] == "ok").any():
         return pd.DataFrame(columns=[*KEY, *FIRST_COLUMNS, "jobid"])
-    # The groups of every row, the failed ones too: a point's failed runs are counted in the
-    # group where its ok runs are shown.
+    return summarize_grouped(with_groups(rows, by, meta))
+
+
+def with_groups(rows: pd.DataFrame, by: str = "node", meta: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The rows with `group`, the table each falls in (summarize's `by`): every row's, the
+    failed ones too: a point's failed runs are counted in the group where its ok runs are shown."""
     if "node" not in rows.columns or (meta is not None and (rows["node_type"] == "").all()):
         rows = add_nodes(rows, meta)
     if by == "gpu":
         group = rows["node_type"].replace("", UNKNOWN_TYPE)
     else:
         group = rows["node"] if by == "node" else pd.Series("all", index=rows.index)
-    rows = rows.assign(group=group)
+    return rows.assign(group=group)
+
+
+def summarize_grouped(rows: pd.DataFrame) -> pd.DataFrame:
+    """summarize's rows of rows that have their `group` (with_groups), some of them ok. Each
+    sweep's summary rows depend on its own rows alone (every key holds sweep_dir): the
+    summaries of sweeps one after the other are theirs at once (analysis/summary_cache.py)."""
     summary = over_runs(per_run(rows[rows["status"] == "ok"]))
     return _with_failed_runs(summary, rows)
 

@@ -9,6 +9,7 @@ bookkeeping (file index, row, header, size and time) that makes both sources giv
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -135,6 +136,21 @@ class Cells:
         """The columns of the headers of `files`, as met file by file."""
         met = dict.fromkeys(self.header_of[np.unique(files)])
         return list(dict.fromkeys(c for h in met for c in self.headers[h]))
+
+    def file_keys(self) -> dict[str, str]:
+        """Per sweep to consolidate: a digest of its rank files' names, each with its size and
+        time before it was read: what its rows were read from (analysis/summary_cache.py's key).
+        A sweep some of whose rows come from files outside its layout has none."""
+        outside = {self.sweeps[i] for i in np.flatnonzero(~np.asarray(self.in_layout, dtype=bool))}
+        keys = {}
+        for sweep, (files, _) in self.refresh.items():
+            if sweep in outside:
+                continue
+            cut = len(sweep) + 1
+            digest = hashlib.sha256("\0".join(self.sources[i][cut:] for i in files).encode())
+            digest.update(self.stamps[files].tobytes())
+            keys[sweep] = digest.hexdigest()
+        return keys
 
     def write_consolidated(self, table: pa.Table) -> None:
         """Write the consolidated file of each sweep to refresh where it lacks rows read now,

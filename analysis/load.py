@@ -43,6 +43,9 @@ class Loaded:
     """Per sweep whose every point was listed: its point folders that hold a `profile` entry,
     seen in the listing of each point (analysis.profiles.trace_dirs takes them rather than
     looking into every point folder again)."""
+    file_keys: dict[str, str] = field(default_factory=dict)
+    """Per sweep consolidated by this load (refresh): a digest of its rank files, each with its
+    size and time when read (analysis/cells.py, Cells.file_keys): the key of its summary kept."""
 
     def sweep_dirs(self) -> list[Path]:
         if self.rows.empty:
@@ -84,7 +87,11 @@ def load_results(paths: Iterable[str | Path], *, consolidated: bool = True, refr
         _write_listings(found)
     rows = typed(table, cells)
     return Loaded(
-        rows=measured(rows, problems), problems=problems, files=len(found.files), profiled=found.profiled
+        rows=measured(rows, problems),
+        problems=problems,
+        files=len(found.files),
+        profiled=found.profiled,
+        file_keys=cells.file_keys() if refresh else {},
     )
 
 

@@ -16,10 +16,14 @@ then measures, in this one run:
   aggregating ranks and repeats, the per-node tables, stragglers, recommendations, rendered,
   and writing each sweep's consolidated file;
 - report: the same again, as a report run in a loop or after the sweep's end reads it (the
-  consolidated files, and the rank files changed since: none here);
+  consolidated files, and the rank files changed since: none here; each sweep's summary and
+  recommendations kept by the first, analysis/summary_cache.py);
 - report --by gpu, first: the same with the meta files joined (node types), every meta file
   read and each sweep's consolidated meta file written;
-- report --by gpu: the same again, through the consolidated meta files.
+- report --by gpu: the same again, through the consolidated meta files;
+- report, one rank file changed: as a report in a loop while a sweep fills, one rank file
+  rewritten since (its time moved): that file read again, its sweep summarized and judged
+  again, the other sweeps' summaries taken as kept.
 
 Each report starts as a report in a process of its own would: analysis.noise's cache of the
 points' runs, which the reports before would have filled, is emptied first. The load average
@@ -185,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
         report_s, report = _timed(lambda: build_report([root], "terminal"))
         gpu_first_s, gpu_first = _timed(lambda: build_report([root], "terminal", by="gpu"))
         gpu_s, by_gpu = _timed(lambda: build_report([root], "terminal", by="gpu"))
+        os.utime(files[0])  # rewritten now, the same rows: its sweep is made again, the others kept
+        changed_s, changed = _timed(lambda: build_report([root], "terminal"))
         # The profile of one more report like the second, apart: profiling slows what it times.
         profile = cProfile.Profile() if args.profile else None
         if profile is not None:
@@ -193,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     assert report.points == args.points == by_gpu.points, (report.points, by_gpu.points)
     assert report.text == first.text, "the report through the consolidated files differs"
     assert by_gpu.text == gpu_first.text, "the report --by gpu through the consolidated files differs"
+    assert changed.text == first.text, "the report after a rank file changed differs"
     print(f"{len(files)} files, {len(plain)} rows read by plain")
     lines = [
         (plain_label, plain_s),
@@ -200,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         ("analysis report (read, aggregate, table, render):", report_s),
         ("analysis report --by gpu, first (meta files read):", gpu_first_s),
         ("analysis report --by gpu (+ meta files):", gpu_s),
+        ("analysis report, one rank file changed since:", changed_s),
     ]
     for label, seconds in lines:
         ratio = "reading only" if seconds is plain_s else f"{seconds / plain_s:.2f}× plain"

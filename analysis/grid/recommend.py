@@ -37,7 +37,9 @@ from __future__ import annotations
 
 import dataclasses
 import html
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -341,7 +343,16 @@ def _baseline(rows: pd.DataFrame, zero: pd.DataFrame, sweep_dir: str) -> tuple[p
     return row, True
 
 
-def render_recommendations(recs: list[Recommendation], fmt: str) -> str:
+class Sayable(Protocol):
+    """What rendering asks of a recommendation: its title and lines (a Recommendation, or one
+    kept as said: analysis.summary_cache.Said)."""
+
+    def title(self) -> str: ...
+
+    def lines(self) -> list[str]: ...
+
+
+def render_recommendations(recs: Sequence[Sayable], fmt: str) -> str:
     blocks = []
     for rec in recs:
         lines = rec.lines()

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from analysis.aggregate import add_nodes, summarize, table_rows
+from analysis import summary_cache
+from analysis.aggregate import add_nodes, table_rows
 from analysis.expect import check_expectations, failed, render_expectations
-from analysis.grid.recommend import Recommendation, recommend, render_recommendations
+from analysis.grid.recommend import Recommendation, render_recommendations
 from analysis.grid.tail import tail_notes
 from analysis.ladder.verdict import Verdict, ladder_verdicts
 from analysis.ladder.verdict_text import render_verdict
@@ -71,12 +72,12 @@ def build_report(
     )
     if not rows.empty:
         rows = add_nodes(rows, meta)
-    summary = summarize(rows, by=by, meta=meta)
-    recs = recommend(summary)
     plans = {d: load_plan(d, loaded.problems) for d in loaded.sweep_dirs()}
     incomplete = _incomplete(rows, plans)
     found = scaling(rows, au_threshold) if not rows.empty and scale_count(rows) > 1 else []
     drawn = plots or fmt == "html" or bool(timeline)
+    # A report of text alone takes the recommendations kept as said; the plots need them whole.
+    summary, recs = _judged(rows, by, meta, loaded.file_keys, said=not drawn)
     made = _plots(summary, recs, found, timeline, write=plots or bool(timeline)) if drawn else []
 
     group_plots: dict[str, list[Plot]] = {}
@@ -107,9 +108,18 @@ def build_report(
     )
 
 
+def _judged(
+    rows: pd.DataFrame, by: str, meta: pd.DataFrame | None, keys: dict[str, str], *, said: bool
+) -> tuple[pd.DataFrame, Sequence[Recommendation | summary_cache.Said]]:
+    """The summary and its recommendations, each sweep's taken as kept where its rows did not
+    change (analysis/summary_cache.py); with `said`, the recommendations kept as said."""
+    summaries = summary_cache.summarize(rows, by, meta, keys=keys)
+    return summaries.summary, summary_cache.recommendations(summaries, said=said)
+
+
 def _plots(
     summary: pd.DataFrame,
-    recs: list[Recommendation],
+    recs: Sequence[Recommendation | summary_cache.Said],
     found: list[Scaling],
     timeline: Sequence[str],
     *,
@@ -119,13 +129,14 @@ def _plots(
     <sweep>/plots/ with `write`; matplotlib imported only here, when drawing."""
     from analysis.render.plots import make_plots, scaling_plot, write_plots
 
-    made = make_plots(summary, recs, timeline) + [scaling_plot(s) for s in found]
+    whole = [r for r in recs if isinstance(r, Recommendation)]  # every one: made whole where drawn
+    made = make_plots(summary, whole, timeline) + [scaling_plot(s) for s in found]
     return write_plots(made) if write else made
 
 
 def _group_sections(
     summary: pd.DataFrame,
-    recs: list[Recommendation],
+    recs: Sequence[Recommendation | summary_cache.Said],
     group_plots: dict[str, list[Plot]],
     fmt: str,
     by: str,
@@ -133,7 +144,7 @@ def _group_sections(
 ) -> list[tuple[str, str]]:
     """(title, rendered body) per group: its table, the table's notes, its recommendations and,
     in HTML, its plots (taken out of `group_plots`)."""
-    recs_by_group: dict[str, list[Recommendation]] = {}
+    recs_by_group: dict[str, list[Recommendation | summary_cache.Said]] = {}
     for rec in recs:
         recs_by_group.setdefault(rec.group, []).append(rec)
     shown = table_rows(summary)
@@ -342,7 +353,7 @@ def _html_page(
     return html.page("pipeline-harness report: " + " ".join(str(p) for p in paths), parts)
 
 
-def _recommendation_html(rec: Recommendation) -> str:
+def _recommendation_html(rec: Recommendation | summary_cache.Said) -> str:
     """The recommendation as a table: one row per choice (best, cheapest, undecided, baseline), its
     configuration and its figures; the one-run caveat under it."""
     rows, after = [], []
