@@ -12,6 +12,7 @@ a scheduler's preemption): `terminated_as_interrupt`.
 
 from __future__ import annotations
 
+import gc
 import signal
 import threading
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ __all__ = [
     "Terminated",
     "UsageError",
     "interrupted",
+    "leave_objects_to_the_exit",
     "terminated_as_interrupt",
 ]
 
@@ -74,3 +76,15 @@ def terminated_as_interrupt() -> Iterator[None]:
 def interrupted(e: KeyboardInterrupt) -> str:
     """What stopped a verb, in its line: interrupted (Ctrl-C), or the signal's name."""
     return f"terminated by {e.name}" if isinstance(e, Terminated) else "interrupted"
+
+
+def leave_objects_to_the_exit() -> None:
+    """For a process about to end (a job's ranks once their points are done, a script once the
+    probe has its rows): Python's last garbage collection at exit walks every object torch,
+    torchvision and pandas made, to free memory the exit frees anyway. That took 0.6-1.1 s a
+    process on an idle 2-core VM (1.0 s a rank of a tiny local job), 2-2.6 s a rank beside
+    others. Frozen (`gc.freeze`), those objects are left to the exit: 0.2-0.35 s. The result,
+    atexit handlers, `finally` blocks and the exit status are as before; objects made after it
+    (the result's pickle) are collected as ever. Only where the process ends: frozen objects
+    that became cyclic garbage later would never be freed."""
+    gc.freeze()

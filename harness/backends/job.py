@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 
 import submitit
 
-from harness.exits import Terminated
+from harness.exits import Terminated, leave_objects_to_the_exit
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +30,12 @@ class PointJob(submitit.helpers.Checkpointable):
         self.sweep_dir = sweep_dir
 
     def __call__(self, point_json: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self._run(point_json)
+        finally:
+            leave_objects_to_the_exit()
+
+    def _run(self, point_json: dict[str, Any]) -> dict[str, Any]:
         from harness.extras import require_run_extra
 
         # A compute node without torch: the job's error (in its log)
@@ -67,6 +73,12 @@ class PassJob(submitit.helpers.Checkpointable):
         self.sweep_dir = sweep_dir
 
     def __call__(self, points_json: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        try:
+            return self._run(points_json)
+        finally:
+            leave_objects_to_the_exit()
+
+    def _run(self, points_json: list[dict[str, Any]]) -> list[dict[str, Any]]:
         from harness.extras import require_run_extra
 
         require_run_extra("a submitted job")

@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 from harness.config.plan import Point
 from harness.execution.probe_job import ENDING, ProbeEnvironmentError, ProbeJob
+from harness.exits import leave_objects_to_the_exit
 from harness.probe.loop_settings import settings_of
 
 
@@ -114,6 +115,10 @@ def end(job: ProbeJob, why: str) -> None:
     job.report(ENDING + quote(why, safe=""))
     sys.stdout.flush()
     sys.stderr.flush()
+    # The script's objects left to the exit, not walked by Python's last collection (a second
+    # or more with torch and a framework loaded: harness/exits.py); its `finally` and
+    # `with` blocks still run as the SystemExit unwinds.
+    leave_objects_to_the_exit()
     raise SystemExit(0)
 
 

@@ -98,3 +98,34 @@ def test_a_run_started_under_nohup_outlives_its_terminal(tmp_path: Path) -> None
     err = (tmp_path / "err").read_text()
     assert "terminated" not in err
     assert "LoaderTimeout: no batch from the DataLoader for 3 s" in err
+
+
+def test_a_process_that_leaves_its_objects_to_the_exit_still_runs_its_finally_and_atexit_and_keeps_its_status() -> (
+    None
+):
+    """What a rank or a probed script relies on after leave_objects_to_the_exit (gc.freeze):
+    its `finally` blocks and atexit handlers run, a cycle made after it is still collected,
+    and its exit status is its own."""
+    code = """
+import atexit, gc, sys, weakref
+from harness.exits import leave_objects_to_the_exit
+
+class Node:
+    pass
+
+atexit.register(lambda: print("atexit ran", flush=True))
+try:
+    leave_objects_to_the_exit()
+    later = Node()
+    later.me = later  # a cycle made after: collected as ever
+    alive = weakref.ref(later)
+    del later
+    gc.collect()
+    print("cycle made after collected:", alive() is None, flush=True)
+    sys.exit(3)
+finally:
+    print("finally ran", flush=True)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert done.returncode == 3, done.stderr
+    assert done.stdout.splitlines() == ["cycle made after collected: True", "finally ran", "atexit ran"]
