@@ -79,7 +79,7 @@ def remount_read_only(mount: Path) -> None:
 
 
 # The test command (scripts/test.sh) runs the suite in two passes: the independent tests in
-# parallel (pytest-xdist), then the tests marked `serial`, three at a time, and those also marked
+# parallel (pytest-xdist), then the tests marked `serial`, two at a time, and those also marked
 # `alone` with nothing beside them: the serial tests judge a measured figure (a cost injected
 # and named by the ladder, nothing named where nothing is), which a machine shared with the
 # parallel pass would make noisier than their margins assume. The
