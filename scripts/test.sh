@@ -98,9 +98,10 @@ serial=0
 # the time of one after the other with every verdict the same (hf_text's five, fabric's and
 # timm's five); a machine busy with the parallel pass's 3 processes is what they avoid. Those
 # marked `alone` (they start CPU burners of their own, a worker that kills its process, or judge
-# a figure the test beside them scatters) then run with nothing beside them. Three at a time took 0.75 of the time (the cores a third
-# idle, not 60 %) and gave false verdicts in two runs of two: `transforms` named where nothing was
-# injected (detection's real transforms slowed by the load beside them), a what-if lost.
+# a figure the test beside them scatters) then run with nothing beside them. Three at a time
+# took 0.75 of the time (the cores a third idle, not 60 %) and gave false verdicts in two runs
+# of two: `transforms` named where nothing was injected (detection's real transforms slowed by
+# the load beside them), a what-if lost.
 serial_workers="${HARNESS_SERIAL_WORKERS:-2}"
 if [ "$serial_workers" -gt 1 ]; then
     OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" \
