@@ -97,9 +97,9 @@ def layout_page() -> str:
         "backend. Besides the packages: `jobs/` (the specs and the labs), `sbatch/` (the labs as",
         "standalone array scripts), `benchmarks/` (the harness's own costs and the truth of its",
         "figures), `tests/` (mirrors the packages; `tests/slurm/` holds the real-cluster tests),",
-        "`scripts/` (`setup.sh`, `quickstart.sh`, `test.sh`, `gpu_suite.sh`, and this page's",
-        "generator `docs_reference.py` and `docs_outputs.py`; `make_figures.py`, the manual's",
-        "figures from real runs).",
+        "`scripts/` (`setup.sh`, `mosaic_env.sh` and the `installer.sh` they share, `quickstart.sh`,",
+        "`test.sh`, `gpu_suite.sh`, and this page's generator `docs_reference.py` and",
+        "`docs_outputs.py`; `make_figures.py`, the manual's figures from real runs).",
     ]
     for package in PACKAGES:
         folders: dict[str, list[Path]] = {}

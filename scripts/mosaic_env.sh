@@ -17,22 +17,24 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 stamp="$VENV/.harness-installed"
 want="$(cat pyproject.toml; echo "$TORCH_SPEC $MOSAIC_SPEC")"
-editable=""
-if command -v flock >/dev/null 2>&1; then
-    editable="flock pyproject.toml"
-fi
+# shellcheck source=scripts/installer.sh
+. scripts/installer.sh
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     log="$VENV/setup.log"
     echo "mosaic_env: installing into $VENV ($TORCH_SPEC, $MOSAIC_SPEC and the harness; log: $log)" >&2
     {
         # shellcheck disable=SC2086
-        "$VENV/bin/pip" install $TORCH_SPEC
-        # torch pinned by a constraint, so that Mosaic's resolver keeps the release on disk.
+        install_packages "$VENV" $TORCH_SPEC &&
+        # torch pinned, so that Mosaic's resolver keeps the release on disk (torch==, not a
+        # constraint file: uv takes one list of constraints, the machine's).
         # One editable install of this checkout at a time (scripts/setup.sh says why).
-        $editable "$VENV/bin/pip" install -e ".[run]" "$MOSAIC_SPEC" \
-            -c <(echo "$TORCH_SPEC" | tr ' ' '\n')
+        (
+            if command -v flock >/dev/null 2>&1; then flock 9; fi
+            # shellcheck disable=SC2086
+            install_packages "$VENV" -e ".[run]" "$MOSAIC_SPEC" $TORCH_SPEC
+        ) 9<pyproject.toml &&
         "$VENV/bin/pip" check
-    } > "$log" 2>&1 || { tail -30 "$log" >&2; echo "mosaic_env: pip failed; see $log" >&2; exit 1; }
+    } > "$log" 2>&1 || { tail -30 "$log" >&2; echo "mosaic_env: the install failed; see $log" >&2; exit 1; }
     "$VENV/bin/python" -c "import torch, streaming, harness" # fail here, not later
     printf '%s' "$want" > "$stamp"
 fi

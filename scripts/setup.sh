@@ -27,22 +27,22 @@ everything="$(cat pyproject.toml; echo "$TORCH_SPEC"; echo "run,dev,libs")"
 if [ -f "$stamp" ] && [ "$EXTRAS" = run ] && [ "$(cat "$stamp")" = "$everything" ]; then
     exit 0
 fi
-editable=""
-if command -v flock >/dev/null 2>&1; then
-    editable="flock pyproject.toml"
-fi
+# shellcheck source=scripts/installer.sh
+. scripts/installer.sh
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    # pip's chatter goes to a log, so that the commands' output stays the tables.
+    # The installer's chatter goes to a log, so that the commands' output stays the tables.
     log="$VENV/setup.log"
-    echo "setup: installing into $VENV ($TORCH_SPEC and the harness; a minute or two the first time; log: $log)" >&2
+    echo "setup: installing into $VENV ($TORCH_SPEC and the harness; a minute the first time; log: $log)" >&2
     {
-        "$VENV/bin/pip" install --upgrade pip
         # shellcheck disable=SC2086
-        "$VENV/bin/pip" install $TORCH_SPEC
+        install_packages "$VENV" $TORCH_SPEC &&
         # The editable install writes pipeline_harness.egg-info beside pyproject.toml: one
-        # install at a time (scripts/test.sh installs .venv-mosaic meanwhile where flock is there to take turns).
-        $editable "$VENV/bin/pip" install -e ".[$EXTRAS]"
-    } > "$log" 2>&1 || { tail -30 "$log" >&2; echo "setup: pip failed; see $log" >&2; exit 1; }
+        # install at a time (scripts/test.sh installs .venv-mosaic meanwhile; flock, where there, takes turns).
+        (
+            if command -v flock >/dev/null 2>&1; then flock 9; fi
+            install_packages "$VENV" -e ".[$EXTRAS]"
+        ) 9<pyproject.toml
+    } > "$log" 2>&1 || { tail -30 "$log" >&2; echo "setup: the install failed; see $log" >&2; exit 1; }
     # fail here, not later
     if [ "$EXTRAS" = run ]; then
         "$VENV/bin/python" -c "import torch, torchvision, scipy, pyarrow, harness"

@@ -14,9 +14,9 @@ if [ -n "${HARNESS_TEST_PYTHON:-}" ]; then
 else
     # MosaicML Streaming in an environment of its own (it cannot sit beside the `libs` extra),
     # for tests/harness/examples/test_mosaic.py, which skips, saying so, where it is missing.
-    # Installed while .venv is (two pips keep both cores busy where one leaves one idle; their
-    # editable installs of this checkout take turns: scripts/setup.sh); its lines are printed
-    # when it is waited for, before the suite.
+    # Installed while .venv is (scripts/installer.sh; their editable installs of this checkout
+    # take turns: scripts/setup.sh); its lines are printed when it is waited for, before the
+    # suite.
     mosaic_out="$(mktemp)"
     trap 'rm -f "$mosaic_out"' EXIT
     if command -v flock >/dev/null 2>&1; then
