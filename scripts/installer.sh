@@ -28,10 +28,13 @@ _uv_settings_from_pip() {
     done < <("$1/bin/pip" config list 2>/dev/null)
 }
 
+# The release these scripts were measured with: a newer uv may resolve or install otherwise.
+UV_SPEC="uv==0.13.9"
+
 install_packages() {
     local venv="$1"
     shift
-    if "$venv/bin/python" -m uv --version >/dev/null 2>&1 || "$venv/bin/pip" install uv; then
+    if "$venv/bin/python" -m uv --version >/dev/null 2>&1 || "$venv/bin/pip" install "$UV_SPEC"; then
         (
             _uv_settings_from_pip "$venv"
             "$venv/bin/python" -m uv pip install --python "$venv/bin/python" \

@@ -25,8 +25,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     {
         # shellcheck disable=SC2086
         install_packages "$VENV" $TORCH_SPEC &&
-        # torch pinned, so that Mosaic's resolver keeps the release on disk (torch==, not a
-        # constraint file: uv takes one list of constraints, the machine's).
+        # torch and torchvision named with their releases, so that Mosaic's resolver keeps
+        # the ones on disk.
         # One editable install of this checkout at a time (scripts/setup.sh says why).
         (
             if command -v flock >/dev/null 2>&1; then flock 9; fi

@@ -4,10 +4,21 @@ not, saying so. The venv's `python` and `pip` are stand-ins that record how they
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def uv_spec() -> str:
+    """The uv release installer.sh installs (its UV_SPEC line)."""
+    found = re.search(r'^UV_SPEC="([^"]+)"$', (REPO / "scripts" / "installer.sh").read_text(), re.M)
+    assert found is not None, "scripts/installer.sh sets UV_SPEC"
+    return found[1]
+
+
+UV_SPEC = uv_spec()
 
 PIP_CONFIG = """\
 global.find-links='/wheels/one /wheels/two'
@@ -37,7 +48,7 @@ exit 1
     pip = f"""#!/usr/bin/env bash
 if [ "$1" = config ]; then printf '%s' "{PIP_CONFIG}"; exit 0; fi
 echo "pip $*" >> {log}
-if [ "$*" = "install uv" ]; then exit {0 if uv_install_ok else 1}; fi
+if [ "$*" = "install {UV_SPEC}" ]; then exit {0 if uv_install_ok else 1}; fi
 exit 0
 """
     for name, text in (("python", python), ("pip", pip)):
@@ -90,7 +101,7 @@ def test_uv_installed_into_the_venv_then_failing_leaves_the_install_to_pip(tmp_p
     done = install(venv, "six")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["installer: uv failed (above); pip installs instead"]
-    assert calls(tmp_path) == ["pip install uv", "pip install --upgrade pip", "pip install six"]
+    assert calls(tmp_path) == [f"pip install {UV_SPEC}", "pip install --upgrade pip", "pip install six"]
 
 
 def test_without_uv_pip_installs_and_says_so(tmp_path: Path) -> None:
@@ -98,4 +109,8 @@ def test_without_uv_pip_installs_and_says_so(tmp_path: Path) -> None:
     done = install(venv, "torch==2.14.1")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["installer: uv could not be installed (above); pip installs instead"]
-    assert calls(tmp_path) == ["pip install uv", "pip install --upgrade pip", "pip install torch==2.14.1"]
+    assert calls(tmp_path) == [
+        f"pip install {UV_SPEC}",
+        "pip install --upgrade pip",
+        "pip install torch==2.14.1",
+    ]
